@@ -1,0 +1,48 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11:
+#   make demo   create .venv, install tether, index examples/docs, run scoped searches
+#   make test   create .venv if needed, run the whole test suite (and ruff)
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DB := .demo/tether.db
+
+.PHONY: demo test lint fmt eval clean
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=/path/to/python3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@rm -rf .demo && mkdir -p .demo
+	$(BIN)/tether add --db $(DEMO_DB) --workspace lumen --session support-chat examples/docs/*
+	$(BIN)/tether add --db $(DEMO_DB) --global examples/docs/support-faq.txt
+	@echo; echo '$$ tether search "how do I reset the sensor" --scope session --session support-chat --k 3'
+	@$(BIN)/tether search --db $(DEMO_DB) "how do I reset the sensor" --scope session --session support-chat --k 3
+	@echo; echo '$$ tether search "battery replacement under warranty" --scope workspace --workspace lumen --k 3'
+	@$(BIN)/tether search --db $(DEMO_DB) "battery replacement under warranty" --scope workspace --workspace lumen --k 3
+	@echo; echo '$$ tether search "battery replacement under warranty" --scope global --k 3'
+	@$(BIN)/tether search --db $(DEMO_DB) "battery replacement under warranty" --scope global --k 3
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
+
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix src tests examples
+	$(BIN)/ruff format src tests examples
+
+eval: $(STAMP)
+	$(BIN)/tether eval ../shared/datasets/scifact
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .ruff_cache

@@ -1,0 +1,71 @@
+"""tether: a local-first retrieval layer for LLM applications and agents.
+
+One SQLite file holds documents, chunks, session attachments and embeddings; search is
+scoped to a session, a workspace or the global library inside SQL.
+
+    from tether import Tether
+
+    t = Tether(db="tether.db")
+    t.add(["guide.md", "manual.pdf"], session_id="chat-1")
+    for hit in t.search("reset the sensor", scope="session", session_id="chat-1"):
+        print(hit.title, hit.page, hit.text[:80])
+"""
+
+from tether._tether import Tether
+from tether.errors import (
+    ConfigurationError,
+    DocumentNotFound,
+    EmptyDocument,
+    IndexingFailed,
+    IngestError,
+    InvalidArgument,
+    NotFound,
+    SchemaVersionError,
+    ScopeError,
+    SessionNotFound,
+    StoreError,
+    TetherError,
+    UnreadableFile,
+    UnsupportedFileType,
+    WorkspaceNotFound,
+)
+from tether.models import (
+    GLOBAL_WORKSPACE,
+    Document,
+    Hit,
+    IndexResult,
+    Scope,
+    Session,
+    Workspace,
+)
+from tether.settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GLOBAL_WORKSPACE",
+    "ConfigurationError",
+    "Document",
+    "DocumentNotFound",
+    "EmptyDocument",
+    "Hit",
+    "IndexResult",
+    "IndexingFailed",
+    "IngestError",
+    "InvalidArgument",
+    "NotFound",
+    "SchemaVersionError",
+    "Scope",
+    "ScopeError",
+    "Session",
+    "SessionNotFound",
+    "Settings",
+    "StoreError",
+    "Tether",
+    "TetherError",
+    "UnreadableFile",
+    "UnsupportedFileType",
+    "Workspace",
+    "WorkspaceNotFound",
+    "__version__",
+]

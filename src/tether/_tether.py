@@ -1,0 +1,206 @@
+"""The facade: ``Tether(db=...)`` with ``add`` and ``search`` and the document lifecycle."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from tether.errors import IndexingFailed, InvalidArgument
+from tether.ingest import Indexer
+from tether.models import Document, Hit, IndexResult, Scope, Session, Workspace
+from tether.retrieve.fts import compile_match
+from tether.settings import Settings
+from tether.store import Database, Repository, StoredChunk
+
+MAX_K = 1000
+PathLike = str | os.PathLike[str]
+ProgressCallback = Callable[[int, int, IndexResult], None]
+_TEXT_MIMES = ("text/plain", "text/markdown")
+
+
+class Tether:
+    """A tether knowledge store in one SQLite file.
+
+    >>> t = Tether(db=":memory:")
+    >>> [r.status for r in t.add(text="Reset the sensor with the pin.", title="Guide")]
+    ['indexed']
+    >>> t.search("reset", scope="global")[0].title
+    'Guide'
+    """
+
+    def __init__(
+        self,
+        db: PathLike | sqlite3.Connection | None = None,
+        *,
+        settings: Settings | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings.load()
+        self.db = Database(db if db is not None else self.settings.db)
+        self.repo = Repository(self.db)
+        self._indexer = Indexer(self.repo, self.settings.rag, count_tokens=count_tokens)
+
+    def __repr__(self) -> str:
+        return f"Tether(db={self.db.path!r})"
+
+    def __enter__(self) -> Tether:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- indexing -----------------------------------------------------------------------
+
+    def add(
+        self,
+        paths: PathLike | Iterable[PathLike] | None = None,
+        *,
+        text: str | None = None,
+        title: str | None = None,
+        mime: Literal["text/plain", "text/markdown"] = "text/plain",
+        workspace_id: str | None = None,
+        session_id: str | None = None,
+        document_id: str | None = None,
+        source: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        on_error: Literal["raise", "collect"] = "raise",
+        progress: ProgressCallback | None = None,
+    ) -> list[IndexResult]:
+        """Index files (``paths``) or a text (``text=``, with ``title=``).
+
+        Documents go to ``workspace_id`` (default: the session's workspace, else the global
+        library) and are attached to ``session_id`` when given; workspace and session are
+        created on first use. Unchanged content is skipped; changed content replaces the
+        document's chunks atomically. A file that cannot be indexed does not stop the rest
+        of the batch: with ``on_error="raise"`` (the default) :class:`IndexingFailed` is
+        raised at the end, carrying every result; with ``"collect"`` the failures are
+        returned as results with ``status="failed"``.
+        """
+        if (paths is None) == (text is None):
+            raise InvalidArgument("give either paths or text=, not both and not neither")
+        if on_error not in ("raise", "collect"):
+            raise InvalidArgument(f"on_error must be 'raise' or 'collect', not {on_error!r}")
+        placement = self._indexer.place(workspace_id, session_id)
+        if text is not None:
+            if not isinstance(text, str):
+                raise InvalidArgument(f"text must be str, not {type(text).__name__}")
+            if mime not in _TEXT_MIMES:
+                raise InvalidArgument(f"mime must be one of {_TEXT_MIMES}, not {mime!r}")
+            results = [
+                self._indexer.index_text(
+                    text,
+                    placement,
+                    title=title or source or document_id or "Untitled",
+                    mime=mime,
+                    document_id=document_id,
+                    source=source,
+                    metadata=metadata,
+                )
+            ]
+            if progress:
+                progress(1, 1, results[0])
+        else:
+            if document_id is not None or source is not None:
+                raise InvalidArgument("document_id= and source= go with text=, not with paths")
+            sources = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+            results = []
+            for path in sources:
+                results.append(self._indexer.index_path(path, placement))
+                if progress:
+                    progress(len(results), len(sources), results[-1])
+        if on_error == "raise" and any(r.error is not None for r in results):
+            raise IndexingFailed(results)
+        return results
+
+    # -- search -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        scope: Scope | Literal["session", "workspace", "global"] | None = None,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+        k: int = 10,
+    ) -> list[Hit]:
+        """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``),
+        best first. The scope is part of the SQL, so top-k is exact within it."""
+        if not isinstance(query, str):
+            raise InvalidArgument(f"query must be str, not {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InvalidArgument(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+        resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
+        match = compile_match(query)
+        if match is None:
+            return []
+        return self.repo.search_lexical(resolved, match, k)
+
+    def resolve_scope(
+        self,
+        scope: Scope | str | None = None,
+        *,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+    ) -> Scope:
+        return Scope.resolve(
+            scope if scope is not None else self.settings.rag.scope,
+            session_id=session_id,
+            workspace_id=workspace_id,
+        )
+
+    # -- documents ----------------------------------------------------------------------
+
+    def documents(
+        self, *, workspace_id: str | None = None, session_id: str | None = None
+    ) -> list[Document]:
+        return self.repo.list_documents(workspace_id=workspace_id, session_id=session_id)
+
+    def get_document(self, document_id: str) -> Document:
+        return self.repo.get_document(document_id)
+
+    def chunks(self, document_id: str) -> list[StoredChunk]:
+        self.repo.get_document(document_id)
+        return self.repo.chunks_of(document_id)
+
+    def delete_document(self, document_id: str) -> None:
+        """Delete a document with its chunks, FTS rows, embeddings and attachments."""
+        self.repo.delete_document(document_id)
+
+    # -- workspaces and sessions --------------------------------------------------------
+
+    def create_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
+        _require_id(workspace_id, "workspace_id")
+        return self.repo.ensure_workspace(workspace_id, name)
+
+    def workspaces(self) -> list[Workspace]:
+        return self.repo.list_workspaces()
+
+    def create_session(self, session_id: str, *, workspace_id: str) -> Session:
+        _require_id(session_id, "session_id")
+        _require_id(workspace_id, "workspace_id")
+        self.repo.ensure_workspace(workspace_id)
+        return self.repo.ensure_session(session_id, workspace_id)
+
+    def sessions(self, *, workspace_id: str | None = None) -> list[Session]:
+        return self.repo.list_sessions(workspace_id)
+
+    def close_session(self, session_id: str) -> Session:
+        return self.repo.close_session(session_id)
+
+    def attach(self, document_id: str, session_id: str) -> bool:
+        """Attach a document to a session; False if it already was."""
+        return self.repo.attach_document_to_session(document_id, session_id)
+
+    def detach(self, document_id: str, session_id: str) -> bool:
+        """Detach a document from a session (the document stays); False if it was not."""
+        return self.repo.detach_document_from_session(document_id, session_id)
+
+
+def _require_id(value: object, name: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{name} must be a non-empty string, not {value!r}")

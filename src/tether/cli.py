@@ -1,0 +1,412 @@
+"""The ``tether`` command: a thin shell. Parse, make one library call, print, map errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tether._tether import Tether
+from tether.errors import TetherError
+from tether.models import GLOBAL_WORKSPACE, Document
+from tether.settings import Settings
+
+app = typer.Typer(
+    help="tether: scoped, cited retrieval over your documents, in one SQLite file.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+docs_app = typer.Typer(help="List, inspect and remove documents.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="Create and close sessions; attach and detach documents.", no_args_is_help=True
+)
+app.add_typer(docs_app, name="docs")
+app.add_typer(sessions_app, name="sessions")
+
+out = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="SQLite file to use (default: $TETHER_DB, then `db` in tether.toml, then tether.db).",
+        show_default=False,
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="TOML settings file (default: $TETHER_CONFIG or ./tether.toml).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, see README).")]
+WorkspaceOption = Annotated[
+    str | None, typer.Option("--workspace", "-w", help="Workspace id.", show_default=False)
+]
+SessionOption = Annotated[
+    str | None, typer.Option("--session", "-s", help="Session id.", show_default=False)
+]
+
+T = TypeVar("T")
+
+
+def main() -> None:
+    app()
+
+
+@contextmanager
+def _tether(db: Path | None, config: Path | None) -> Iterator[Tether]:
+    """Open the store; map library errors to a one-line message and exit code 1."""
+    try:
+        overrides: dict[str, Any] = {"db": str(db)} if db is not None else {}
+        with Tether(settings=Settings.load(config, **overrides)) as tether:
+            yield tether
+    except TetherError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+@app.command()
+def add(
+    paths: Annotated[list[Path], typer.Argument(help="Files to index (.md .txt .pdf .html).")],
+    workspace: WorkspaceOption = None,
+    session: SessionOption = None,
+    global_: Annotated[
+        bool, typer.Option("--global", help="Add to the shared global library (the default).")
+    ] = False,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index files into a workspace, attaching them to a session if given."""
+    if global_ and workspace not in (None, GLOBAL_WORKSPACE):
+        err.print("[bold red]error:[/] --global and --workspace contradict each other")
+        raise typer.Exit(2)
+    workspace = GLOBAL_WORKSPACE if global_ else workspace
+    with _tether(db, config) as tether:
+        progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=as_json or not err.is_terminal,
+        )
+        with progress:
+            task = progress.add_task("Indexing", total=len(paths))
+
+            def advance(done: int, total: int, result: Any) -> None:
+                name = Path(result.source).name
+                progress.update(
+                    task, completed=done, description=f"Indexed {done} of {total}: {name}"
+                )
+
+            results = tether.add(
+                paths,
+                workspace_id=workspace,
+                session_id=session,
+                on_error="collect",
+                progress=advance,
+            )
+    if as_json:
+        _print_json({"results": [r.to_dict() for r in results]})
+    else:
+        for r in results:
+            if r.error is not None:
+                err.print(f"[red]failed[/]   {r.error}", highlight=False)
+            else:
+                out.print(
+                    f"[green]{r.status:<8}[/] {r.source} -> {r.document_id}"
+                    f" ({r.chunk_count} chunks)",
+                    highlight=False,
+                )
+    if any(r.error is not None for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for (any text is safe).")],
+    scope: Annotated[
+        str | None,
+        typer.Option("--scope", help="session | workspace | global (default: rag.scope)."),
+    ] = None,
+    session: SessionOption = None,
+    workspace: WorkspaceOption = None,
+    k: Annotated[int, typer.Option("--k", "-k", help="How many chunks.", min=1, max=1000)] = 10,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Search chunks inside a scope; print the cited hits."""
+    with _tether(db, config) as tether:
+        resolved = tether.resolve_scope(scope, session_id=session, workspace_id=workspace)
+        hits = tether.search(query, scope=resolved, k=k)
+    if as_json:
+        _print_json(
+            {
+                "query": query,
+                "scope": resolved.to_dict(),
+                "k": k,
+                "hits": [hit.to_dict() for hit in hits],
+            }
+        )
+        return
+    if not hits:
+        out.print(
+            f"No matches in {resolved.kind} {resolved.id!r}. Try a wider scope"
+            " (session -> workspace -> global) or add documents.",
+            highlight=False,
+        )
+        return
+    for number, hit in enumerate(hits, start=1):
+        where = " · ".join(
+            part
+            for part in (
+                hit.section_title,
+                f"page {hit.page}" if hit.page is not None else None,
+                hit.source_path and Path(hit.source_path).name,
+            )
+            if part
+        )
+        out.print(
+            f"[bold][{number}][/] [cyan]{hit.title}[/]  [dim]{where}[/]  "
+            f"[dim]score {hit.score:.3f} · {hit.document_id}#{hit.chunk_id}[/]",
+            highlight=False,
+        )
+        snippet = " ".join(hit.text.split())
+        out.print(
+            f"    {snippet[:300]}{'…' if len(snippet) > 300 else ''}", highlight=False, markup=False
+        )
+
+
+def _documents_table(documents: list[Document]) -> Table:
+    table = Table("id", "workspace", "title", "type", "chunks", "sessions", "indexed")
+    for d in documents:
+        table.add_row(
+            d.id,
+            d.workspace_id,
+            d.title,
+            d.mime,
+            str(d.chunk_count),
+            ", ".join(d.session_ids),
+            (d.indexed_at or "")[:19],
+        )
+    return table
+
+
+@docs_app.command("list")
+def docs_list(
+    workspace: WorkspaceOption = None,
+    session: SessionOption = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List documents (optionally of one workspace or session)."""
+    with _tether(db, config) as tether:
+        documents = tether.documents(workspace_id=workspace, session_id=session)
+    if as_json:
+        _print_json({"documents": [d.to_dict() for d in documents]})
+    elif documents:
+        out.print(_documents_table(documents))
+    else:
+        out.print("No documents.")
+
+
+@docs_app.command("show")
+def docs_show(
+    document_id: Annotated[str, typer.Argument(help="Document id.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one document and its chunks."""
+    with _tether(db, config) as tether:
+        document = tether.get_document(document_id)
+        chunks = tether.chunks(document_id)
+    if as_json:
+        _print_json(
+            {
+                "document": document.to_dict(),
+                "chunks": [
+                    {
+                        "chunk_id": c.id,
+                        "ordinal": c.ordinal,
+                        "section_title": c.section_title,
+                        "page": c.page,
+                        "char_start": c.char_start,
+                        "char_end": c.char_end,
+                        "token_count": c.token_count,
+                        "text": c.content,
+                    }
+                    for c in chunks
+                ],
+            }
+        )
+        return
+    out.print(_documents_table([document]))
+    for c in chunks:
+        where = " · ".join(p for p in (c.section_title, c.page and f"page {c.page}") if p)
+        out.print(f"[bold]#{c.id}[/] [dim]{c.char_start}-{c.char_end} {where}[/]", highlight=False)
+
+
+@docs_app.command("rm")
+def docs_rm(
+    document_ids: Annotated[list[str], typer.Argument(help="Document ids to delete.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Delete documents with their chunks, embeddings and session attachments."""
+    with _tether(db, config) as tether:
+        for document_id in document_ids:
+            tether.delete_document(document_id)
+            out.print(f"deleted {document_id}", highlight=False)
+
+
+def _session_call(db: Path | None, config: Path | None, call: Callable[[Tether], T]) -> T:
+    with _tether(db, config) as tether:
+        return call(tether)
+
+
+@sessions_app.command("list")
+def sessions_list(
+    workspace: WorkspaceOption = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions (optionally of one workspace)."""
+    sessions = _session_call(db, config, lambda t: t.sessions(workspace_id=workspace))
+    if as_json:
+        _print_json({"sessions": [s.__dict__ for s in sessions]})
+        return
+    table = Table("id", "workspace", "created", "closed")
+    for s in sessions:
+        table.add_row(s.id, s.workspace_id, s.created_at[:19], (s.closed_at or "")[:19])
+    out.print(table if sessions else "No sessions.")
+
+
+@sessions_app.command("create")
+def sessions_create(
+    session_id: Annotated[str, typer.Argument(help="New session id.")],
+    workspace: Annotated[str, typer.Option("--workspace", "-w", help="Its workspace.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Create a session in a workspace."""
+    s = _session_call(db, config, lambda t: t.create_session(session_id, workspace_id=workspace))
+    out.print(f"session {s.id} in workspace {s.workspace_id}", highlight=False)
+
+
+@sessions_app.command("close")
+def sessions_close(
+    session_id: Annotated[str, typer.Argument(help="Session id.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Mark a session closed."""
+    s = _session_call(db, config, lambda t: t.close_session(session_id))
+    out.print(f"session {s.id} closed at {s.closed_at}", highlight=False)
+
+
+@sessions_app.command("attach")
+def sessions_attach(
+    document_id: Annotated[str, typer.Argument(help="Document id.")],
+    session_id: Annotated[str, typer.Argument(help="Session id.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Attach a document to a session (its workspace's or a global document)."""
+    new = _session_call(db, config, lambda t: t.attach(document_id, session_id))
+    out.print(
+        f"{'attached' if new else 'already attached'}: {document_id} -> {session_id}",
+        highlight=False,
+    )
+
+
+@sessions_app.command("detach")
+def sessions_detach(
+    document_id: Annotated[str, typer.Argument(help="Document id.")],
+    session_id: Annotated[str, typer.Argument(help="Session id.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Detach a document from a session; the document itself stays."""
+    was = _session_call(db, config, lambda t: t.detach(document_id, session_id))
+    out.print(
+        f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}",
+        highlight=False,
+    )
+
+
+@app.command("eval")
+def eval_(
+    directory: Annotated[Path, typer.Argument(help="BEIR-format dataset directory.")],
+    split: Annotated[str, typer.Option(help="qrels split to score.")] = "test",
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help="Store to index into and reuse (default: a temporary file).",
+            show_default=False,
+        ),
+    ] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index a BEIR dataset and print nDCG@10, Recall@100 and query latency."""
+    import tempfile
+
+    from tether import eval as beir
+
+    with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
+        store = db if db is not None else Path(tmp) / "eval.db"
+        with _tether(store, config) as tether:
+            dataset = beir.load_beir(directory, split=split)
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal,
+            ) as progress:
+                task = progress.add_task(f"Indexing {dataset.name}", total=None)
+                beir.index_dataset(
+                    tether, dataset, progress=lambda n: progress.update(task, completed=n)
+                )
+            report = beir.evaluate(tether, dataset)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    table = Table(title=f"{report.dataset}: {report.queries} queries, {report.documents} documents")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("nDCG@10", f"{report.ndcg_at_10:.4f}")
+    table.add_row("Recall@100", f"{report.recall_at_100:.4f}")
+    table.add_row("latency p50", f"{report.latency_ms_p50:.1f} ms")
+    table.add_row("latency p95", f"{report.latency_ms_p95:.1f} ms")
+    out.print(table)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

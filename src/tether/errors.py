@@ -1,0 +1,127 @@
+"""tether's errors: one small tree, so callers can catch as broadly or narrowly as they need.
+
+    TetherError
+    ├── ConfigurationError        settings that cannot work together
+    ├── InvalidArgument           a bad value passed to the API (also a ValueError)
+    │   └── ScopeError            a scope that names no session/workspace, or crosses workspaces
+    ├── NotFound                  (also a LookupError)
+    │   ├── DocumentNotFound
+    │   ├── SessionNotFound
+    │   └── WorkspaceNotFound
+    ├── StoreError                the SQLite file itself
+    │   └── SchemaVersionError    the file was written by a newer tether
+    └── IngestError               one source could not be indexed; names the source
+        ├── UnsupportedFileType
+        ├── UnreadableFile
+        ├── EmptyDocument
+        └── IndexingFailed        a batch finished, some sources failed (``.results`` has all)
+
+Every message says what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.models import IndexResult
+
+
+class TetherError(Exception):
+    """Base class of every error tether raises on purpose."""
+
+
+class ConfigurationError(TetherError):
+    """Settings that are individually valid but cannot work together."""
+
+
+class InvalidArgument(TetherError, ValueError):
+    """A value passed to the API is not acceptable."""
+
+
+class ScopeError(InvalidArgument):
+    """A retrieval scope is incomplete or crosses a workspace boundary."""
+
+
+class NotFound(TetherError, LookupError):
+    """Something named by id does not exist."""
+
+
+class DocumentNotFound(NotFound):
+    def __init__(self, document_id: str) -> None:
+        super().__init__(f"no document with id {document_id!r}; list them with `tether docs list`")
+        self.document_id = document_id
+
+
+class SessionNotFound(NotFound):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"no session with id {session_id!r}; create it with `tether sessions create`"
+            " or pass session_id when adding a document"
+        )
+        self.session_id = session_id
+
+
+class WorkspaceNotFound(NotFound):
+    def __init__(self, workspace_id: str) -> None:
+        super().__init__(f"no workspace with id {workspace_id!r}")
+        self.workspace_id = workspace_id
+
+
+class StoreError(TetherError):
+    """The SQLite file cannot be used as a tether store."""
+
+
+class SchemaVersionError(StoreError):
+    """The file's schema is newer than this version of tether understands."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        super().__init__(
+            f"{path} has schema version {found}, but this tether only knows versions up to"
+            f" {supported}; it was written by a newer tether. Upgrade tether"
+            " (pip install -U tether) to open it. The file was not changed."
+        )
+        self.found = found
+        self.supported = supported
+
+
+class IngestError(TetherError):
+    """A source could not be indexed. ``source`` names it (a path, or a text title)."""
+
+    def __init__(self, source: str, message: str) -> None:
+        super().__init__(f"{source}: {message}")
+        self.source = source
+        self.reason = message
+
+
+class UnsupportedFileType(IngestError):
+    """No loader handles this kind of file."""
+
+
+class UnreadableFile(IngestError):
+    """The file exists (or should) but could not be read or parsed."""
+
+
+class EmptyDocument(IngestError):
+    """The source holds no text to index (for example, a scanned PDF with no text layer)."""
+
+
+class IndexingFailed(IngestError):
+    """A batch finished and some of its sources failed; the others were indexed.
+
+    ``results`` holds one :class:`~tether.IndexResult` per source, failures included.
+    """
+
+    def __init__(self, results: list[IndexResult]) -> None:
+        failed = [r for r in results if r.error is not None]
+        lines = "; ".join(str(r.error) for r in failed[:5])
+        more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+        indexed = len(results) - len(failed)
+        super().__init__(
+            f"{len(failed)} of {len(results)} sources",
+            f"failed to index: {lines}{more}. The other {indexed} were indexed.",
+        )
+        self.results = results
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.results,))

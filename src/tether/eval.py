@@ -1,0 +1,183 @@
+"""BEIR-format evaluation: nDCG@10, Recall@100 and query latency, through the normal paths.
+
+A BEIR directory holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl``
+(``_id``, ``text``) and ``qrels/<split>.tsv`` (``query-id``, ``corpus-id``, ``score``).
+Each corpus entry is indexed as one document (title, a blank line, then text) with the
+default ingestion path and settings; each entry is ranked by its best chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tether._tether import MAX_K, Tether
+from tether.errors import InvalidArgument
+from tether.models import Scope
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    name: str
+    corpus_path: Path
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+    def corpus(self) -> Iterator[CorpusEntry]:
+        with self.corpus_path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    yield CorpusEntry(
+                        str(row["_id"]), row.get("title") or "", row.get("text") or ""
+                    )
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    dataset: str
+    queries: int
+    documents: int
+    ndcg_at_10: float
+    recall_at_100: float
+    latency_ms_p50: float
+    latency_ms_p95: float
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        data = asdict(self)
+        return {
+            "dataset": data["dataset"],
+            "queries": data["queries"],
+            "documents": data["documents"],
+            "ndcg@10": round(self.ndcg_at_10, 4),
+            "recall@100": round(self.recall_at_100, 4),
+            "latency_ms_p50": round(self.latency_ms_p50, 3),
+            "latency_ms_p95": round(self.latency_ms_p95, 3),
+        }
+
+
+def load_beir(directory: str | Path, *, split: str = "test") -> BeirDataset:
+    root = Path(directory)
+    corpus = root / "corpus.jsonl"
+    queries_path = root / "queries.jsonl"
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    for required in (corpus, queries_path, qrels_path):
+        if not required.is_file():
+            raise InvalidArgument(f"{root} is not a BEIR dataset: {required} is missing")
+    qrels: dict[str, dict[str, int]] = {}
+    with qrels_path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh):
+            fields = line.rstrip("\n").split("\t")
+            if (number == 0 and fields[0] == "query-id") or len(fields) < 3:
+                continue
+            qrels.setdefault(fields[0], {})[fields[1]] = int(fields[2])
+    queries = {}
+    with queries_path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                if str(row["_id"]) in qrels:
+                    queries[str(row["_id"])] = row["text"]
+    return BeirDataset(root.resolve().name, corpus, queries, qrels)
+
+
+def eval_workspace(dataset: BeirDataset) -> str:
+    return f"eval-{dataset.name}"
+
+
+def index_dataset(
+    tether: Tether,
+    dataset: BeirDataset,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Index every corpus entry as a document of the dataset's workspace; return the count.
+    Entries already stored with the same content are skipped by hash."""
+    workspace = eval_workspace(dataset)
+    count = 0
+    for entry in dataset.corpus():
+        text = f"{entry.title}\n\n{entry.text}" if entry.title else entry.text
+        tether.add(
+            text=text,
+            title=entry.title or entry.id,
+            document_id=f"{workspace}:{entry.id}",
+            workspace_id=workspace,
+        )
+        count += 1
+        if progress:
+            progress(count)
+    return count
+
+
+def rank_documents(tether: Tether, query: str, scope: Scope, depth: int) -> list[str]:
+    """Document ids ranked by their best chunk, ``depth`` of them when there are enough."""
+    k = min(MAX_K, depth * 3)
+    while True:
+        hits = tether.search(query, scope=scope, k=k)
+        ranked = list(dict.fromkeys(hit.document_id for hit in hits))
+        if len(ranked) >= depth or len(hits) < k or k == MAX_K:
+            return ranked[:depth]
+        k = min(MAX_K, k * 2)
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], cutoff: int) -> float:
+    gains = sorted((g for g in relevant.values() if g > 0), reverse=True)
+    ideal = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:cutoff]))
+    if ideal == 0:
+        return 0.0
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:cutoff]))
+    return dcg / ideal
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], cutoff: int) -> float:
+    wanted = {d for d, g in relevant.items() if g > 0}
+    if not wanted:
+        return 0.0
+    return len(wanted.intersection(ranked[:cutoff])) / len(wanted)
+
+
+def evaluate(tether: Tether, dataset: BeirDataset) -> EvalReport:
+    """Run every query with a relevance judgement and score the rankings."""
+    workspace = eval_workspace(dataset)
+    scope = Scope.workspace(workspace)
+    prefix = f"{workspace}:"
+    ndcgs, recalls, latencies = [], [], []
+    for query_id, text in dataset.queries.items():
+        started = time.perf_counter()
+        ranked = rank_documents(tether, text, scope, depth=100)
+        latencies.append((time.perf_counter() - started) * 1000)
+        ranked = [d.removeprefix(prefix) for d in ranked]
+        relevant = dataset.qrels[query_id]
+        ndcgs.append(ndcg_at(ranked, relevant, 10))
+        recalls.append(recall_at(ranked, relevant, 100))
+    if not ndcgs:
+        raise InvalidArgument(f"{dataset.name}: no query has a relevance judgement")
+    documents = len(tether.documents(workspace_id=workspace))
+    return EvalReport(
+        dataset=dataset.name,
+        queries=len(ndcgs),
+        documents=documents,
+        ndcg_at_10=statistics.fmean(ndcgs),
+        recall_at_100=statistics.fmean(recalls),
+        latency_ms_p50=_percentile(latencies, 50),
+        latency_ms_p95=_percentile(latencies, 95),
+    )
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

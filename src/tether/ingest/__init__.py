@@ -1,0 +1,21 @@
+"""Ingestion: loaders, chunking and the indexer."""
+
+from tether.ingest.chunking import Section, chunk_sections, markdown_sections, split_span
+from tether.ingest.indexer import Indexer, Placement
+from tether.ingest.loaders import LoadedDocument, load_path, load_text, supported_extensions
+from tether.ingest.text import content_hash, normalize_text
+
+__all__ = [
+    "Indexer",
+    "LoadedDocument",
+    "Placement",
+    "Section",
+    "chunk_sections",
+    "content_hash",
+    "load_path",
+    "load_text",
+    "markdown_sections",
+    "normalize_text",
+    "split_span",
+    "supported_extensions",
+]

@@ -1,0 +1,182 @@
+"""Chunking: split a loaded document into sections, then sections into bounded chunks.
+
+A chunk's ``content`` is always exactly ``text[char_start:char_end]`` of the document's
+normalized text, so offsets can be trusted for highlighting and for merging neighbours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tether.ingest.text import content_hash
+from tether.store import NewChunk
+
+
+@dataclass(frozen=True)
+class Section:
+    """A span of the document text with one heading path and at most one page."""
+
+    start: int
+    end: int
+    title: str | None = None
+    page: int | None = None
+
+
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*\s")
+
+
+def markdown_sections(text: str) -> list[Section]:
+    """Sections at Markdown headings (ATX ``#`` and setext), ignoring fenced code.
+
+    The title of a section is its heading path, ``"Guide > Install > Linux"``. A heading
+    with no body of its own (directly followed by a sub-heading) is folded into the next
+    section, so no chunk is a bare heading.
+    """
+    headings: list[tuple[int, int, str]] = []  # (offset, level, title)
+    offset = 0
+    in_fence: str | None = None
+    previous: tuple[int, str] | None = None  # (offset, line) of the previous non-blank line
+    for line in text.split("\n"):
+        fence = _FENCE.match(line)
+        if fence:
+            marker = fence.group(1)
+            in_fence = None if in_fence == marker else (in_fence or marker)
+        elif in_fence is None:
+            atx = _ATX_HEADING.match(line)
+            setext = _SETEXT_UNDERLINE.match(line)
+            if atx:
+                headings.append((offset, len(atx.group(1)), atx.group(2).strip()))
+            elif setext and _is_setext_title(previous, offset, headings):
+                assert previous is not None
+                level = 1 if setext.group(1).startswith("=") else 2
+                headings.append((previous[0], level, previous[1].strip()))
+        previous = (offset, line) if line.strip() else None
+        offset += len(line) + 1
+
+    boundaries = [(0, 0, None)] if not headings or headings[0][0] > 0 else []
+    boundaries += [(o, lvl, t) for o, lvl, t in headings]
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    pending_start: int | None = None
+    for i, (start, level, title) in enumerate(boundaries):
+        end = boundaries[i + 1][0] if i + 1 < len(boundaries) else len(text)
+        if title is not None:
+            path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title)]
+        section_title = " > ".join(t for _, t in path) or None
+        body_start = text.find("\n", start, end) if title is not None else start
+        has_body = body_start != -1 and text[body_start:end].strip() != ""
+        if not has_body and i + 1 < len(boundaries):
+            pending_start = start if pending_start is None else pending_start
+            continue
+        section_start = start if pending_start is None else pending_start
+        pending_start = None
+        if text[section_start:end].strip():
+            sections.append(Section(section_start, end, section_title))
+    return sections
+
+
+def _is_setext_title(
+    previous: tuple[int, str] | None, offset: int, headings: list[tuple[int, int, str]]
+) -> bool:
+    """A text line directly above an ``===``/``---`` underline, not already a heading."""
+    return (
+        previous is not None
+        and previous[0] + len(previous[1]) + 1 == offset
+        and not _ATX_HEADING.match(previous[1])
+        and (not headings or headings[-1][0] != previous[0])
+    )
+
+
+def split_span(
+    text: str, start: int, end: int, size: int, overlap: int
+) -> Iterator[tuple[int, int]]:
+    """Character spans of at most ``size`` covering ``text[start:end]``.
+
+    Cuts at the last paragraph break, else line break, else sentence end, else space in the
+    second half of the window; a hard cut only for a word longer than half a chunk. Each
+    span after the first starts up to ``overlap`` characters before the previous one ended,
+    at a sentence or word boundary.
+    """
+    pos = _skip_space(text, start, end)
+    while pos < end:
+        stop = _trim_end(text, pos, end)
+        if stop - pos <= size:
+            if stop > pos:
+                yield pos, stop
+            return
+        cut = _best_cut(text, pos + size // 2, pos + size)
+        stop = _trim_end(text, pos, cut)
+        yield pos, stop
+        pos = _skip_space(text, _overlap_start(text, max(pos + 1, cut - overlap), cut), end)
+
+
+def _skip_space(text: str, pos: int, end: int) -> int:
+    while pos < end and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _trim_end(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _best_cut(text: str, lo: int, hi: int) -> int:
+    window = text[lo:hi]
+    for separator in ("\n\n", "\n"):
+        at = window.rfind(separator)
+        if at != -1:
+            return lo + at + len(separator)
+    sentence_ends = [m.end() for m in _SENTENCE_END.finditer(window)]
+    if sentence_ends:
+        return lo + sentence_ends[-1]
+    at = max(window.rfind(" "), window.rfind("\t"))
+    return lo + at + 1 if at != -1 else hi
+
+
+def _overlap_start(text: str, lo: int, cut: int) -> int:
+    """Where the next chunk starts: the first sentence or word start inside the overlap."""
+    if lo >= cut:
+        return cut
+    window = text[lo:cut]
+    sentence = _SENTENCE_END.search(window)
+    if sentence and sentence.end() < len(window):
+        return lo + sentence.end()
+    if lo > 0 and not text[lo - 1].isspace():
+        space = re.search(r"\s", window)
+        return lo + space.end() if space else cut
+    return lo
+
+
+def chunk_sections(
+    text: str,
+    sections: list[Section],
+    *,
+    size: int,
+    overlap: int,
+    count_tokens: Callable[[str], int] | None = None,
+) -> list[NewChunk]:
+    """Chunks for every section, numbered in document order."""
+    chunks: list[NewChunk] = []
+    for section in sections:
+        for start, end in split_span(text, section.start, section.end, size, overlap):
+            content = text[start:end]
+            chunks.append(
+                NewChunk(
+                    ordinal=len(chunks),
+                    content=content,
+                    section_title=section.title,
+                    char_start=start,
+                    char_end=end,
+                    page=section.page,
+                    content_hash=content_hash(content),
+                    token_count=count_tokens(content) if count_tokens else None,
+                )
+            )
+    return chunks

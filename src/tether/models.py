@@ -1,0 +1,188 @@
+"""Plain typed records that tether hands back: scopes, documents, index results, hits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.errors import ScopeError
+
+GLOBAL_WORKSPACE = "GLOBAL"
+
+ScopeKind = Literal["session", "workspace", "global"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which documents a retrieval may see.
+
+    =========== ===========================================================
+    ``session``   documents attached to the session ``id``
+    ``workspace`` documents whose workspace is ``id``
+    ``global``    documents of the shared library (workspace ``GLOBAL``)
+    =========== ===========================================================
+    """
+
+    kind: ScopeKind
+    id: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("session", "workspace", "global"):
+            raise ScopeError(f"unknown scope {self.kind!r}; use 'session', 'workspace' or 'global'")
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise ScopeError(f"scope {self.kind!r} needs a non-empty id")
+        if self.kind == "global" and self.id != GLOBAL_WORKSPACE:
+            raise ScopeError(f"the global scope is always {GLOBAL_WORKSPACE!r}")
+
+    @classmethod
+    def session(cls, session_id: str) -> Scope:
+        return cls("session", session_id)
+
+    @classmethod
+    def workspace(cls, workspace_id: str) -> Scope:
+        return cls("workspace", workspace_id)
+
+    @classmethod
+    def global_(cls) -> Scope:
+        return cls("global", GLOBAL_WORKSPACE)
+
+    @classmethod
+    def resolve(
+        cls,
+        scope: Scope | str,
+        *,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+    ) -> Scope:
+        """``"session"`` + ``session_id`` (etc.) as a Scope; a ScopeError says what is missing."""
+        if isinstance(scope, Scope):
+            return scope
+        if scope == "session":
+            if not session_id:
+                raise ScopeError("scope 'session' needs a session id (session_id= / --session)")
+            return cls.session(session_id)
+        if scope == "workspace":
+            if not workspace_id:
+                raise ScopeError(
+                    "scope 'workspace' needs a workspace id (workspace_id= / --workspace)"
+                )
+            return cls.workspace(workspace_id)
+        if scope == "global":
+            return cls.global_()
+        raise ScopeError(f"unknown scope {scope!r}; use 'session', 'workspace' or 'global'")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "id": self.id}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    name: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    workspace_id: str
+    created_at: str
+    closed_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    workspace_id: str
+    title: str
+    source_path: str | None
+    source_type: str | None
+    mime: str
+    content_hash: str
+    file_size: int | None
+    status: str
+    created_at: str
+    indexed_at: str | None
+    chunk_count: int = 0
+    session_ids: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "workspace_id": self.workspace_id,
+            "title": self.title,
+            "source_path": self.source_path,
+            "source_type": self.source_type,
+            "mime": self.mime,
+            "content_hash": self.content_hash,
+            "file_size": self.file_size,
+            "status": self.status,
+            "created_at": self.created_at,
+            "indexed_at": self.indexed_at,
+            "chunk_count": self.chunk_count,
+            "session_ids": list(self.session_ids),
+            "metadata": self.metadata,
+        }
+
+
+IndexStatus = Literal["indexed", "replaced", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """What happened to one source given to :meth:`Tether.add`.
+
+    ``indexed``: a new document. ``replaced``: the document's content changed and its chunks
+    were swapped atomically. ``skipped``: same content hash as stored, nothing done (the
+    session attachment is still made). ``failed``: see ``error``; nothing stored changed.
+    """
+
+    source: str
+    status: IndexStatus
+    document_id: str | None = None
+    chunk_count: int = 0
+    error: Exception | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "status": self.status,
+            "document_id": self.document_id,
+            "chunk_count": self.chunk_count,
+            "error": None if self.error is None else str(self.error),
+        }
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk. ``score`` is higher-is-better (for lexical search: -bm25)."""
+
+    document_id: str
+    chunk_id: int
+    title: str
+    section_title: str | None
+    page: int | None
+    text: str
+    score: float
+    ordinal: int
+    char_start: int
+    char_end: int
+    source_path: str | None
+    workspace_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "document_id": self.document_id,
+            "chunk_id": self.chunk_id,
+            "title": self.title,
+            "section_title": self.section_title,
+            "page": self.page,
+            "text": self.text,
+            "score": self.score,
+            "ordinal": self.ordinal,
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+            "source_path": self.source_path,
+            "workspace_id": self.workspace_id,
+        }

@@ -1,0 +1,56 @@
+"""The FTS5 query compiler: any user text in, a safe FTS5 MATCH expression (or None) out.
+
+User text is never passed to FTS5 as syntax. It is cut into terms (runs of letters and
+digits, which is also where FTS5's unicode61 tokenizer cuts), case-folded, stripped of
+stopwords, de-duplicated and capped; every term is then double-quoted and the terms are
+joined with ``OR``, so bm25 ranks chunks by how many and how rare the terms they hold are.
+Operators (``AND``, ``NEAR(``), prefixes (``*``), column filters (``col:term``), quotes
+and brackets in the input are thereby plain text, never syntax.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_TERMS = 64
+MAX_TERM_CHARS = 128
+# Only this much of a query is read: enough for any real question, and a 100 kB paste
+# costs no more than a long paragraph.
+MAX_QUERY_CHARS = 8_192
+
+# Lucene's English stopwords (what BM25 baselines such as Anserini use) plus the function
+# words of questions put to a chat app ("what does the guide say about ...").
+STOPWORDS = frozenset(
+    (
+        "a an and are as at be but by for if in into is it no not of on or such that the their"
+        " then there these they this to was will with"
+        " about am been being can could did do does doing from had has have having he her him"
+        " his how i its me my our please she should so tell than them those us we were what"
+        " when where which who whom whose why would you your"
+    ).split()
+)
+
+_TERM = re.compile(r"[^\W_]+")
+
+
+def query_terms(text: str) -> list[str]:
+    """The search terms of ``text``: case-folded, stopwords removed (unless that leaves
+    nothing), de-duplicated in order of first appearance, at most ``MAX_TERMS``."""
+    if not isinstance(text, str):
+        raise TypeError(f"query must be str, not {type(text).__name__}")
+    tokens = [t.casefold() for t in _TERM.findall(text[:MAX_QUERY_CHARS])]
+    tokens = [t for t in tokens if len(t) <= MAX_TERM_CHARS]
+    content = [t for t in tokens if t not in STOPWORDS] or tokens
+    return list(dict.fromkeys(content))[:MAX_TERMS]
+
+
+def compile_match(text: str) -> str | None:
+    """A MATCH expression for ``text``, or None when it holds no searchable term."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    return " OR ".join(_quote(t) for t in terms)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'

@@ -1,0 +1,170 @@
+"""Settings: the ``[rag]`` and ``[llm]`` keys of DESIGN.md, from arguments, environment and TOML.
+
+Precedence, highest first: explicit arguments, ``TETHER_*`` environment variables
+(``TETHER_RAG__CHUNK_SIZE=800``; ``TETHER_DB``), then ``tether.toml`` (or the file named by
+``TETHER_CONFIG``), then the defaults below. This is the only module that reads the
+environment, and it reads it when ``Settings.load()`` is called, never at import.
+
+```toml
+# tether.toml
+db = "tether.db"
+
+[rag]
+chunk_size = 1200
+chunk_overlap = 150
+scope = "global"
+
+[rag.embeddings]
+enabled = true
+provider = "local"
+
+[llm]
+base_url = "http://localhost:11434/v1"
+model = "llama3.1"
+```
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from tether.errors import ConfigurationError
+
+DEFAULT_CONFIG_FILE = "tether.toml"
+DEFAULT_DB = "tether.db"
+
+
+class EmbeddingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    provider: Literal["local", "openai"] = "local"
+    model: str = "all-MiniLM-L6-v2"
+
+
+class RagSettings(BaseModel):
+    """The ``[rag]`` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    scope: Literal["session", "workspace", "global"] = "global"
+    # ~250-300 MiniLM word pieces: a chunk fits an embedding model's window and still holds
+    # a paragraph or two. Overlap keeps a sentence cut at a boundary findable from both sides.
+    chunk_size: int = Field(1200, ge=100, le=100_000, description="characters per chunk")
+    chunk_overlap: int = Field(150, ge=0, description="characters shared by adjacent chunks")
+    k_lexical: int = Field(50, ge=1, le=10_000)
+    k_vector: int = Field(50, ge=1, le=10_000)
+    rrf_k: int = Field(60, ge=1)
+    rerank_top_n: int = Field(20, ge=1)
+    max_chunks: int = Field(8, ge=1, le=100)
+    context_budget: int = Field(2000, ge=50, description="tokens in the context block")
+    enable_query_rewrite: bool = False
+    rewrite_count: int = Field(3, ge=1, le=3)
+    enable_llm_rerank: bool = False
+    index_text_artifacts: bool = False
+    min_relevance: float = Field(0.0, ge=0.0, le=1.0)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+
+    @model_validator(mode="after")
+    def _overlap_below_half_the_chunk(self) -> RagSettings:
+        if self.chunk_overlap * 2 > self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be at most half of chunk_size"
+                f" ({self.chunk_size})"
+            )
+        return self
+
+
+class LLMSettings(BaseModel):
+    """The ``[llm]`` section: any OpenAI-compatible chat endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str | None = None
+    timeout: float = Field(30.0, gt=0)
+
+
+class Settings(BaseSettings):
+    """All of tether's configuration. Build it with :meth:`load` to read TOML and env."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TETHER_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    db: str = DEFAULT_DB
+    rag: RagSettings = Field(default_factory=RagSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = settings_cls.model_config.get("toml_file")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+    @classmethod
+    def load(cls, config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``overrides``, the environment and a TOML file.
+
+        The file is ``config_file`` if given (it must exist), else ``$TETHER_CONFIG`` (it
+        must exist), else ``./tether.toml`` when present.
+        """
+        path: Path | None
+        if config_file is not None:
+            path = _existing(Path(config_file), "config_file")
+        elif os.environ.get("TETHER_CONFIG"):
+            path = _existing(Path(os.environ["TETHER_CONFIG"]), "TETHER_CONFIG")
+        else:
+            path = Path(DEFAULT_CONFIG_FILE)
+            path = path if path.is_file() else None
+        overrides.pop("config_file", None)
+        try:
+            if path is None:
+                return cls(**overrides)
+            with_file = type(
+                cls.__name__,
+                (cls,),
+                {"model_config": {**cls.model_config, "toml_file": path}, "__module__": __name__},
+            )
+            return with_file(**overrides)
+        except ValidationError as exc:
+            where = f" (config file {path})" if path else ""
+            raise ConfigurationError(f"invalid settings{where}: {_describe(exc)}") from exc
+
+
+def _existing(path: Path, origin: str) -> Path:
+    if not path.is_file():
+        raise ConfigurationError(f"{origin} names {path}, which is not a file")
+    return path
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "settings"
+        parts.append(f"{key}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,16 @@
+"""The SQLite store: schema and migrations, connections, and the repository (all the SQL)."""
+
+from tether.store.database import Database, migrate
+from tether.store.migrations import LATEST_VERSION, MIGRATIONS
+from tether.store.repository import NewChunk, NewDocument, Repository, StoredChunk
+
+__all__ = [
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Database",
+    "NewChunk",
+    "NewDocument",
+    "Repository",
+    "StoredChunk",
+    "migrate",
+]

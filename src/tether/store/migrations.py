@@ -1,0 +1,152 @@
+"""Numbered, named schema migrations. ``PRAGMA user_version`` records the last one applied.
+
+Never edit a migration that has shipped: add the next one. Each runs in its own
+``BEGIN IMMEDIATE`` transaction together with the ``user_version`` bump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+_0001_core = """
+CREATE TABLE workspaces (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+);
+
+INSERT INTO workspaces (id, name, created_at)
+VALUES ('GLOBAL', 'Global library', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+
+CREATE TABLE sessions (
+    id            TEXT PRIMARY KEY,
+    workspace_id  TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    created_at    TEXT NOT NULL,
+    closed_at     TEXT
+);
+CREATE INDEX sessions_workspace ON sessions(workspace_id);
+
+CREATE TABLE rag_documents (
+    id             TEXT PRIMARY KEY,
+    workspace_id   TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    title          TEXT NOT NULL,
+    source_path    TEXT,
+    source_type    TEXT,
+    mime           TEXT NOT NULL,
+    content_hash   TEXT NOT NULL,
+    file_size      INTEGER,
+    project_id     TEXT,
+    domain         TEXT,
+    version        TEXT,
+    last_verified  TEXT,
+    status         TEXT NOT NULL DEFAULT 'active',
+    created_at     TEXT NOT NULL,
+    indexed_at     TEXT,
+    stale_at       TEXT,
+    metadata       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata))
+);
+-- A file is one document per workspace; re-adding it updates that document.
+CREATE UNIQUE INDEX rag_documents_source
+    ON rag_documents(workspace_id, source_path) WHERE source_path IS NOT NULL;
+CREATE INDEX rag_documents_workspace ON rag_documents(workspace_id, status);
+CREATE INDEX rag_documents_hash ON rag_documents(workspace_id, content_hash);
+
+CREATE TABLE rag_document_sessions (
+    document_id  TEXT NOT NULL REFERENCES rag_documents(id) ON DELETE CASCADE,
+    session_id   TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    created_at   TEXT NOT NULL,
+    PRIMARY KEY (session_id, document_id)
+) WITHOUT ROWID;
+CREATE INDEX rag_document_sessions_document ON rag_document_sessions(document_id);
+
+CREATE TABLE rag_chunks (
+    id             INTEGER PRIMARY KEY,
+    document_id    TEXT NOT NULL REFERENCES rag_documents(id) ON DELETE CASCADE,
+    ordinal        INTEGER NOT NULL,
+    content        TEXT NOT NULL,
+    section_title  TEXT,
+    token_count    INTEGER,
+    char_start     INTEGER NOT NULL,
+    char_end       INTEGER NOT NULL,
+    page           INTEGER,
+    content_hash   TEXT NOT NULL,
+    UNIQUE (document_id, ordinal),
+    CHECK (char_start >= 0 AND char_end >= char_start)
+);
+CREATE INDEX rag_chunks_hash ON rag_chunks(content_hash);
+
+-- External-content FTS5 index over rag_chunks. The triggers below keep it in step in the
+-- same transaction as every chunk write, cascade deletes included.
+CREATE VIRTUAL TABLE rag_chunks_fts USING fts5(
+    content,
+    section_title,
+    content = 'rag_chunks',
+    content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER rag_chunks_fts_insert AFTER INSERT ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rowid, content, section_title)
+    VALUES (new.id, new.content, new.section_title);
+END;
+
+CREATE TRIGGER rag_chunks_fts_delete AFTER DELETE ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+    VALUES ('delete', old.id, old.content, old.section_title);
+END;
+
+CREATE TRIGGER rag_chunks_fts_update AFTER UPDATE OF content, section_title ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+    VALUES ('delete', old.id, old.content, old.section_title);
+    INSERT INTO rag_chunks_fts (rowid, content, section_title)
+    VALUES (new.id, new.content, new.section_title);
+END;
+"""
+
+_0002_embeddings_registry_audit = """
+CREATE TABLE rag_embeddings (
+    chunk_id  INTEGER NOT NULL REFERENCES rag_chunks(id) ON DELETE CASCADE,
+    model     TEXT NOT NULL,
+    dims      INTEGER NOT NULL CHECK (dims > 0),
+    vector    BLOB NOT NULL,
+    PRIMARY KEY (chunk_id, model),
+    CHECK (length(vector) = 4 * dims)
+) WITHOUT ROWID;
+CREATE INDEX rag_embeddings_model ON rag_embeddings(model);
+
+CREATE TABLE rag_index_registry (
+    source_path      TEXT PRIMARY KEY,
+    content_hash     TEXT,
+    status           TEXT NOT NULL,
+    retry_count      INTEGER NOT NULL DEFAULT 0,
+    last_seen_at     TEXT,
+    last_indexed_at  TEXT,
+    error            TEXT
+);
+
+-- The audit trail: ids, sanitized query, scope, outcome. Never chunk text, vectors or scores.
+CREATE TABLE rag_retrieval_log (
+    id          INTEGER PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    query       TEXT NOT NULL,
+    scope       TEXT NOT NULL,
+    filters     TEXT NOT NULL DEFAULT '{}',
+    chunk_ids   TEXT NOT NULL DEFAULT '[]',
+    outcome     TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
+    Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version

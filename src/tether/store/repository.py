@@ -1,0 +1,461 @@
+"""The repository: every SQL statement tether runs lives in this module.
+
+SQL is built apart from its execution (``lexical_search_sql`` returns text and parameters;
+``search_lexical`` runs it), and the scope of a search is always part of that SQL.
+Methods that write expect to run inside ``Database.write()``; they open one themselves
+when called outside of it, so each call is still atomic on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tether.errors import (
+    DocumentNotFound,
+    ScopeError,
+    SessionNotFound,
+    WorkspaceNotFound,
+)
+from tether.models import GLOBAL_WORKSPACE, Document, Hit, Scope, Session, Workspace
+from tether.store.database import Database
+
+# bm25 column weights for (content, section_title).
+FTS_COLUMN_WEIGHTS = (1.0, 1.0)
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A chunk ready to store (produced by the chunker)."""
+
+    ordinal: int
+    content: str
+    section_title: str | None
+    char_start: int
+    char_end: int
+    page: int | None
+    content_hash: str
+    token_count: int | None = None
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    id: str
+    workspace_id: str
+    title: str
+    source_path: str | None
+    source_type: str | None
+    mime: str
+    content_hash: str
+    file_size: int | None
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    id: int
+    document_id: str
+    ordinal: int
+    content: str
+    section_title: str | None
+    token_count: int | None
+    char_start: int
+    char_end: int
+    page: int | None
+    content_hash: str
+
+
+_DOCUMENT_COLUMNS = (
+    "d.id, d.workspace_id, d.title, d.source_path, d.source_type, d.mime, d.content_hash,"
+    " d.file_size, d.status, d.created_at, d.indexed_at, d.metadata,"
+    " (SELECT count(*) FROM rag_chunks c WHERE c.document_id = d.id) AS chunk_count,"
+    " (SELECT group_concat(s.session_id, char(31)) FROM rag_document_sessions s"
+    "   WHERE s.document_id = d.id) AS session_ids"
+)
+
+
+def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
+    (id_, ws, title, path, stype, mime, chash, size, status, created, indexed, meta, n, sids) = row
+    return Document(
+        id=id_,
+        workspace_id=ws,
+        title=title,
+        source_path=path,
+        source_type=stype,
+        mime=mime,
+        content_hash=chash,
+        file_size=size,
+        status=status,
+        created_at=created,
+        indexed_at=indexed,
+        chunk_count=n,
+        session_ids=tuple(sorted(sids.split("\x1f"))) if sids else (),
+        metadata=json.loads(meta),
+    )
+
+
+def scope_sql(scope: Scope) -> tuple[str, dict[str, Any]]:
+    """The WHERE fragment (over ``c`` = rag_chunks, ``d`` = rag_documents) for a scope."""
+    if scope.kind == "session":
+        return (
+            "c.document_id IN (SELECT ds.document_id FROM rag_document_sessions ds"
+            " WHERE ds.session_id = :scope_id)",
+            {"scope_id": scope.id},
+        )
+    # workspace and global: GLOBAL is just the shared workspace.
+    return "d.workspace_id = :scope_id", {"scope_id": scope.id}
+
+
+def lexical_search_sql(scope: Scope, match: str, k: int) -> tuple[str, dict[str, Any]]:
+    """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``."""
+    where, params = scope_sql(scope)
+    w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
+    sql = f"""
+        SELECT c.id, c.document_id, d.title, c.section_title, c.page, c.content,
+               bm25(rag_chunks_fts, {w_content!r}, {w_section!r}) AS rank_score,
+               c.ordinal, c.char_start, c.char_end, d.source_path, d.workspace_id
+        FROM rag_chunks_fts
+        JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid
+        JOIN rag_documents d ON d.id = c.document_id
+        WHERE rag_chunks_fts MATCH :match
+          AND d.status = 'active'
+          AND {where}
+        ORDER BY rank_score, c.id
+        LIMIT :k
+    """
+    return sql, {**params, "match": match, "k": int(k)}
+
+
+class Repository:
+    """All reads and writes of the tether schema, on one :class:`Database`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- workspaces ---------------------------------------------------------------------
+
+    def ensure_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (workspace_id, name or workspace_id, utcnow()),
+            )
+            if name is not None:
+                conn.execute("UPDATE workspaces SET name = ? WHERE id = ?", (name, workspace_id))
+        return self.get_workspace(workspace_id)
+
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT id, name, created_at FROM workspaces WHERE id = ?", (workspace_id,)
+            ).fetchone()
+        if row is None:
+            raise WorkspaceNotFound(workspace_id)
+        return Workspace(*row)
+
+    def list_workspaces(self) -> list[Workspace]:
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT id, name, created_at FROM workspaces ORDER BY id")
+            return [Workspace(*row) for row in rows]
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def ensure_session(self, session_id: str, workspace_id: str) -> Session:
+        """Create the session in ``workspace_id`` unless it exists; it must not be elsewhere."""
+        with self.db.write() as conn:
+            row = conn.execute(
+                "SELECT workspace_id FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                self.ensure_workspace(workspace_id)
+                conn.execute(
+                    "INSERT INTO sessions (id, workspace_id, created_at) VALUES (?, ?, ?)",
+                    (session_id, workspace_id, utcnow()),
+                )
+            elif row[0] != workspace_id:
+                raise ScopeError(
+                    f"session {session_id!r} belongs to workspace {row[0]!r}, not {workspace_id!r}"
+                )
+        return self.get_session(session_id)
+
+    def get_session(self, session_id: str) -> Session:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT id, workspace_id, created_at, closed_at FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return Session(*row)
+
+    def find_session(self, session_id: str) -> Session | None:
+        try:
+            return self.get_session(session_id)
+        except SessionNotFound:
+            return None
+
+    def list_sessions(self, workspace_id: str | None = None) -> list[Session]:
+        sql = "SELECT id, workspace_id, created_at, closed_at FROM sessions"
+        params: tuple[Any, ...] = ()
+        if workspace_id is not None:
+            sql += " WHERE workspace_id = ?"
+            params = (workspace_id,)
+        with self.db.read() as conn:
+            return [Session(*row) for row in conn.execute(sql + " ORDER BY created_at", params)]
+
+    def close_session(self, session_id: str) -> Session:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET closed_at = coalesce(closed_at, ?) WHERE id = ?",
+                (utcnow(), session_id),
+            )
+            if cur.rowcount == 0:
+                raise SessionNotFound(session_id)
+        return self.get_session(session_id)
+
+    # -- attachments --------------------------------------------------------------------
+
+    def attach_document_to_session(self, document_id: str, session_id: str) -> bool:
+        """Attach; True if it was not attached before. A session sees its own workspace's
+        documents and the global library, nothing from other workspaces."""
+        with self.db.write() as conn:
+            document = self.get_document(document_id)
+            session = self.get_session(session_id)
+            if document.workspace_id not in (session.workspace_id, GLOBAL_WORKSPACE):
+                raise ScopeError(
+                    f"document {document_id!r} is in workspace {document.workspace_id!r};"
+                    f" session {session_id!r} is in {session.workspace_id!r}. A session can"
+                    " only attach documents of its own workspace or of the global library."
+                )
+            cur = conn.execute(
+                "INSERT INTO rag_document_sessions (document_id, session_id, created_at)"
+                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (document_id, session_id, utcnow()),
+            )
+            return cur.rowcount > 0
+
+    def detach_document_from_session(self, document_id: str, session_id: str) -> bool:
+        """Detach; True if it was attached. The document itself stays."""
+        with self.db.write() as conn:
+            self.get_document(document_id)
+            self.get_session(session_id)
+            cur = conn.execute(
+                "DELETE FROM rag_document_sessions WHERE document_id = ? AND session_id = ?",
+                (document_id, session_id),
+            )
+            return cur.rowcount > 0
+
+    # -- documents ----------------------------------------------------------------------
+
+    def get_document(self, document_id: str) -> Document:
+        with self.db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM rag_documents d WHERE d.id = ?", (document_id,)
+            ).fetchone()
+        if row is None:
+            raise DocumentNotFound(document_id)
+        return _document(row)
+
+    def find_document(
+        self,
+        *,
+        workspace_id: str,
+        document_id: str | None = None,
+        source_path: str | None = None,
+        content_hash: str | None = None,
+    ) -> Document | None:
+        """The document that a new source would update: by id, else by path, else (for
+        text without a path) by identical content in the same workspace."""
+        if document_id is not None:
+            where, params = "d.id = ?", (document_id,)
+        elif source_path is not None:
+            where, params = "d.workspace_id = ? AND d.source_path = ?", (workspace_id, source_path)
+        elif content_hash is not None:
+            where = "d.workspace_id = ? AND d.source_path IS NULL AND d.content_hash = ?"
+            params = (workspace_id, content_hash)
+        else:
+            return None
+        with self.db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM rag_documents d WHERE {where}"
+                " ORDER BY d.created_at LIMIT 1",
+                params,
+            ).fetchone()
+        return None if row is None else _document(row)
+
+    def list_documents(
+        self, *, workspace_id: str | None = None, session_id: str | None = None
+    ) -> list[Document]:
+        clauses, params = [], []
+        if workspace_id is not None:
+            clauses.append("d.workspace_id = ?")
+            params.append(workspace_id)
+        if session_id is not None:
+            clauses.append(
+                "d.id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
+            )
+            params.append(session_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM rag_documents d {where}"
+                " ORDER BY d.workspace_id, d.title, d.id",
+                params,
+            ).fetchall()
+        return [_document(row) for row in rows]
+
+    def insert_document(self, document: NewDocument, chunks: Sequence[NewChunk]) -> None:
+        """Store a new document with its chunks (and, by trigger, their FTS rows)."""
+        now = utcnow()
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
+                " mime, content_hash, file_size, metadata, created_at, indexed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    document.id,
+                    document.workspace_id,
+                    document.title,
+                    document.source_path,
+                    document.source_type,
+                    document.mime,
+                    document.content_hash,
+                    document.file_size,
+                    json.dumps(document.metadata, sort_keys=True),
+                    now,
+                    now,
+                ),
+            )
+            self._insert_chunks(conn, document.id, chunks)
+
+    def replace_document(self, document: NewDocument, chunks: Sequence[NewChunk]) -> None:
+        """Swap a document's content and chunks in one transaction: readers see the old
+        version or the new one, never a mix."""
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE rag_documents SET title = ?, source_path = ?, source_type = ?,"
+                " mime = ?, content_hash = ?, file_size = ?, metadata = ?, indexed_at = ?"
+                " WHERE id = ?",
+                (
+                    document.title,
+                    document.source_path,
+                    document.source_type,
+                    document.mime,
+                    document.content_hash,
+                    document.file_size,
+                    json.dumps(document.metadata, sort_keys=True),
+                    utcnow(),
+                    document.id,
+                ),
+            )
+            if cur.rowcount == 0:
+                raise DocumentNotFound(document.id)
+            conn.execute("DELETE FROM rag_chunks WHERE document_id = ?", (document.id,))
+            self._insert_chunks(conn, document.id, chunks)
+
+    def _insert_chunks(
+        self, conn: sqlite3.Connection, document_id: str, chunks: Iterable[NewChunk]
+    ) -> None:
+        conn.executemany(
+            "INSERT INTO rag_chunks (document_id, ordinal, content, section_title, token_count,"
+            " char_start, char_end, page, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    document_id,
+                    c.ordinal,
+                    c.content,
+                    c.section_title,
+                    c.token_count,
+                    c.char_start,
+                    c.char_end,
+                    c.page,
+                    c.content_hash,
+                )
+                for c in chunks
+            ],
+        )
+
+    def delete_document(self, document_id: str) -> None:
+        """Delete a document; its chunks, FTS rows, embeddings and attachments go with it."""
+        with self.db.write() as conn:
+            cur = conn.execute("DELETE FROM rag_documents WHERE id = ?", (document_id,))
+            if cur.rowcount == 0:
+                raise DocumentNotFound(document_id)
+
+    def chunks_of(self, document_id: str) -> list[StoredChunk]:
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT id, document_id, ordinal, content, section_title, token_count,"
+                " char_start, char_end, page, content_hash FROM rag_chunks"
+                " WHERE document_id = ? ORDER BY ordinal",
+                (document_id,),
+            ).fetchall()
+        return [StoredChunk(*row) for row in rows]
+
+    # -- search -------------------------------------------------------------------------
+
+    def search_lexical(self, scope: Scope, match: str, k: int) -> list[Hit]:
+        sql, params = lexical_search_sql(scope, match, k)
+        with self.db.read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [
+            Hit(
+                document_id=doc_id,
+                chunk_id=chunk_id,
+                title=title,
+                section_title=section,
+                page=page,
+                text=content,
+                score=-rank,
+                ordinal=ordinal,
+                char_start=start,
+                char_end=end,
+                source_path=path,
+                workspace_id=ws,
+            )
+            for (
+                chunk_id,
+                doc_id,
+                title,
+                section,
+                page,
+                content,
+                rank,
+                ordinal,
+                start,
+                end,
+                path,
+                ws,
+            ) in rows
+        ]
+
+    # -- maintenance --------------------------------------------------------------------
+
+    def fts_integrity_check(self) -> None:
+        """Raise ``sqlite3.DatabaseError`` unless the FTS index matches rag_chunks exactly
+        (FTS5's integrity check in its content-comparing form, rank = 1)."""
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO rag_chunks_fts (rag_chunks_fts, rank) VALUES ('integrity-check', 1)"
+            )
+
+    def counts(self) -> dict[str, int]:
+        tables = (
+            "workspaces",
+            "sessions",
+            "rag_documents",
+            "rag_document_sessions",
+            "rag_chunks",
+            "rag_embeddings",
+        )
+        with self.db.read() as conn:
+            return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
