@@ -33,7 +33,7 @@ app.add_typer(docs_app, name="docs")
 app.add_typer(sessions_app, name="sessions")
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DbOption = Annotated[
     Path | None,
@@ -190,25 +190,28 @@ def search(
             f"[bold][{number}][/] [cyan]{hit.title}[/]  [dim]{where}[/]  "
             f"[dim]score {hit.score:.3f} · {hit.document_id}#{hit.chunk_id}[/]",
             highlight=False,
+            soft_wrap=True,
         )
         snippet = " ".join(hit.text.split())
         out.print(
-            f"    {snippet[:300]}{'…' if len(snippet) > 300 else ''}", highlight=False, markup=False
+            f"    {snippet[:300]}{'…' if len(snippet) > 300 else ''}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
         )
+
+
+_KINDS = {"text/markdown": "md", "text/plain": "txt", "application/pdf": "pdf", "text/html": "html"}
 
 
 def _documents_table(documents: list[Document]) -> Table:
-    table = Table("id", "workspace", "title", "type", "chunks", "sessions", "indexed")
+    table = Table("title", "kind", "chunks", "workspace", "sessions")
+    table.columns[0].ratio = 3
+    table.add_column("id", no_wrap=True, min_width=16)
     for d in documents:
-        table.add_row(
-            d.id,
-            d.workspace_id,
-            d.title,
-            d.mime,
-            str(d.chunk_count),
-            ", ".join(d.session_ids),
-            (d.indexed_at or "")[:19],
-        )
+        kind = _KINDS.get(d.mime, d.mime)
+        sessions = ", ".join(d.session_ids)
+        table.add_row(d.title, kind, str(d.chunk_count), d.workspace_id, sessions, d.id)
     return table
 
 

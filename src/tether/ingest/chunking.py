@@ -30,6 +30,52 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*\s")
 
 
+@dataclass(frozen=True)
+class Heading:
+    """A heading found in the text: where its line(s) start, where its body starts."""
+
+    start: int
+    body: int
+    level: int
+    title: str
+
+
+def markdown_headings(text: str) -> list[Heading]:
+    """ATX (``#``) and setext (``===``/``---``) headings, in order, ignoring fenced code."""
+    headings: list[Heading] = []
+    offset = 0
+    in_fence: str | None = None
+    previous: tuple[int, str] | None = None  # (offset, line) of a paragraph line just above
+    for line in text.split("\n"):
+        line_end = min(offset + len(line) + 1, len(text))
+        fence = _FENCE.match(line)
+        candidate: tuple[int, str] | None = (offset, line) if line.strip() else None
+        if fence:
+            marker = fence.group(1)
+            in_fence = None if in_fence == marker else (in_fence or marker)
+            candidate = None  # a fence line is never the text of a setext heading
+        elif in_fence is not None:
+            candidate = None
+        else:
+            atx = _ATX_HEADING.match(line)
+            setext = _SETEXT_UNDERLINE.match(line)
+            if atx:
+                headings.append(Heading(offset, line_end, len(atx.group(1)), atx.group(2).strip()))
+                candidate = None
+            elif setext and previous is not None and previous[0] + len(previous[1]) + 1 == offset:
+                level = 1 if setext.group(1).startswith("=") else 2
+                headings.append(Heading(previous[0], line_end, level, previous[1].strip()))
+                candidate = None  # the underline is not the text of a further heading
+        previous = candidate
+        offset += len(line) + 1
+    return headings
+
+
+def markdown_title(text: str) -> str | None:
+    """The text of the first level-1 heading outside fenced code, if any."""
+    return next((h.title for h in markdown_headings(text) if h.level == 1), None)
+
+
 def markdown_sections(text: str) -> list[Section]:
     """Sections at Markdown headings (ATX ``#`` and setext), ignoring fenced code.
 
@@ -37,39 +83,24 @@ def markdown_sections(text: str) -> list[Section]:
     with no body of its own (directly followed by a sub-heading) is folded into the next
     section, so no chunk is a bare heading.
     """
-    headings: list[tuple[int, int, str]] = []  # (offset, level, title)
-    offset = 0
-    in_fence: str | None = None
-    previous: tuple[int, str] | None = None  # (offset, line) of the previous non-blank line
-    for line in text.split("\n"):
-        fence = _FENCE.match(line)
-        if fence:
-            marker = fence.group(1)
-            in_fence = None if in_fence == marker else (in_fence or marker)
-        elif in_fence is None:
-            atx = _ATX_HEADING.match(line)
-            setext = _SETEXT_UNDERLINE.match(line)
-            if atx:
-                headings.append((offset, len(atx.group(1)), atx.group(2).strip()))
-            elif setext and _is_setext_title(previous, offset, headings):
-                assert previous is not None
-                level = 1 if setext.group(1).startswith("=") else 2
-                headings.append((previous[0], level, previous[1].strip()))
-        previous = (offset, line) if line.strip() else None
-        offset += len(line) + 1
+    return heading_sections(text, markdown_headings(text))
 
-    boundaries = [(0, 0, None)] if not headings or headings[0][0] > 0 else []
-    boundaries += [(o, lvl, t) for o, lvl, t in headings]
+
+def heading_sections(text: str, headings: list[Heading]) -> list[Section]:
+    """Sections of ``text`` at ``headings`` (in order), titled by their heading path."""
+    boundaries: list[tuple[int, int, int, str | None]] = []
+    if not headings or headings[0].start > 0:
+        boundaries.append((0, 0, 0, None))
+    boundaries += [(h.start, h.body, h.level, h.title) for h in headings]
     sections: list[Section] = []
     path: list[tuple[int, str]] = []
     pending_start: int | None = None
-    for i, (start, level, title) in enumerate(boundaries):
+    for i, (start, body, level, title) in enumerate(boundaries):
         end = boundaries[i + 1][0] if i + 1 < len(boundaries) else len(text)
         if title is not None:
             path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title)]
         section_title = " > ".join(t for _, t in path) or None
-        body_start = text.find("\n", start, end) if title is not None else start
-        has_body = body_start != -1 and text[body_start:end].strip() != ""
+        has_body = text[min(body, end) : end].strip() != ""
         if not has_body and i + 1 < len(boundaries):
             pending_start = start if pending_start is None else pending_start
             continue
@@ -78,18 +109,6 @@ def markdown_sections(text: str) -> list[Section]:
         if text[section_start:end].strip():
             sections.append(Section(section_start, end, section_title))
     return sections
-
-
-def _is_setext_title(
-    previous: tuple[int, str] | None, offset: int, headings: list[tuple[int, int, str]]
-) -> bool:
-    """A text line directly above an ``===``/``---`` underline, not already a heading."""
-    return (
-        previous is not None
-        and previous[0] + len(previous[1]) + 1 == offset
-        and not _ATX_HEADING.match(previous[1])
-        and (not headings or headings[-1][0] != previous[0])
-    )
 
 
 def split_span(

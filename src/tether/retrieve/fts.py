@@ -36,20 +36,36 @@ _TERM = re.compile(r"[^\W_]+")
 def query_terms(text: str) -> list[str]:
     """The search terms of ``text``: case-folded, stopwords removed (unless that leaves
     nothing), de-duplicated in order of first appearance, at most ``MAX_TERMS``."""
-    if not isinstance(text, str):
-        raise TypeError(f"query must be str, not {type(text).__name__}")
-    tokens = [t.casefold() for t in _TERM.findall(text[:MAX_QUERY_CHARS])]
-    tokens = [t for t in tokens if len(t) <= MAX_TERM_CHARS]
-    content = [t for t in tokens if t not in STOPWORDS] or tokens
-    return list(dict.fromkeys(content))[:MAX_TERMS]
+    return [key for key, _ in _terms(text)]
 
 
 def compile_match(text: str) -> str | None:
     """A MATCH expression for ``text``, or None when it holds no searchable term."""
-    terms = query_terms(text)
+    terms = _terms(text)
     if not terms:
         return None
-    return " OR ".join(_quote(t) for t in terms)
+    return " OR ".join(_quote(surface) for _, surface in terms)
+
+
+def _terms(text: str) -> list[tuple[str, str]]:
+    """``(key, surface)`` per term. The key (case-folded) is what stopwords and
+    de-duplication compare. The surface is what goes to FTS5: the key for ASCII terms,
+    where case-folding is exactly FTS5's folding, else the term as written, so that FTS5
+    folds it the same way it folded the documents. (``str.casefold`` and FTS5's
+    Unicode 6.1 simple case folding disagree: "Straße" folds to "strasse", which does not
+    match the indexed "straße"; likewise Georgian Mtavruli, Cherokee and others.)"""
+    if not isinstance(text, str):
+        raise TypeError(f"query must be str, not {type(text).__name__}")
+    tokens = [
+        (t.casefold(), t.casefold() if t.isascii() else t)
+        for t in _TERM.findall(text[:MAX_QUERY_CHARS])
+    ]
+    tokens = [(key, t) for key, t in tokens if len(key) <= MAX_TERM_CHARS]
+    content = [(key, t) for key, t in tokens if key not in STOPWORDS] or tokens
+    first: dict[str, str] = {}
+    for key, t in content:
+        first.setdefault(key, t)
+    return list(first.items())[:MAX_TERMS]
 
 
 def _quote(term: str) -> str:

@@ -1,0 +1,56 @@
+"""Shared fixtures: real SQLite files in tmp_path, real PDFs written with fpdf2."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether import Settings, Tether
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO_ROOT / "examples" / "docs"
+SCIFACT = REPO_ROOT.parent / "shared" / "datasets" / "scifact"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads the developer's TETHER_* variables or a tether.toml in the cwd."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("TETHER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def make_settings(**rag: object) -> Settings:
+    return Settings.load(rag=rag) if rag else Settings.load()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "tether.db"
+
+
+@pytest.fixture
+def tether(db_path: Path) -> Iterator[Tether]:
+    with Tether(db=db_path, settings=make_settings()) as t:
+        yield t
+
+
+def make_pdf(path: Path, pages: list[str], *, title: str | None = None) -> Path:
+    """Write a real PDF with one page per entry of ``pages`` (Helvetica, ASCII text)."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_auto_page_break(auto=False)
+    if title:
+        pdf.set_title(title)
+    for text in pages:
+        pdf.add_page()
+        pdf.set_font("Helvetica", size=11)
+        pdf.multi_cell(0, 6, text)
+    pdf.output(str(path))
+    return path

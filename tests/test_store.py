@@ -1,0 +1,291 @@
+"""The SQLite store: migrations, pragmas, transactions, cascades, atomic replacement."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import make_settings
+
+from tether import (
+    GLOBAL_WORKSPACE,
+    DocumentNotFound,
+    SchemaVersionError,
+    ScopeError,
+    SessionNotFound,
+    StoreError,
+    Tether,
+)
+from tether.store import LATEST_VERSION, MIGRATIONS, Database, NewChunk, NewDocument, migrate
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_new_file_is_migrated_and_seeded(tether: Tether) -> None:
+    conn = tether.db.connection()
+    assert tether.db.schema_version() == LATEST_VERSION == MIGRATIONS[-1].version
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {
+        "workspaces", "sessions", "rag_documents", "rag_document_sessions", "rag_chunks",
+        "rag_chunks_fts", "rag_embeddings", "rag_index_registry", "rag_retrieval_log",
+    } <= tables  # fmt: skip
+    assert [w.id for w in tether.workspaces()] == [GLOBAL_WORKSPACE]
+
+
+def test_pragmas(tether: Tether) -> None:
+    conn = tether.db.connection()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+
+
+def test_write_transactions_take_the_write_lock_at_begin(db_path: Path, tether: Tether) -> None:
+    other = sqlite3.connect(db_path, timeout=0, isolation_level=None)
+    with tether.db.write():
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+        # Readers are not blocked by the writer (WAL).
+        assert other.execute("SELECT count(*) FROM workspaces").fetchone()[0] == 1
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("ROLLBACK")
+    other.close()
+
+
+def test_older_file_migrates_forward_keeping_its_data(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    assert migrate(conn, to=1) == 1
+    conn.execute("INSERT INTO workspaces VALUES ('lab', 'Lab', '2024-01-01T00:00:00Z')")
+    conn.execute(
+        "INSERT INTO rag_documents (id, workspace_id, title, mime, content_hash, created_at)"
+        " VALUES ('old-doc', 'lab', 'Old notes', 'text/plain', 'h', '2024-01-01T00:00:00Z')"
+    )
+    conn.execute(
+        "INSERT INTO rag_chunks (document_id, ordinal, content, char_start, char_end,"
+        " content_hash) VALUES ('old-doc', 0, 'the centrifuge protocol', 0, 23, 'c')"
+    )
+    conn.close()
+
+    with Tether(db=db_path, settings=make_settings()) as t:
+        assert t.db.schema_version() == LATEST_VERSION
+        hits = t.search("centrifuge", scope="workspace", workspace_id="lab")
+        assert [h.document_id for h in hits] == ["old-doc"]
+        t.db.connection().execute("SELECT count(*) FROM rag_embeddings").fetchone()
+        t.repo.fts_integrity_check()
+
+
+def test_file_from_a_newer_tether_is_refused_and_left_unchanged(db_path: Path) -> None:
+    with Tether(db=db_path, settings=make_settings()) as t:
+        t.add(text="keep me", title="Precious")
+        t.db.connection().execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+    before = sha256(db_path)
+    with pytest.raises(SchemaVersionError, match="newer tether") as info:
+        Tether(db=db_path, settings=make_settings())
+    assert info.value.found == LATEST_VERSION + 1
+    assert sha256(db_path) == before
+    assert not Path(f"{db_path}-wal").exists() or Path(f"{db_path}-wal").stat().st_size == 0
+
+
+def test_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        Tether(db=junk, settings=make_settings())
+    assert junk.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_missing_folder_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        Tether(db=tmp_path / "nope" / "t.db", settings=make_settings())
+
+
+def test_caller_owned_connection_and_memory(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "owned.db")
+    with Tether(db=conn, settings=make_settings()) as t:
+        t.add(text="owned connection works", title="Owned")
+        assert t.search("owned", scope="global")
+    with Tether(db=":memory:", settings=make_settings()) as t:
+        t.add(text="memory works", title="Mem")
+        assert t.search("memory", scope="global")
+
+
+def _doc_with_everything(t: Tether) -> str:
+    t.create_session("s1", workspace_id="ws")
+    t.create_session("s2", workspace_id="ws")
+    (result,) = t.add(
+        text="\n\n".join(f"Paragraph {i} about the turbine." * 10 for i in range(20)),
+        title="Turbines",
+        session_id="s1",
+    )
+    doc = result.document_id
+    assert doc is not None
+    t.attach(doc, "s2")
+    conn = t.db.connection()
+    chunk_ids = [c.id for c in t.chunks(doc)]
+    with t.db.write():
+        conn.executemany(
+            "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, 'm', 2, ?)",
+            [(cid, b"\x00" * 8) for cid in chunk_ids],
+        )
+    return doc
+
+
+def test_delete_document_cascades(tether: Tether) -> None:
+    doc = _doc_with_everything(tether)
+    keep = tether.add(text="an unrelated turbine note", title="Keep", workspace_id="ws")[0]
+    counts = tether.repo.counts()
+    assert counts["rag_chunks"] > 2 and counts["rag_embeddings"] > 1
+    assert counts["rag_document_sessions"] == 2
+
+    tether.delete_document(doc)
+
+    after = tether.repo.counts()
+    assert after["rag_documents"] == 1
+    assert after["rag_chunks"] == 1
+    assert after["rag_embeddings"] == 0
+    assert after["rag_document_sessions"] == 0
+    tether.repo.fts_integrity_check()
+    hits = tether.search("turbine", scope="workspace", workspace_id="ws")
+    assert [h.document_id for h in hits] == [keep.document_id]
+    with pytest.raises(DocumentNotFound):
+        tether.delete_document(doc)
+
+
+def test_fts_integrity_check_detects_drift(tether: Tether) -> None:
+    """The check is real: an FTS row missing its chunk makes it fail."""
+    tether.add(text="a chunk about gearboxes", title="Gear")
+    tether.repo.fts_integrity_check()
+    conn = tether.db.connection()
+    conn.execute("DROP TRIGGER rag_chunks_fts_delete")
+    conn.execute("DELETE FROM rag_chunks")
+    with pytest.raises(sqlite3.DatabaseError):
+        tether.repo.fts_integrity_check()
+
+
+def test_attach_and_detach(tether: Tether) -> None:
+    tether.create_session("chat", workspace_id="ws")
+    (r,) = tether.add(text="quarterly revenue grew", title="Report", workspace_id="ws")
+    assert r.document_id is not None
+    assert tether.search("revenue", scope="session", session_id="chat") == []
+    assert tether.attach(r.document_id, "chat") is True
+    assert tether.attach(r.document_id, "chat") is False
+    assert len(tether.search("revenue", scope="session", session_id="chat")) == 1
+    assert tether.detach(r.document_id, "chat") is True
+    assert tether.detach(r.document_id, "chat") is False
+    assert tether.search("revenue", scope="session", session_id="chat") == []
+    assert tether.get_document(r.document_id).title == "Report"
+    with pytest.raises(SessionNotFound):
+        tether.attach(r.document_id, "no-such-session")
+    with pytest.raises(DocumentNotFound):
+        tether.attach("no-such-doc", "chat")
+
+
+def test_sessions_belong_to_one_workspace(tether: Tether) -> None:
+    tether.create_session("chat", workspace_id="ws")
+    with pytest.raises(ScopeError, match="belongs to workspace 'ws'"):
+        tether.create_session("chat", workspace_id="other")
+    with pytest.raises(ScopeError):
+        tether.add(text="x y z", title="t", session_id="chat", workspace_id="other")
+    (r,) = tether.add(text="session default workspace", title="t", session_id="chat")
+    assert tether.get_document(r.document_id).workspace_id == "ws"
+    closed = tether.close_session("chat")
+    assert closed.closed_at is not None
+
+
+def test_failed_write_rolls_back_and_keeps_the_old_version(tether: Tether) -> None:
+    (r,) = tether.add(text="original content about pumps", title="Pumps", document_id="p1")
+    old_chunks = tether.chunks("p1")
+    good = NewChunk(0, "new content", None, 0, 11, None, "h1")
+    bad = NewChunk(1, "broken", None, 50, 10, None, "h2")  # violates char_end >= char_start
+    record = NewDocument("p1", GLOBAL_WORKSPACE, "Pumps v2", None, None, "text/plain",
+                         "new-hash", None, {})  # fmt: skip
+    with pytest.raises(sqlite3.IntegrityError):
+        tether.repo.replace_document(record, [good, bad])
+    assert tether.chunks("p1") == old_chunks
+    assert tether.get_document("p1").title == "Pumps"
+    assert [h.document_id for h in tether.search("pumps", scope="global")] == ["p1"]
+    tether.repo.fts_integrity_check()
+
+
+def _version_text(version: int, paragraphs: int) -> str:
+    return "\n\n".join(
+        f"Release marker v{version}. Paragraph {i} describes the flux capacitor. " * 6
+        for i in range(paragraphs)
+    )
+
+
+def test_replacement_is_atomic_for_a_concurrent_reader(db_path: Path) -> None:
+    """A reader thread polling while a writer swaps versions never sees a mix."""
+    settings = make_settings(chunk_size=300, chunk_overlap=0)
+    texts = {1: _version_text(1, 12), 2: _version_text(2, 30)}
+    writer = Tether(db=db_path, settings=settings)
+    writer.add(text=texts[1], title="Flux", document_id="flux")
+    expected = {1: len(writer.chunks("flux"))}
+    writer.add(text=texts[2], title="Flux", document_id="flux")
+    expected[2] = len(writer.chunks("flux"))
+    assert expected[1] != expected[2]
+
+    stop = threading.Event()
+    seen: list[tuple[int, ...]] = []
+    problems: list[str] = []
+
+    def read() -> None:
+        with Tether(db=db_path, settings=settings) as reader:
+            while not stop.is_set():
+                hits = reader.search("flux capacitor", scope="global", k=1000)
+                versions = {int(h.text.split("marker v")[1][0]) for h in hits}
+                if len(versions) != 1:
+                    problems.append(f"mixed versions {versions}")
+                    continue
+                (version,) = versions
+                if len(hits) != expected[version]:
+                    problems.append(f"v{version} with {len(hits)} chunks")
+                seen.append((version, len(hits)))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        for i in range(40):
+            result = writer.add(text=texts[1 + i % 2], title="Flux", document_id="flux")
+            assert result[0].status == "replaced"
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        writer.close()
+    assert not problems, problems[:5]
+    assert {v for v, _ in seen} == {1, 2}, "the reader should have seen both versions"
+
+
+def test_reindexing_unchanged_content_is_idempotent(tether: Tether, tmp_path: Path) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\nSome text about lasers.\n\n## Safety\n\nWear goggles.\n")
+    (first,) = tether.add(note)
+    before = [(c.id, c.content) for c in tether.chunks(first.document_id)]
+    state = tether.repo.counts()
+    for _ in range(3):
+        (again,) = tether.add(note)
+        assert again.status == "skipped"
+        assert again.document_id == first.document_id
+    assert [(c.id, c.content) for c in tether.chunks(first.document_id)] == before
+    assert tether.repo.counts() == state
+
+
+def test_database_class_opens_one_connection_per_thread(db_path: Path) -> None:
+    db = Database(db_path)
+    ids = set()
+
+    def grab() -> None:
+        ids.add(id(db.connection()))
+
+    threads = [threading.Thread(target=grab) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    grab()
+    assert len(ids) == 4
+    db.close()
