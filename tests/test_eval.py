@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import SCIFACT
 from typer.testing import CliRunner
 
+from conftest import SCIFACT
 from tether import InvalidArgument
 from tether.cli import app
 from tether.eval import load_beir, ndcg_at, recall_at
@@ -73,7 +73,7 @@ def test_eval_reuses_a_stored_index(tmp_path: Path) -> None:
 
 
 def test_not_a_beir_directory(tmp_path: Path) -> None:
-    with pytest.raises(InvalidArgument, match="corpus.jsonl"):
+    with pytest.raises(InvalidArgument, match=r"corpus\.jsonl"):
         load_beir(tmp_path)
     result = runner.invoke(app, ["eval", str(tmp_path)])
     assert result.exit_code == 1 and "not a BEIR dataset" in result.output

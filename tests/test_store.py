@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
 
+from conftest import make_settings
 from tether import (
     GLOBAL_WORKSPACE,
     DocumentNotFound,
@@ -197,7 +197,7 @@ def test_sessions_belong_to_one_workspace(tether: Tether) -> None:
 
 
 def test_failed_write_rolls_back_and_keeps_the_old_version(tether: Tether) -> None:
-    (r,) = tether.add(text="original content about pumps", title="Pumps", document_id="p1")
+    tether.add(text="original content about pumps", title="Pumps", document_id="p1")
     old_chunks = tether.chunks("p1")
     good = NewChunk(0, "new content", None, 0, 11, None, "h1")
     bad = NewChunk(1, "broken", None, 50, 10, None, "h2")  # violates char_end >= char_start

@@ -6,7 +6,6 @@ typed :class:`~tether.errors.IngestError` naming the file.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tether.errors import EmptyDocument, UnreadableFile, UnsupportedFileType
-from tether.ingest.chunking import Section, markdown_sections
+from tether.ingest.chunking import (
+    Heading,
+    Section,
+    heading_sections,
+    markdown_sections,
+    markdown_title,
+)
 from tether.ingest.text import normalize_text
 
 
@@ -62,14 +67,15 @@ def _read_bytes(path: Path) -> bytes:
         raise UnreadableFile(str(path), f"cannot be read ({exc.strerror or exc})") from exc
 
 
+_FRONT_MATTER = re.compile(r"---\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
 def _front_matter_title(text: str) -> tuple[str | None, str]:
     """Strip YAML front matter; return its ``title:`` if any."""
-    if not text.startswith("---\n"):
+    front = _FRONT_MATTER.match(text)
+    if front is None:
         return None, text
-    end = text.find("\n---", 4)
-    if end == -1:
-        return None, text
-    block, rest = text[4:end], text[end + 4 :]
+    block, rest = front.group(1), text[front.end() :]
     match = re.search(r"^title:\s*['\"]?(.+?)['\"]?\s*$", block, re.MULTILINE)
     return (match.group(1) if match else None), rest
 
@@ -79,8 +85,7 @@ def load_markdown(path: Path) -> LoadedDocument:
     text = normalize_text(body)
     if not text:
         raise EmptyDocument(str(path), "the file has no text")
-    h1 = re.search(r"^ {0,3}# +(.+?)[ #]*$", text, re.MULTILINE)
-    title = meta_title or (h1.group(1).strip() if h1 else path.stem)
+    title = meta_title or markdown_title(text) or path.stem
     return LoadedDocument(
         title=title,
         text=text,
@@ -101,7 +106,6 @@ def load_plain_text(path: Path) -> LoadedDocument:
 def load_pdf(path: Path) -> LoadedDocument:
     """Text per page; each page is its own section, so every chunk keeps its page number."""
     from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
 
     _read_bytes(path)  # uniform errors for missing or unreadable files
     try:
@@ -112,7 +116,9 @@ def load_pdf(path: Path) -> LoadedDocument:
         meta_title = (reader.metadata.title if reader.metadata else None) or ""
     except UnreadableFile:
         raise
-    except (PyPdfError, ValueError, KeyError, TypeError, OSError) as exc:
+    except Exception as exc:
+        # pypdf raises more than PyPdfError on malformed files (NotImplementedError for an
+        # unknown filter, AttributeError, ...); any of them means "this PDF cannot be read".
         raise UnreadableFile(str(path), f"is not a readable PDF ({exc})") from exc
 
     parts: list[str] = []
@@ -146,6 +152,12 @@ _SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "iframe"
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 
 
+# Marks the start of a heading line while the page text is assembled. Sections come from
+# the parser's own headings, never from re-reading the text as Markdown, so a ``# comment``
+# line in a <pre> block or a paragraph starting with "#" is not taken for a heading.
+_HEADING_MARK = "\ue000"
+
+
 class _HTMLText(HTMLParser):
     """Visible text as Markdown-like lines: headings become ``#`` lines, list items ``- ``."""
 
@@ -153,19 +165,27 @@ class _HTMLText(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.out: list[str] = []
         self.title = ""
-        self._skip = 0
+        self._skipping: list[str] = []  # open skip tags (head, script, svg, ...)
         self._in_title = False
+        self._title_done = False
         self._heading: int | None = None
+        self._heading_at = 0  # index in ``out`` where the open heading starts
         self._pre = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _SKIP_TAGS:
-            self._skip += 1
+            self._skipping.append(tag)
         elif tag == "title":
-            self._in_title = True
+            # The page title lives in <head>; an <svg><title> (an icon's tooltip) is not it.
+            self._in_title = not self._title_done and all(t == "head" for t in self._skipping)
+        elif self._skipping:
+            return
         elif tag in _HEADINGS:
             self._heading = _HEADINGS[tag]
-            self.out.append("\n\n" + "#" * self._heading + " ")
+            self._heading_at = len(self.out)
+            self.out.append("\n\n" + _HEADING_MARK + "#" * self._heading + " ")
+        elif tag == "br" and self._heading is not None:
+            self.out.append(" ")  # a heading stays on one line
         elif tag == "li":
             self.out.append("\n- ")
         elif tag == "pre":
@@ -177,15 +197,23 @@ class _HTMLText(HTMLParser):
             self.out.append(" ")
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in {"br", "hr"}:
-            self.out.append("\n")
+        if self._skipping or tag not in {"br", "hr"}:
+            return
+        self.out.append(" " if self._heading is not None else "\n")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in _SKIP_TAGS:
-            self._skip = max(0, self._skip - 1)
+            if tag in self._skipping:
+                del self._skipping[len(self._skipping) - 1 - self._skipping[::-1].index(tag)]
         elif tag == "title":
+            if self._in_title:
+                self._title_done = True
             self._in_title = False
+        elif self._skipping:
+            return
         elif tag in _HEADINGS:
+            if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
+                del self.out[self._heading_at :]  # an empty heading is no heading
             self._heading = None
             self.out.append("\n\n")
         elif tag == "pre":
@@ -195,12 +223,13 @@ class _HTMLText(HTMLParser):
             self.out.append("\n")
 
     def handle_data(self, data: str) -> None:
+        data = data.replace(_HEADING_MARK, "")
         if self._in_title:
             self.title += data
             return
-        if self._skip:
+        if self._skipping:
             return
-        if self._pre:
+        if self._pre and self._heading is None:
             self.out.append(data)
         else:
             # Collapse layout whitespace the way a browser does.
@@ -208,25 +237,47 @@ class _HTMLText(HTMLParser):
             self.out.append(collapsed)
 
 
-def html_to_text(markup: str) -> tuple[str, str]:
-    """(title, text) of an HTML page: visible text with headings as ``#`` lines."""
+def html_document(markup: str) -> tuple[str, str, list[Heading]]:
+    """(title, text, headings) of an HTML page: visible text with headings as ``#`` lines."""
     parser = _HTMLText()
     parser.feed(markup)
     parser.close()
     lines = [line.strip() for line in "".join(parser.out).split("\n")]
-    text = normalize_text("\n".join(lines))
-    return " ".join(html.unescape(parser.title).split()), text
+    marked = normalize_text("\n".join(lines))
+    headings: list[Heading] = []
+    text_lines: list[str] = []
+    offset = 0
+    for line in marked.split("\n"):
+        if line.startswith(_HEADING_MARK):
+            line = line[len(_HEADING_MARK) :]
+            hashes, _, title = line.partition(" ")
+            title = " ".join(title.split())
+            line = f"{hashes} {title}"
+            headings.append(Heading(offset, offset + len(line) + 1, len(hashes), title))
+        text_lines.append(line)
+        offset += len(line) + 1
+    # The title is character data already decoded by the parser: no second unescape.
+    return " ".join(parser.title.split()), "\n".join(text_lines), headings
+
+
+def html_to_text(markup: str) -> tuple[str, str]:
+    """(title, text) of an HTML page: visible text with headings as ``#`` lines."""
+    title, text, _ = html_document(markup)
+    return title, text
 
 
 def load_html(path: Path) -> LoadedDocument:
-    title, text = html_to_text(_read_text_file(path))
+    title, text, headings = html_document(_read_text_file(path))
     if not text:
         raise EmptyDocument(str(path), "the page has no visible text")
     if not title:
-        h1 = re.search(r"^# +(.+)$", text, re.MULTILINE)
-        title = h1.group(1).strip() if h1 else path.stem
+        h1 = next((h.title for h in headings if h.level == 1), None)
+        title = h1 or path.stem
     return LoadedDocument(
-        title=title, text=text, mime="text/html", sections=tuple(markdown_sections(text))
+        title=title,
+        text=text,
+        mime="text/html",
+        sections=tuple(heading_sections(text, headings)),
     )
 
 
@@ -248,6 +299,8 @@ def supported_extensions() -> list[str]:
 
 def load_path(path: Path) -> LoadedDocument:
     """Load one file with the loader for its extension."""
+    if path.is_dir():
+        raise UnreadableFile(str(path), "is a directory, not a file")
     loader = LOADERS.get(path.suffix.lower())
     if loader is None:
         raise UnsupportedFileType(

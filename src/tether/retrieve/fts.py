@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from tether.ingest.text import normalize_text
+
 MAX_TERMS = 64
 MAX_TERM_CHARS = 128
 # Only this much of a query is read: enough for any real question, and a 100 kB paste
@@ -53,12 +55,14 @@ def _terms(text: str) -> list[tuple[str, str]]:
     where case-folding is exactly FTS5's folding, else the term as written, so that FTS5
     folds it the same way it folded the documents. (``str.casefold`` and FTS5's
     Unicode 6.1 simple case folding disagree: "Straße" folds to "strasse", which does not
-    match the indexed "straße"; likewise Georgian Mtavruli, Cherokee and others.)"""
+    match the indexed "straße"; likewise Georgian Mtavruli, Cherokee and others.)
+    The query is normalized as documents are (NFC, no zero-width marks), so a decomposed
+    query ("A" + combining grave, Hangul jamo) is cut into the same terms as the text."""
     if not isinstance(text, str):
         raise TypeError(f"query must be str, not {type(text).__name__}")
     tokens = [
         (t.casefold(), t.casefold() if t.isascii() else t)
-        for t in _TERM.findall(text[:MAX_QUERY_CHARS])
+        for t in _TERM.findall(normalize_text(text[:MAX_QUERY_CHARS]))
     ]
     tokens = [(key, t) for key, t in tokens if len(key) <= MAX_TERM_CHARS]
     content = [(key, t) for key, t in tokens if key not in STOPWORDS] or tokens

@@ -102,6 +102,14 @@ def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
     )
 
 
+def _document_params(document: NewDocument) -> dict[str, Any]:
+    return {
+        **{name: getattr(document, name) for name in NewDocument.__dataclass_fields__},
+        "metadata": json.dumps(document.metadata, sort_keys=True),
+        "now": utcnow(),
+    }
+
+
 def scope_sql(scope: Scope) -> tuple[str, dict[str, Any]]:
     """The WHERE fragment (over ``c`` = rag_chunks, ``d`` = rag_documents) for a scope."""
     if scope.kind == "session":
@@ -315,25 +323,13 @@ class Repository:
 
     def insert_document(self, document: NewDocument, chunks: Sequence[NewChunk]) -> None:
         """Store a new document with its chunks (and, by trigger, their FTS rows)."""
-        now = utcnow()
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
                 " mime, content_hash, file_size, metadata, created_at, indexed_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    document.id,
-                    document.workspace_id,
-                    document.title,
-                    document.source_path,
-                    document.source_type,
-                    document.mime,
-                    document.content_hash,
-                    document.file_size,
-                    json.dumps(document.metadata, sort_keys=True),
-                    now,
-                    now,
-                ),
+                " VALUES (:id, :workspace_id, :title, :source_path, :source_type, :mime,"
+                " :content_hash, :file_size, :metadata, :now, :now)",
+                _document_params(document),
             )
             self._insert_chunks(conn, document.id, chunks)
 
@@ -342,20 +338,11 @@ class Repository:
         version or the new one, never a mix."""
         with self.db.write() as conn:
             cur = conn.execute(
-                "UPDATE rag_documents SET title = ?, source_path = ?, source_type = ?,"
-                " mime = ?, content_hash = ?, file_size = ?, metadata = ?, indexed_at = ?"
-                " WHERE id = ?",
-                (
-                    document.title,
-                    document.source_path,
-                    document.source_type,
-                    document.mime,
-                    document.content_hash,
-                    document.file_size,
-                    json.dumps(document.metadata, sort_keys=True),
-                    utcnow(),
-                    document.id,
-                ),
+                "UPDATE rag_documents SET title = :title, source_path = :source_path,"
+                " source_type = :source_type, mime = :mime, content_hash = :content_hash,"
+                " file_size = :file_size, metadata = :metadata, indexed_at = :now"
+                " WHERE id = :id",
+                _document_params(document),
             )
             if cur.rowcount == 0:
                 raise DocumentNotFound(document.id)
