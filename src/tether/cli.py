@@ -401,7 +401,8 @@ def eval_(
     if as_json:
         _print_json(report.to_dict())
         return
-    table = Table(title=f"{report.dataset}: {report.queries} queries, {report.documents} documents")
+    out.print(f"{report.dataset}: {report.queries} queries, {report.documents} documents")
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_row("nDCG@10", f"{report.ndcg_at_10:.4f}")
