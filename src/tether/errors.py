@@ -10,6 +10,8 @@
     │   └── WorkspaceNotFound
     ├── StoreError                the SQLite file itself
     │   └── SchemaVersionError    the file was written by a newer tether
+    ├── EmbeddingError            a provider failed to embed (``retryable`` says if worth retrying)
+    │   └── EmbeddingsUnavailable no model installed, no API key: nothing to embed with
     └── IngestError               one source could not be indexed; names the source
         ├── UnsupportedFileType
         ├── UnreadableFile
@@ -83,6 +85,19 @@ class SchemaVersionError(StoreError):
         )
         self.found = found
         self.supported = supported
+
+
+class EmbeddingError(TetherError):
+    """An embedding provider failed. ``retryable`` is True for timeouts, rate limits and
+    server errors, which the Embedder base class retries with backoff."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class EmbeddingsUnavailable(EmbeddingError):
+    """No embedder can run: the model is not installed, or a remote provider has no key."""
 
 
 class IngestError(TetherError):

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from tether._tether import MAX_K, Tether
 from tether.errors import InvalidArgument
+from tether.ingest.indexer import TextSource
 from tether.models import Scope
+from tether.retrieve.search import SearchMode
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class BeirDataset:
 @dataclass(frozen=True)
 class EvalReport:
     dataset: str
+    method: str
     queries: int
     documents: int
     ndcg_at_10: float
@@ -59,6 +62,7 @@ class EvalReport:
         data = asdict(self)
         return {
             "dataset": data["dataset"],
+            "method": data["method"],
             "queries": data["queries"],
             "documents": data["documents"],
             "ndcg@10": round(self.ndcg_at_10, 4),
@@ -102,30 +106,42 @@ def index_dataset(
     dataset: BeirDataset,
     *,
     progress: Callable[[int], None] | None = None,
+    batch: int = 256,
 ) -> int:
     """Index every corpus entry as a document of the dataset's workspace; return the count.
-    Entries already stored with the same content are skipped by hash."""
+    Entries already stored with the same content are skipped by hash (so a second run on
+    the same ``--db`` reuses the stored chunks and embeddings)."""
     workspace = eval_workspace(dataset)
     count = 0
-    for entry in dataset.corpus():
-        text = f"{entry.title}\n\n{entry.text}" if entry.title else entry.text
-        tether.add(
-            text=text,
-            title=entry.title or entry.id,
-            document_id=f"{workspace}:{entry.id}",
-            workspace_id=workspace,
-        )
-        count += 1
+    pending: list[TextSource] = []
+
+    def flush() -> None:
+        nonlocal count
+        tether.add(pending, workspace_id=workspace)
+        count += len(pending)
+        pending.clear()
         if progress:
             progress(count)
+
+    for entry in dataset.corpus():
+        text = f"{entry.title}\n\n{entry.text}" if entry.title else entry.text
+        pending.append(
+            TextSource(text, entry.title or entry.id, document_id=f"{workspace}:{entry.id}")
+        )
+        if len(pending) >= batch:
+            flush()
+    if pending:
+        flush()
     return count
 
 
-def rank_documents(tether: Tether, query: str, scope: Scope, depth: int) -> list[str]:
+def rank_documents(
+    tether: Tether, query: str, scope: Scope, depth: int, mode: SearchMode = "hybrid"
+) -> list[str]:
     """Document ids ranked by their best chunk, ``depth`` of them when there are enough."""
     k = min(MAX_K, depth * 3)
     while True:
-        hits = tether.search(query, scope=scope, k=k)
+        hits = tether.search(query, scope=scope, k=k, mode=mode)
         ranked = list(dict.fromkeys(hit.document_id for hit in hits))
         if len(ranked) >= depth or len(hits) < k or k == MAX_K:
             return ranked[:depth]
@@ -148,15 +164,18 @@ def recall_at(ranked: list[str], relevant: dict[str, int], cutoff: int) -> float
     return len(wanted.intersection(ranked[:cutoff])) / len(wanted)
 
 
-def evaluate(tether: Tether, dataset: BeirDataset) -> EvalReport:
-    """Run every query with a relevance judgement and score the rankings."""
+def evaluate(tether: Tether, dataset: BeirDataset, *, mode: SearchMode = "hybrid") -> EvalReport:
+    """Run every query with a relevance judgement and score the rankings.
+
+    ``mode`` is the search mode; the report's ``method`` is what actually ran (hybrid
+    degrades to lexical when there are no embeddings)."""
     workspace = eval_workspace(dataset)
     scope = Scope.workspace(workspace)
     prefix = f"{workspace}:"
     ndcgs, recalls, latencies = [], [], []
     for query_id, text in dataset.queries.items():
         started = time.perf_counter()
-        ranked = rank_documents(tether, text, scope, depth=100)
+        ranked = rank_documents(tether, text, scope, depth=100, mode=mode)
         latencies.append((time.perf_counter() - started) * 1000)
         ranked = [d.removeprefix(prefix) for d in ranked]
         relevant = dataset.qrels[query_id]
@@ -165,8 +184,10 @@ def evaluate(tether: Tether, dataset: BeirDataset) -> EvalReport:
     if not ndcgs:
         raise InvalidArgument(f"{dataset.name}: no query has a relevance judgement")
     documents = len(tether.documents(workspace_id=workspace))
+    method = tether.search(next(iter(dataset.queries.values())), scope=scope, k=1, mode=mode)
     return EvalReport(
         dataset=dataset.name,
+        method=method.debug["method"],
         queries=len(ndcgs),
         documents=documents,
         ndcg_at_10=statistics.fmean(ndcgs),

@@ -136,6 +136,8 @@ class IndexResult:
     ``indexed``: a new document. ``replaced``: the document's content changed and its chunks
     were swapped atomically. ``skipped``: same content hash as stored, nothing done (the
     session attachment is still made). ``failed``: see ``error``; nothing stored changed.
+    ``warnings`` names degradations, such as a document stored without vectors because
+    the embedding provider failed.
     """
 
     source: str
@@ -143,6 +145,7 @@ class IndexResult:
     document_id: str | None = None
     chunk_count: int = 0
     error: Exception | None = None
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +154,7 @@ class IndexResult:
             "document_id": self.document_id,
             "chunk_count": self.chunk_count,
             "error": None if self.error is None else str(self.error),
+            "warnings": list(self.warnings),
         }
 
 

@@ -45,11 +45,18 @@ DEFAULT_DB = "tether.db"
 
 
 class EmbeddingSettings(BaseModel):
+    """The ``[rag.embeddings]`` section. ``model`` defaults per provider (all-MiniLM-L6-v2
+    locally, text-embedding-3-small remotely); ``base_url``/``api_key`` default to ``[llm]``'s."""
+
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
     provider: Literal["local", "openai"] = "local"
-    model: str = "all-MiniLM-L6-v2"
+    model: str | None = None
+    model_path: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float = Field(30.0, gt=0)
 
 
 class RagSettings(BaseModel):
@@ -66,6 +73,8 @@ class RagSettings(BaseModel):
     k_lexical: int = Field(50, ge=1, le=10_000)
     k_vector: int = Field(50, ge=1, le=10_000)
     rrf_k: int = Field(60, ge=1)
+    lexical_weight: float = Field(1.0, ge=0.0, description="RRF weight of the FTS5 list")
+    vector_weight: float = Field(1.0, ge=0.0, description="RRF weight of the vector list")
     rerank_top_n: int = Field(20, ge=1)
     max_chunks: int = Field(8, ge=1, le=100)
     context_budget: int = Field(2000, ge=50, description="tokens in the context block")

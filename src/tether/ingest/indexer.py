@@ -2,21 +2,63 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.errors import IngestError, ScopeError
+from tether.embed import Embedder, to_blob
+from tether.errors import EmbeddingError, EmbeddingsUnavailable, IngestError, ScopeError
 from tether.ingest.chunking import chunk_sections
 from tether.ingest.loaders import LoadedDocument, load_path, load_text
 from tether.ingest.text import content_hash
 from tether.models import GLOBAL_WORKSPACE, IndexResult
 from tether.settings import RagSettings
-from tether.store import NewDocument, Repository
+from tether.store import ChunkVectors, NewChunk, NewDocument, Repository, StoredChunk
 
-TokenCounter = Callable[[str], int]
+TokenCounter = Callable[[str], int | None]
+logger = logging.getLogger("tether.ingest")
+
+
+GROUP_CHUNKS = 512
+
+
+@dataclass(frozen=True)
+class PathSource:
+    path: str | Path
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """A text to index. ``document_id`` or ``source`` (a stable key such as
+    ``"artifact:42"``) identify it across re-indexes; without either, identical text in
+    the same workspace is the same document."""
+
+    text: str
+    title: str
+    mime: str = "text/plain"
+    document_id: str | None = None
+    source: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    label: str
+    loaded: LoadedDocument
+    digest: str
+    lookup: dict[str, Any]
+    metadata: dict[str, Any]
+    chunks: list[NewChunk]
+
+
+@dataclass(frozen=True)
+class ReembedReport:
+    model: str
+    documents: int
+    chunks_embedded: int
 
 
 @dataclass(frozen=True)
@@ -33,10 +75,12 @@ class Indexer:
         repo: Repository,
         rag: RagSettings,
         *,
+        embedder: Embedder | None = None,
         count_tokens: TokenCounter | None = None,
     ) -> None:
         self.repo = repo
         self.rag = rag
+        self.embedder = embedder
         self.count_tokens = count_tokens
 
     def place(self, workspace_id: str | None, session_id: str | None) -> Placement:
@@ -59,57 +103,58 @@ class Indexer:
         self.repo.ensure_workspace(workspace_id)
         return Placement(workspace_id, None)
 
-    def index_path(self, path: str | Path, placement: Placement) -> IndexResult:
-        source = str(path)
-        try:
-            resolved = Path(path).expanduser().resolve()
-            loaded = load_path(resolved)
-            return self._store(
-                loaded,
-                placement,
-                source=source,
-                source_path=str(resolved),
-                document_id=None,
-                metadata={},
-            )
-        except IngestError as exc:
-            return IndexResult(source=source, status="failed", error=exc)
-
-    def index_text(
+    def index(
         self,
-        text: str,
+        sources: Iterable[PathSource | TextSource],
         placement: Placement,
         *,
-        title: str,
-        mime: str = "text/plain",
-        document_id: str | None = None,
-        source: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> IndexResult:
-        label = source or document_id or title
+        progress: Callable[[IndexResult], None] | None = None,
+    ) -> list[IndexResult]:
+        """Index many sources. Loading and chunking are per source; embedding is batched
+        across the sources of a group (up to ``GROUP_CHUNKS`` chunks), which is what makes
+        many small files fast; each document is then written in its own transaction."""
+        results: list[IndexResult] = []
+        group: list[_Prepared] = []
+
+        def flush() -> None:
+            for prepared, vectors, warning in self._embed_group(group):
+                result = self._write(prepared, placement, vectors, warning)
+                results.append(result)
+                if progress:
+                    progress(result)
+            group.clear()
+
+        for source in sources:
+            prepared = self._prepare(source, placement)
+            if isinstance(prepared, IndexResult):
+                flush()  # keep results in the order of the sources
+                results.append(prepared)
+                if progress:
+                    progress(prepared)
+                continue
+            group.append(prepared)
+            if sum(len(p.chunks) for p in group) >= GROUP_CHUNKS:
+                flush()
+        flush()
+        return results
+
+    def _prepare(
+        self, source: PathSource | TextSource, placement: Placement
+    ) -> _Prepared | IndexResult:
+        """Load, hash, and chunk; an unchanged source is answered here ("skipped")."""
         try:
-            loaded = load_text(text, title=title, mime=mime)
-            return self._store(
-                loaded,
-                placement,
-                source=label,
-                source_path=source,
-                document_id=document_id,
-                metadata=metadata or {},
-            )
+            if isinstance(source, PathSource):
+                label = str(source.path)
+                resolved = Path(source.path).expanduser().resolve()
+                loaded = load_path(resolved)
+                source_path, document_id, metadata = str(resolved), None, {}
+            else:
+                label = source.source or source.document_id or source.title
+                loaded = load_text(source.text, title=source.title, mime=source.mime)
+                source_path, document_id = source.source, source.document_id
+                metadata = dict(source.metadata or {})
         except IngestError as exc:
             return IndexResult(source=label, status="failed", error=exc)
-
-    def _store(
-        self,
-        loaded: LoadedDocument,
-        placement: Placement,
-        *,
-        source: str,
-        source_path: str | None,
-        document_id: str | None,
-        metadata: dict[str, Any],
-    ) -> IndexResult:
         digest = content_hash(loaded.text)
         lookup = {
             "workspace_id": placement.workspace_id,
@@ -119,10 +164,9 @@ class Indexer:
         }
         existing = self.repo.find_document(**lookup)
         if existing is not None and existing.content_hash == digest:
+            self._check_workspace(existing.id, existing.workspace_id, placement)
             self._attach(existing.id, placement)
-            return IndexResult(source, "skipped", existing.id, existing.chunk_count)
-
-        # Chunking is pure work: do it before taking the write lock.
+            return IndexResult(label, "skipped", existing.id, existing.chunk_count)
         chunks = chunk_sections(
             loaded.text,
             list(loaded.sections),
@@ -130,35 +174,145 @@ class Indexer:
             overlap=self.rag.chunk_overlap,
             count_tokens=self.count_tokens,
         )
+        return _Prepared(label, loaded, digest, lookup, metadata, chunks)
+
+    def _embed_group(
+        self, group: list[_Prepared]
+    ) -> list[tuple[_Prepared, ChunkVectors | None, str | None]]:
+        """Vectors for every document of the group, from one batched embedding call.
+
+        Embedding is slow, so it runs before any write transaction; each document's
+        vectors are then stored in the same transaction as its chunks. A reader sees a
+        document with all of its vectors or (when embedding failed) none, never some.
+        """
+        if self.embedder is None or not group:
+            return [(p, None, None) for p in group]
+        all_chunks = [c for p in group for c in p.chunks]
+        known, warning = self._known_vectors(all_chunks)
+        out = []
+        for prepared in group:
+            if warning is not None:
+                out.append((prepared, None, warning))
+                continue
+            vectors, problem = self._chunk_vectors(prepared.chunks, known)
+            out.append((prepared, vectors, problem))
+        return out
+
+    def _write(
+        self,
+        prepared: _Prepared,
+        placement: Placement,
+        vectors: ChunkVectors | None,
+        warning: str | None,
+    ) -> IndexResult:
         with self.repo.db.write():
             # Look again inside the transaction: another writer may have got here first.
-            existing = self.repo.find_document(**lookup)
-            if existing is not None and existing.workspace_id != placement.workspace_id:
-                raise ScopeError(
-                    f"document {existing.id!r} belongs to workspace {existing.workspace_id!r},"
-                    f" not {placement.workspace_id!r}"
-                )
-            if existing is not None and existing.content_hash == digest:
+            existing = self.repo.find_document(**prepared.lookup)
+            if existing is not None:
+                self._check_workspace(existing.id, existing.workspace_id, placement)
+            if existing is not None and existing.content_hash == prepared.digest:
                 self._attach(existing.id, placement)
-                return IndexResult(source, "skipped", existing.id, existing.chunk_count)
+                return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
+            document_id = prepared.lookup["document_id"]
             record = NewDocument(
                 id=existing.id if existing else (document_id or uuid.uuid4().hex[:16]),
                 workspace_id=placement.workspace_id,
-                title=loaded.title,
-                source_path=source_path,
+                title=prepared.loaded.title,
+                source_path=prepared.lookup["source_path"],
                 source_type=None,
-                mime=loaded.mime,
-                content_hash=digest,
-                file_size=loaded.file_size,
-                metadata={**(existing.metadata if existing else {}), **metadata},
+                mime=prepared.loaded.mime,
+                content_hash=prepared.digest,
+                file_size=prepared.loaded.file_size,
+                metadata={**(existing.metadata if existing else {}), **prepared.metadata},
             )
             if existing is None:
-                self.repo.insert_document(record, chunks)
+                self.repo.insert_document(record, prepared.chunks, vectors)
             else:
-                self.repo.replace_document(record, chunks)
+                self.repo.replace_document(record, prepared.chunks, vectors)
             self._attach(record.id, placement)
         status = "indexed" if existing is None else "replaced"
-        return IndexResult(source, status, record.id, len(chunks))
+        warnings = (warning,) if warning else ()
+        return IndexResult(
+            prepared.label, status, record.id, len(prepared.chunks), warnings=warnings
+        )
+
+    @staticmethod
+    def _check_workspace(document_id: str, workspace_id: str, placement: Placement) -> None:
+        if workspace_id != placement.workspace_id:
+            raise ScopeError(
+                f"document {document_id!r} belongs to workspace {workspace_id!r},"
+                f" not {placement.workspace_id!r}"
+            )
+
+    def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
+        """Give every chunk without a vector for the configured model one, a document at a
+        time (each document's vectors land in one transaction)."""
+        if self.embedder is None:
+            raise EmbeddingsUnavailable("no embedder is configured; nothing to re-embed with")
+        model = self.embedder.model
+        documents = self.repo.documents_missing_embeddings(model)
+        done = embedded = 0
+        for document_id in documents:
+            chunks = self.repo.chunks_of(document_id)
+            before = len(self.repo.vectors_for_hashes(model, (c.content_hash for c in chunks)))
+            known, warning = self._known_vectors(chunks)
+            if warning is not None:
+                raise EmbeddingError(warning)
+            vectors, problem = self._chunk_vectors(chunks, known)
+            if vectors is None:
+                raise EmbeddingError(problem or f"could not embed document {document_id!r}")
+            with self.repo.db.write():
+                # The document may have been re-indexed meanwhile (it then got its vectors).
+                if [c.id for c in self.repo.chunks_of(document_id)] == [c.id for c in chunks]:
+                    self.repo.insert_embeddings(
+                        model,
+                        [
+                            (c.id, vectors.dims, blob)
+                            for c, blob in zip(chunks, vectors.blobs, strict=True)
+                        ],
+                    )
+            embedded += len({c.content_hash for c in chunks}) - before
+            done += 1
+            if progress:
+                progress(done, len(documents))
+        return ReembedReport(model=model, documents=done, chunks_embedded=embedded)
+
+    def _known_vectors(
+        self, chunks: Sequence[NewChunk | StoredChunk]
+    ) -> tuple[dict[str, tuple[int, bytes]], str | None]:
+        """(dims, vector) by content hash for ``chunks``: reused when any stored chunk with
+        the same content has one for this model (across documents and re-indexes),
+        embedded otherwise, each distinct content once."""
+        assert self.embedder is not None
+        model = self.embedder.model
+        known = self.repo.vectors_for_hashes(model, (c.content_hash for c in chunks))
+        todo = {c.content_hash: c.content for c in chunks if c.content_hash not in known}
+        if todo:
+            try:
+                fresh = self.embedder.embed(list(todo.values()))
+            except EmbeddingError as exc:
+                logger.warning(
+                    "stored without vectors (lexical only until `tether reembed`): %s", exc
+                )
+                return known, f"embedding failed, stored for lexical search only: {exc}"
+            dims = fresh.shape[1]
+            known.update((h, (dims, to_blob(v))) for h, v in zip(todo, fresh, strict=True))
+        return known, None
+
+    def _chunk_vectors(
+        self, chunks: Sequence[NewChunk | StoredChunk], known: dict[str, tuple[int, bytes]]
+    ) -> tuple[ChunkVectors | None, str | None]:
+        assert self.embedder is not None
+        if not chunks:
+            return None, None
+        dims = {known[c.content_hash][0] for c in chunks}
+        if len(dims) != 1:
+            return (
+                None,
+                f"stored vectors of {self.embedder.model!r} disagree on dims {sorted(dims)}",
+            )
+        blobs = [known[c.content_hash][1] for c in chunks]
+        return ChunkVectors(self.embedder.model, dims.pop(), blobs), None
 
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:

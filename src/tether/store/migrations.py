@@ -144,9 +144,43 @@ CREATE TABLE rag_retrieval_log (
 );
 """
 
+_0003_change_counters = """
+-- Counters that readers poll to know when an in-memory cache is stale. Triggers keep them
+-- exact for every write path, FK cascades included.
+CREATE TABLE rag_state (
+    key    TEXT PRIMARY KEY,
+    value  INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO rag_state (key, value) VALUES ('embeddings', 0), ('documents', 0);
+
+CREATE TRIGGER rag_embeddings_changed_insert AFTER INSERT ON rag_embeddings BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'embeddings';
+END;
+CREATE TRIGGER rag_embeddings_changed_delete AFTER DELETE ON rag_embeddings BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'embeddings';
+END;
+CREATE TRIGGER rag_documents_changed_insert AFTER INSERT ON rag_documents BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
+END;
+CREATE TRIGGER rag_documents_changed_delete AFTER DELETE ON rag_documents BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
+END;
+CREATE TRIGGER rag_documents_changed_update AFTER UPDATE OF workspace_id, status
+    ON rag_documents BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
+END;
+CREATE TRIGGER rag_document_sessions_changed_insert AFTER INSERT ON rag_document_sessions BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
+END;
+CREATE TRIGGER rag_document_sessions_changed_delete AFTER DELETE ON rag_document_sessions BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
+END;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
+    Migration(3, "change counters for reader caches", _0003_change_counters),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

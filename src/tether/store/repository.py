@@ -47,6 +47,15 @@ class NewChunk:
 
 
 @dataclass(frozen=True)
+class ChunkVectors:
+    """One vector per chunk of a document (same order), all from one model."""
+
+    model: str
+    dims: int
+    blobs: Sequence[bytes]
+
+
+@dataclass(frozen=True)
 class NewDocument:
     id: str
     workspace_id: str
@@ -122,14 +131,37 @@ def scope_sql(scope: Scope) -> tuple[str, dict[str, Any]]:
     return "d.workspace_id = :scope_id", {"scope_id": scope.id}
 
 
+_HIT_COLUMNS = (
+    "c.id, c.document_id, d.title, c.section_title, c.page, c.content, c.ordinal,"
+    " c.char_start, c.char_end, d.source_path, d.workspace_id"
+)
+
+
+def _hit(row: Sequence[Any], score: float) -> Hit:
+    (chunk_id, doc_id, title, section, page, content, ordinal, start, end, path, ws) = row[:11]
+    return Hit(
+        document_id=doc_id,
+        chunk_id=chunk_id,
+        title=title,
+        section_title=section,
+        page=page,
+        text=content,
+        score=score,
+        ordinal=ordinal,
+        char_start=start,
+        char_end=end,
+        source_path=path,
+        workspace_id=ws,
+    )
+
+
 def lexical_search_sql(scope: Scope, match: str, k: int) -> tuple[str, dict[str, Any]]:
     """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``."""
     where, params = scope_sql(scope)
     w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
     sql = f"""
-        SELECT c.id, c.document_id, d.title, c.section_title, c.page, c.content,
-               bm25(rag_chunks_fts, {w_content!r}, {w_section!r}) AS rank_score,
-               c.ordinal, c.char_start, c.char_end, d.source_path, d.workspace_id
+        SELECT {_HIT_COLUMNS},
+               bm25(rag_chunks_fts, {w_content!r}, {w_section!r}) AS rank_score
         FROM rag_chunks_fts
         JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid
         JOIN rag_documents d ON d.id = c.document_id
@@ -321,8 +353,14 @@ class Repository:
             ).fetchall()
         return [_document(row) for row in rows]
 
-    def insert_document(self, document: NewDocument, chunks: Sequence[NewChunk]) -> None:
-        """Store a new document with its chunks (and, by trigger, their FTS rows)."""
+    def insert_document(
+        self,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None = None,
+    ) -> None:
+        """Store a new document with its chunks (and, by trigger, their FTS rows) and, when
+        given, every chunk's vector: all in one transaction."""
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
@@ -331,11 +369,16 @@ class Repository:
                 " :content_hash, :file_size, :metadata, :now, :now)",
                 _document_params(document),
             )
-            self._insert_chunks(conn, document.id, chunks)
+            self._insert_chunks(conn, document.id, chunks, vectors)
 
-    def replace_document(self, document: NewDocument, chunks: Sequence[NewChunk]) -> None:
-        """Swap a document's content and chunks in one transaction: readers see the old
-        version or the new one, never a mix."""
+    def replace_document(
+        self,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None = None,
+    ) -> None:
+        """Swap a document's content, chunks and vectors in one transaction: readers see
+        the old version or the new one, never a mix."""
         with self.db.write() as conn:
             cur = conn.execute(
                 "UPDATE rag_documents SET title = :title, source_path = :source_path,"
@@ -347,29 +390,35 @@ class Repository:
             if cur.rowcount == 0:
                 raise DocumentNotFound(document.id)
             conn.execute("DELETE FROM rag_chunks WHERE document_id = ?", (document.id,))
-            self._insert_chunks(conn, document.id, chunks)
+            self._insert_chunks(conn, document.id, chunks, vectors)
 
     def _insert_chunks(
-        self, conn: sqlite3.Connection, document_id: str, chunks: Iterable[NewChunk]
+        self,
+        conn: sqlite3.Connection,
+        document_id: str,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None,
     ) -> None:
-        conn.executemany(
-            "INSERT INTO rag_chunks (document_id, ordinal, content, section_title, token_count,"
-            " char_start, char_end, page, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    document_id,
-                    c.ordinal,
-                    c.content,
-                    c.section_title,
-                    c.token_count,
-                    c.char_start,
-                    c.char_end,
-                    c.page,
-                    c.content_hash,
-                )
-                for c in chunks
-            ],
-        )
+        if vectors is not None and len(vectors.blobs) != len(chunks):
+            raise ValueError(f"{len(vectors.blobs)} vectors for {len(chunks)} chunks")
+        ids = []
+        for c in chunks:
+            cur = conn.execute(
+                "INSERT INTO rag_chunks (document_id, ordinal, content, section_title,"
+                " token_count, char_start, char_end, page, content_hash)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (document_id, c.ordinal, c.content, c.section_title, c.token_count,
+                 c.char_start, c.char_end, c.page, c.content_hash),
+            )  # fmt: skip
+            ids.append(cur.lastrowid)
+        if vectors is not None:
+            conn.executemany(
+                "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, ?, ?, ?)",
+                [
+                    (i, vectors.model, vectors.dims, blob)
+                    for i, blob in zip(ids, vectors.blobs, strict=True)
+                ],
+            )
 
     def delete_document(self, document_id: str) -> None:
         """Delete a document; its chunks, FTS rows, embeddings and attachments go with it."""
@@ -394,36 +443,92 @@ class Repository:
         sql, params = lexical_search_sql(scope, match, k)
         with self.db.read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [
-            Hit(
-                document_id=doc_id,
-                chunk_id=chunk_id,
-                title=title,
-                section_title=section,
-                page=page,
-                text=content,
-                score=-rank,
-                ordinal=ordinal,
-                char_start=start,
-                char_end=end,
-                source_path=path,
-                workspace_id=ws,
+        return [_hit(row, -row[11]) for row in rows]
+
+    def scope_document_ids(self, scope: Scope) -> list[str]:
+        """The active documents a scope may see: the same predicate as every search."""
+        where, params = scope_sql(scope)
+        where = where.replace("c.document_id", "d.id")
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT d.id FROM rag_documents d WHERE d.status = 'active' AND {where}", params
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
+        """Hits (score 0) for chunk ids, keyed by id; ids that no longer exist are absent."""
+        found: dict[int, Hit] = {}
+        with self.db.read() as conn:
+            for i in range(0, len(chunk_ids), 500):
+                part = list(chunk_ids[i : i + 500])
+                rows = conn.execute(
+                    f"SELECT {_HIT_COLUMNS} FROM rag_chunks c"
+                    " JOIN rag_documents d ON d.id = c.document_id"
+                    f" WHERE c.id IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+                found.update((row[0], _hit(row, 0.0)) for row in rows)
+        return found
+
+    # -- embeddings ---------------------------------------------------------------------
+
+    def vectors_for_hashes(self, model: str, hashes: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        """Stored (dims, vector) for chunk content hashes already embedded with ``model``."""
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, tuple[int, bytes]] = {}
+        with self.db.read() as conn:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                rows = conn.execute(
+                    "SELECT c.content_hash, e.dims, e.vector FROM rag_chunks c"
+                    " JOIN rag_embeddings e ON e.chunk_id = c.id AND e.model = ?"
+                    f" WHERE c.content_hash IN ({','.join('?' * len(part))})",
+                    [model, *part],
+                ).fetchall()
+                found.update((h, (dims, blob)) for h, dims, blob in rows)
+        return found
+
+    def insert_embeddings(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store ``(chunk_id, dims, vector)`` rows for ``model`` (replacing same-key rows)."""
+        with self.db.write() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO rag_embeddings (chunk_id, model, dims, vector)"
+                " VALUES (?, ?, ?, ?)",
+                [(chunk_id, model, dims, blob) for chunk_id, dims, blob in rows],
             )
-            for (
-                chunk_id,
-                doc_id,
-                title,
-                section,
-                page,
-                content,
-                rank,
-                ordinal,
-                start,
-                end,
-                path,
-                ws,
-            ) in rows
-        ]
+
+    def documents_missing_embeddings(self, model: str) -> list[str]:
+        """Documents with at least one chunk that has no vector for ``model``."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT c.document_id FROM rag_chunks c"
+                " LEFT JOIN rag_embeddings e ON e.chunk_id = c.id AND e.model = ?"
+                " WHERE e.chunk_id IS NULL ORDER BY c.document_id",
+                (model,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def embedding_counts(self) -> dict[str, int]:
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT model, count(*) FROM rag_embeddings GROUP BY model")
+            return dict(rows.fetchall())
+
+    def load_vectors(self, model: str) -> list[tuple[str, int, bytes, int]]:
+        """Every ``(document_id, chunk_id, vector, dims)`` of ``model``, grouped by workspace
+        then document, so that a workspace's vectors are contiguous in memory."""
+        with self.db.read() as conn:
+            return conn.execute(
+                "SELECT c.document_id, e.chunk_id, e.vector, e.dims FROM rag_embeddings e"
+                " JOIN rag_chunks c ON c.id = e.chunk_id"
+                " JOIN rag_documents d ON d.id = c.document_id"
+                " WHERE e.model = ? ORDER BY d.workspace_id, c.document_id, c.id",
+                (model,),
+            ).fetchall()
+
+    def change_counters(self) -> dict[str, int]:
+        """Counters bumped by triggers on every change of embeddings and of document scopes."""
+        with self.db.read() as conn:
+            return dict(conn.execute("SELECT key, value FROM rag_state").fetchall())
 
     # -- maintenance --------------------------------------------------------------------
 

@@ -1,0 +1,56 @@
+"""Embedders: the base class (one abstract method) and the local and OpenAI-compatible ones."""
+
+from __future__ import annotations
+
+import logging
+
+from tether.embed.base import Embedder, from_blob, to_blob
+from tether.embed.local import DEFAULT_LOCAL_MODEL, LocalEmbedder, resolve_model_path
+from tether.embed.openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
+from tether.errors import EmbeddingsUnavailable
+from tether.settings import Settings
+
+logger = logging.getLogger("tether.embed")
+
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "DEFAULT_OPENAI_MODEL",
+    "Embedder",
+    "LocalEmbedder",
+    "OpenAIEmbedder",
+    "embedder_from_settings",
+    "from_blob",
+    "resolve_model_path",
+    "to_blob",
+]
+
+
+def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | None]:
+    """The configured embedder, or ``(None, reason)`` when embeddings are off or cannot run.
+
+    Never raises for a missing model or key: retrieval then runs lexical-only, and the
+    reason is logged once here and reported in every search's ``debug``.
+    """
+    config = settings.rag.embeddings
+    if not config.enabled:
+        reason = "embeddings disabled (rag.embeddings.enabled = false): lexical-only retrieval"
+        logger.info(reason)
+        return None, reason
+    try:
+        if config.provider == "local":
+            embedder: Embedder = LocalEmbedder(
+                config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path
+            )
+        else:
+            key = config.api_key or settings.llm.api_key
+            embedder = OpenAIEmbedder(
+                config.model or DEFAULT_OPENAI_MODEL,
+                api_key=key.get_secret_value() if key else None,
+                base_url=config.base_url or settings.llm.base_url,
+                timeout=config.timeout,
+            )
+    except EmbeddingsUnavailable as exc:
+        reason = f"no embeddings, lexical-only retrieval: {exc}"
+        logger.warning(reason)
+        return None, reason
+    return embedder, None

