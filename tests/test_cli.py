@@ -86,6 +86,9 @@ def test_add_then_search_json_contract(indexed: str) -> None:
     assert data["hits"][0]["page"] == 2
     scores = [h["score"] for h in data["hits"]]
     assert scores == sorted(scores, reverse=True)
+    # Embeddings are off in these tests: hybrid says it ran lexical-only, and why.
+    assert data["debug"]["mode"] == "hybrid" and data["debug"]["method"] == "lexical"
+    assert "embeddings disabled" in data["debug"]["degradations"][0]
 
 
 def test_readme_json_example_has_the_real_keys() -> None:
@@ -93,8 +96,10 @@ def test_readme_json_example_has_the_real_keys() -> None:
     block = re.search(r"```json\n(.*?)```", readme, re.S)
     assert block is not None
     example = json.loads(block.group(1))
-    assert set(example) == {"query", "scope", "k", "hits"}
+    assert set(example) == {"query", "scope", "k", "hits", "debug"}
     assert set(example["hits"][0]) == HIT_KEYS
+    real = run_json("search", "x", "--db", str(Path.cwd() / "readme.db"), "--scope", "global")
+    assert set(example["debug"]) == set(real["debug"])
 
 
 def test_add_reports_each_file_and_skips_unchanged(db: str, tmp_path: Path) -> None:

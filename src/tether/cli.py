@@ -152,6 +152,9 @@ def search(
     session: SessionOption = None,
     workspace: WorkspaceOption = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many chunks.", min=1, max=1000)] = 10,
+    mode: Annotated[
+        str, typer.Option("--mode", help="hybrid (FTS5 + vectors, RRF) | lexical | vector.")
+    ] = "hybrid",
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -159,17 +162,21 @@ def search(
     """Search chunks inside a scope; print the cited hits."""
     with _tether(db, config) as tether:
         resolved = tether.resolve_scope(scope, session_id=session, workspace_id=workspace)
-        hits = tether.search(query, scope=resolved, k=k)
+        hits = tether.search(query, scope=resolved, k=k, mode=mode)  # type: ignore[arg-type]
     if as_json:
+        debug = {key: value for key, value in hits.debug.items() if key != "ranks"}
         _print_json(
             {
                 "query": query,
                 "scope": resolved.to_dict(),
                 "k": k,
                 "hits": [hit.to_dict() for hit in hits],
+                "debug": debug,
             }
         )
         return
+    for degradation in hits.debug["degradations"]:
+        err.print(f"[yellow]note:[/] {degradation}", highlight=False)
     if not hits:
         out.print(
             f"No matches in {resolved.kind} {resolved.id!r}. Try a wider scope"
@@ -357,6 +364,31 @@ def sessions_detach(
     was = _session_call(db, config, lambda t: t.detach(document_id, session_id))
     out.print(
         f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}",
+        highlight=False,
+    )
+
+
+@app.command()
+def reembed(
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Embed every chunk that has no vector for the configured model (after a model switch)."""
+    with _tether(db, config) as tether:
+        if tether.embedder is None:
+            err.print(f"[bold red]error:[/] {tether.embeddings_unavailable}", highlight=False)
+            raise typer.Exit(1)
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal,
+        ) as progress:  # fmt: skip
+            task = progress.add_task(f"Embedding with {tether.embedder.model}", total=None)
+            report = tether.reembed(
+                progress=lambda done, total: progress.update(task, completed=done, total=total)
+            )
+    out.print(
+        f"{report.model}: embedded {report.chunks_embedded} new chunk texts across"
+        f" {report.documents} documents",
         highlight=False,
     )
 

@@ -73,8 +73,12 @@ class RagSettings(BaseModel):
     k_lexical: int = Field(50, ge=1, le=10_000)
     k_vector: int = Field(50, ge=1, le=10_000)
     rrf_k: int = Field(60, ge=1)
-    lexical_weight: float = Field(1.0, ge=0.0, description="RRF weight of the FTS5 list")
-    vector_weight: float = Field(1.0, ge=0.0, description="RRF weight of the vector list")
+    lexical_weight: float = Field(
+        1.0, ge=0.0, allow_inf_nan=False, description="RRF weight of the FTS5 list"
+    )
+    vector_weight: float = Field(
+        1.0, ge=0.0, allow_inf_nan=False, description="RRF weight of the vector list"
+    )
     rerank_top_n: int = Field(20, ge=1)
     max_chunks: int = Field(8, ge=1, le=100)
     context_budget: int = Field(2000, ge=50, description="tokens in the context block")

@@ -65,10 +65,12 @@ class OpenAIEmbedder(Embedder):
         except openai.APIStatusError as exc:
             raise EmbeddingError(
                 f"{self._where()}: HTTP {exc.status_code}: {exc.message}",
-                retryable=exc.status_code >= 500,
+                retryable=exc.status_code >= 500 or exc.status_code in (408, 409),
             ) from exc
         except openai.OpenAIError as exc:  # malformed answers and the like
             raise EmbeddingError(f"{self._where()}: {exc}") from exc
+        except ValueError as exc:  # a 200 whose JSON body does not parse (JSONDecodeError)
+            raise EmbeddingError(f"{self._where()}: malformed embeddings response ({exc})") from exc
         try:
             rows = sorted(response.data, key=lambda item: item.index)
             return np.array([row.embedding for row in rows], dtype=np.float32)

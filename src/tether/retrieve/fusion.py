@@ -27,8 +27,8 @@ def reciprocal_rank_fusion(
         weights = [1.0] * len(rankings)
     if len(weights) != len(rankings):
         raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
-    if any(w < 0 for w in weights):
-        raise ValueError("weights must be >= 0")
+    if not all(w >= 0 for w in weights):  # written so that NaN fails too
+        raise ValueError(f"weights must be >= 0 (and not NaN), not {list(weights)}")
     scores: dict[K, float] = {}
     best_rank: dict[K, int] = {}
     first_seen: dict[K, int] = {}

@@ -1,0 +1,303 @@
+"""Embeddings: storage, reuse by content hash, model switches, what readers see, hybrid search."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, HashEmbedder, make_settings
+from tether import (
+    EmbeddingError,
+    EmbeddingsUnavailable,
+    LocalEmbedder,
+    Scope,
+    Settings,
+    Tether,
+    TextSource,
+)
+from tether.embed import from_blob, resolve_model_path
+
+PARAGRAPHS = [
+    "The pump moves coolant through the primary loop of the reactor.",
+    "Valves isolate the secondary loop during maintenance windows.",
+    "Operators log every pressure reading in the shift report.",
+    "Turbines convert steam into rotation that drives the generator.",
+]
+
+
+def open_store(path: Path, embedder: HashEmbedder, **rag: object) -> Tether:
+    settings = make_settings(chunk_size=200, chunk_overlap=0, **rag)
+    return Tether(db=path, settings=settings, embedder=embedder)
+
+
+def stored_vectors(t: Tether, document_id: str, model: str) -> list[np.ndarray]:
+    conn = t.db.connection()
+    rows = conn.execute(
+        "SELECT e.dims, e.vector FROM rag_embeddings e JOIN rag_chunks c ON c.id = e.chunk_id"
+        " WHERE c.document_id = ? AND e.model = ? ORDER BY c.ordinal",
+        (document_id, model),
+    ).fetchall()
+    return [from_blob(blob, dims) for dims, blob in rows]
+
+
+def test_one_unit_vector_per_chunk_and_model(db_path: Path) -> None:
+    embedder = HashEmbedder()
+    with open_store(db_path, embedder) as t:
+        (r,) = t.add(text="\n\n".join(PARAGRAPHS), title="Plant", document_id="plant")
+        vectors = stored_vectors(t, "plant", "hash-64")
+        assert len(vectors) == r.chunk_count == len(t.chunks("plant")) > 1
+        for v in vectors:
+            assert v.dtype == np.float32 and v.shape == (64,)
+            assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
+        dims = t.db.connection().execute("SELECT DISTINCT dims FROM rag_embeddings").fetchall()
+        assert dims == [(64,)]
+
+
+def test_blob_length_is_checked_on_read() -> None:
+    with pytest.raises(EmbeddingError, match="expected 16"):
+        from_blob(b"\x00" * 12, 4)
+    assert from_blob(b"\x00" * 16, 4).shape == (4,)
+
+
+def test_same_content_is_embedded_once_across_documents_and_reindexes(db_path: Path) -> None:
+    embedder = HashEmbedder()
+    with open_store(db_path, embedder) as t:
+        text = "\n\n".join(PARAGRAPHS)
+        t.add(text=text, title="A", document_id="a")
+        first = len(embedder.embedded_texts)
+        assert first == len(t.chunks("a"))
+
+        t.add(text=text, title="B", document_id="b")  # same content, another document
+        assert len(embedder.embedded_texts) == first
+        assert len(stored_vectors(t, "b", "hash-64")) == len(t.chunks("b"))
+
+        changed = text.replace("shift report", "night shift report")
+        assert t.add(text=changed, title="A", document_id="a")[0].status == "replaced"
+        new_texts = embedder.embedded_texts[first:]
+        assert len(new_texts) == 1 and "night shift report" in new_texts[0]
+        assert len(stored_vectors(t, "a", "hash-64")) == len(t.chunks("a"))
+
+        assert t.add(text=changed, title="A", document_id="a")[0].status == "skipped"
+        assert len(embedder.embedded_texts) == first + 1
+
+
+def test_embedding_is_batched_across_sources(db_path: Path) -> None:
+    embedder = HashEmbedder()
+    with open_store(db_path, embedder) as t:
+        sources = [TextSource(f"Note {i} about item {i}.", f"n{i}") for i in range(40)]
+        t.add(sources)
+    assert len(embedder.embedded_texts) == 40
+    assert [len(call) for call in embedder.calls] == [16, 16, 8]  # batch_size 16, one group
+
+
+def test_switching_models_and_reembed(db_path: Path) -> None:
+    with open_store(db_path, HashEmbedder(64, "hash-64")) as t:
+        t.add(text="\n\n".join(PARAGRAPHS), title="Plant", document_id="plant")
+        t.add(text="Coolant chemistry is sampled weekly.", title="Lab", document_id="lab")
+    other = HashEmbedder(32, "hash-32")
+    with open_store(db_path, other) as t:
+        # The new model has no vectors yet: vector search finds nothing, hybrid is lexical.
+        assert list(t.search("coolant", mode="vector")) == []
+        assert {h.document_id for h in t.search("coolant", mode="hybrid")} == {"plant", "lab"}
+        report = t.reembed()
+        assert (report.model, report.documents) == ("hash-32", 2)
+        assert report.chunks_embedded == len(t.chunks("plant")) + 1
+        assert t.repo.embedding_counts() == {"hash-64": report.chunks_embedded,
+                                             "hash-32": report.chunks_embedded}  # fmt: skip
+        hits = t.search("coolant chemistry sampled", mode="vector", k=1)
+        assert hits[0].document_id == "lab"  # 32-dim query over 32-dim vectors only
+        assert t.reembed().documents == 0
+
+
+def test_embedding_failure_stores_lexical_only_then_reembed_fills_in(db_path: Path) -> None:
+    class Flaky(HashEmbedder):
+        retries = 1
+        backoff = 0.0
+        failing = True
+
+        def embed_batch(self, texts: list[str]) -> np.ndarray:
+            if self.failing:
+                raise EmbeddingError("provider down", retryable=True)
+            return super().embed_batch(texts)
+
+    embedder = Flaky()
+    with open_store(db_path, embedder) as t:
+        (r,) = t.add(text="\n\n".join(PARAGRAPHS), title="Plant", document_id="plant")
+        assert r.status == "indexed" and "provider down" in r.warnings[0]
+        assert stored_vectors(t, "plant", "hash-64") == []
+        hits = t.search("turbines steam", mode="hybrid")
+        assert hits and hits.debug["method"] == "lexical"
+        assert any("provider down" in d for d in hits.debug["degradations"])
+        with pytest.raises(EmbeddingError):
+            t.reembed()
+        embedder.failing = False
+        assert t.reembed().documents == 1
+        assert len(stored_vectors(t, "plant", "hash-64")) == len(t.chunks("plant"))
+        assert t.search("turbines steam", mode="hybrid").debug["method"] == "hybrid"
+
+
+def test_reader_never_sees_a_partly_embedded_document(db_path: Path) -> None:
+    """Embedding runs in batches outside the write transaction; readers see a document
+    with all of its vectors, or not at all."""
+
+    class Slow(HashEmbedder):
+        batch_size = 4
+
+        def embed_batch(self, texts: list[str]) -> np.ndarray:
+            time.sleep(0.02)
+            return super().embed_batch(texts)
+
+    text = "\n\n".join(f"Section {i}: {PARAGRAPHS[i % 4]}" for i in range(60))
+    seen: set[tuple[int, int]] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        with Tether(db=db_path, settings=make_settings()) as reader:
+            conn = reader.db.connection()
+            while not stop.is_set():
+                with reader.db.read():
+                    chunks = conn.execute(
+                        "SELECT count(*) FROM rag_chunks WHERE document_id = 'big'"
+                    ).fetchone()[0]
+                    vectors = conn.execute(
+                        "SELECT count(*) FROM rag_embeddings e JOIN rag_chunks c"
+                        " ON c.id = e.chunk_id WHERE c.document_id = 'big'"
+                    ).fetchone()[0]
+                seen.add((chunks, vectors))
+
+    with open_store(db_path, Slow()) as writer:
+        thread = threading.Thread(target=watch)
+        thread.start()
+        try:
+            time.sleep(0.05)
+            writer.add(text=text, title="Big", document_id="big")
+            time.sleep(0.05)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+        total = len(writer.chunks("big"))
+    assert total > 8
+    assert seen <= {(0, 0), (total, total)}, seen
+    assert (0, 0) in seen and (total, total) in seen
+
+
+def test_vector_search_is_scoped_and_follows_writes(db_path: Path) -> None:
+    with open_store(db_path, HashEmbedder()) as t:
+        t.create_session("s1", workspace_id="ws")
+        t.add(text="alpha reactor coolant pump", title="ws-doc", workspace_id="ws",
+              document_id="ws-doc")  # fmt: skip
+        t.add(text="alpha reactor coolant pump", title="global", document_id="g-doc")
+        t.add(text="alpha reactor coolant pump", title="other", workspace_id="other",
+              document_id="other-doc")  # fmt: skip
+
+        def docs(scope: Scope) -> set[str]:
+            return {h.document_id for h in t.search("coolant pump", scope=scope, mode="vector")}
+
+        assert docs(Scope.workspace("ws")) == {"ws-doc"}
+        assert docs(Scope.global_()) == {"g-doc"}
+        assert docs(Scope.session("s1")) == set()
+        t.attach("g-doc", "s1")
+        assert docs(Scope.session("s1")) == {"g-doc"}
+        t.add(text="coolant pump seals", title="new", session_id="s1", document_id="new")
+        assert docs(Scope.session("s1")) == {"g-doc", "new"}
+        t.delete_document("g-doc")
+        assert docs(Scope.session("s1")) == {"new"}
+        assert docs(Scope.global_()) == set()
+
+
+def test_vector_top_k_is_exact_within_scope(db_path: Path) -> None:
+    embedder = HashEmbedder()
+    with open_store(db_path, embedder) as t:
+        for i in range(30):
+            t.add(text=f"coolant pump {i}", title=f"out {i}", workspace_id="big",
+                  document_id=f"out{i}")  # fmt: skip
+        for i in range(3):
+            t.add(text=f"unrelated words {i}", title=f"in {i}", workspace_id="small",
+                  document_id=f"in{i}")  # fmt: skip
+        hits = t.search("coolant pump", scope=Scope.workspace("small"), k=3, mode="vector")
+        assert {h.document_id for h in hits} == {"in0", "in1", "in2"}
+        query = embedder.embed_query("coolant pump")
+        expected = sorted(
+            (float(np.dot(query, embedder.embed([f"unrelated words {i}"])[0])), f"in{i}")
+            for i in range(3)
+        )
+        assert [h.score for h in hits] == pytest.approx(sorted((s for s, _ in expected),
+                                                              reverse=True))  # fmt: skip
+
+
+def test_hybrid_fuses_both_lists_with_rrf(db_path: Path) -> None:
+    with open_store(db_path, HashEmbedder(), rrf_k=60) as t:
+        for i, p in enumerate(PARAGRAPHS):
+            t.add(text=p, title=f"p{i}", document_id=f"p{i}")
+        results = t.search("coolant loop reactor", k=4)
+        debug = results.debug
+        assert debug["method"] == "hybrid" and debug["degradations"] == []
+        assert debug["candidates"]["lexical"] >= 1 and debug["candidates"]["vector"] == 4
+        for hit in results:
+            ranks = debug["ranks"][hit.chunk_id]
+            expected = sum(1 / (60 + ranks[key]) for key in ("lexical_rank", "vector_rank")
+                           if key in ranks)  # fmt: skip
+            assert hit.score == pytest.approx(expected)
+        assert results[0].document_id == "p0"
+
+
+def test_disabled_embeddings_mean_lexical_only_with_one_log_line(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings.load(rag={"embeddings": {"enabled": False}})
+    with caplog.at_level("INFO", logger="tether"):
+        t = Tether(db=db_path, settings=settings)
+    lines = [r for r in caplog.records if "lexical-only" in r.getMessage()]
+    assert len(lines) == 1
+    t.add(text="\n\n".join(PARAGRAPHS), title="Plant")
+    assert t.repo.counts()["rag_embeddings"] == 0
+    results = t.search("turbines", mode="hybrid")
+    assert results and results.debug["method"] == "lexical"
+    assert "disabled" in results.debug["degradations"][0]
+    assert len([r for r in caplog.records if "lexical-only" in r.getMessage()]) == 1
+    t.close()
+
+
+def test_remote_provider_without_key_is_lexical_only(db_path: Path) -> None:
+    settings = Settings.load(rag={"embeddings": {"enabled": True, "provider": "openai"}})
+    with Tether(db=db_path, settings=settings) as t:
+        assert t.embedder is None
+        assert "TETHER_LLM__API_KEY" in (t.embeddings_unavailable or "")
+        t.add(text="lexical still works", title="x")
+        assert t.search("lexical").debug["method"] == "lexical"
+
+
+def test_local_model_resolution(tmp_path: Path) -> None:
+    packaged = resolve_model_path()
+    assert (Path(packaged) / "config.json").is_file()
+    assert resolve_model_path(model_path=packaged) == packaged
+    with pytest.raises(EmbeddingsUnavailable, match="not a sentence-transformers model"):
+        resolve_model_path(model_path=str(tmp_path))
+    with pytest.raises(EmbeddingsUnavailable, match="pip install"):
+        resolve_model_path("no-such-org/no-such-model")
+
+
+@pytest.mark.slow
+def test_local_embedder_finds_meaning_without_shared_words(
+    db_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    """The real all-MiniLM-L6-v2: a paraphrase with no word in common is found by vectors
+    (and hybrid), not by FTS5."""
+    settings = Settings.load(rag={"embeddings": {"enabled": True}})
+    with Tether(db=db_path, settings=settings, embedder=local_embedder) as t:
+        t.add(sorted(EXAMPLES.iterdir()), workspace_id="lumen")
+        query = "my gadget dies every night"
+        vector = t.search(query, scope="workspace", workspace_id="lumen", k=3, mode="vector")
+        assert any("Battery" in (h.section_title or "") or "battery" in h.text.lower()
+                   for h in vector)  # fmt: skip
+        assert t.search("gadget", scope="workspace", workspace_id="lumen", mode="lexical") == []
+        hybrid = t.search(query, scope="workspace", workspace_id="lumen", k=5)
+        assert hybrid.debug["method"] == "hybrid"
+        chunk = t.chunks(vector[0].document_id)[0]
+        assert chunk.token_count == local_embedder.count_tokens(chunk.content) > 0
+        model = t.db.connection().execute("SELECT DISTINCT model, dims FROM rag_embeddings")
+        assert model.fetchall() == [("all-MiniLM-L6-v2", 384)]

@@ -1,0 +1,266 @@
+"""Reciprocal Rank Fusion: properties (Hypothesis) and hand-computed examples."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from tether.retrieve.fusion import reciprocal_rank_fusion
+
+# Small item alphabets make overlaps between lists (and duplicates within one) common.
+items = st.integers(min_value=0, max_value=12)
+ranking = st.lists(items, max_size=15)
+rankings = st.lists(ranking, max_size=5)
+ks = st.integers(min_value=0, max_value=10_000)
+positive_weight = st.floats(min_value=1e-3, max_value=100.0)
+weight = st.one_of(st.just(0.0), positive_weight)
+
+
+@st.composite
+def weighted_rankings(draw: st.DrawFn, weights: st.SearchStrategy[float] = weight):
+    lists = draw(rankings)
+    return lists, draw(st.lists(weights, min_size=len(lists), max_size=len(lists)))
+
+
+def dedup(ranking: list[int]) -> list[int]:
+    return list(dict.fromkeys(ranking))
+
+
+def reference_scores(lists: list[list[int]], k: int, weights: list[float]) -> dict[int, Fraction]:
+    """sum_i w_i / (k + rank_i(d)), exactly, with rank = first position (from 1)."""
+    out: dict[int, Fraction] = {}
+    for ranked, w in zip(lists, weights, strict=True):
+        for item in set(ranked):
+            rank = ranked.index(item) + 1
+            out[item] = out.get(item, Fraction(0)) + Fraction(w) / (k + rank)
+    return out
+
+
+def scores_of(fused: list[tuple[int, float]]) -> dict[int, float]:
+    return dict(fused)
+
+
+# -- properties ------------------------------------------------------------------------------
+
+
+@given(ranking, ks, positive_weight)
+def test_one_list_keeps_its_order(ranked: list[int], k: int, w: float) -> None:
+    fused = reciprocal_rank_fusion([ranked], k=k, weights=[w])
+    assert [item for item, _ in fused] == dedup(ranked)
+
+
+@given(ranking, ks)
+def test_one_list_default_weight_keeps_its_order(ranked: list[int], k: int) -> None:
+    assert [item for item, _ in reciprocal_rank_fusion([ranked], k=k)] == dedup(ranked)
+
+
+@given(weighted_rankings(), ks)
+def test_scores_are_the_rrf_sum(case: tuple[list[list[int]], list[float]], k: int) -> None:
+    lists, weights = case
+    fused = scores_of(reciprocal_rank_fusion(lists, k=k, weights=weights))
+    expected = reference_scores(lists, k, weights)
+
+    assert fused.keys() == expected.keys()
+    for item, score in fused.items():
+        assert math.isclose(score, float(expected[item]), rel_tol=1e-9, abs_tol=1e-15)
+
+
+@given(rankings, ks)
+def test_default_weights_are_one(lists: list[list[int]], k: int) -> None:
+    assert reciprocal_rank_fusion(lists, k=k) == reciprocal_rank_fusion(
+        lists, k=k, weights=[1.0] * len(lists)
+    )
+
+
+@given(weighted_rankings(), ks)
+def test_sorted_by_score_descending(case: tuple[list[list[int]], list[float]], k: int) -> None:
+    lists, weights = case
+    scores = [s for _, s in reciprocal_rank_fusion(lists, k=k, weights=weights)]
+    assert scores == sorted(scores, reverse=True)
+
+
+@given(weighted_rankings(), st.integers(min_value=0, max_value=3))
+def test_ties_are_broken_by_best_rank_then_first_appearance(
+    case: tuple[list[list[int]], list[float]], k: int
+) -> None:
+    lists, weights = case
+    best: dict[int, int] = {}
+    seen: list[int] = []
+    for ranked in lists:
+        for rank, item in enumerate(ranked, start=1):
+            best[item] = min(best.get(item, rank), rank)
+            if item not in seen:
+                seen.append(item)
+    fused = reciprocal_rank_fusion(lists, k=k, weights=weights)
+    for (a, score_a), (b, score_b) in itertools.pairwise(fused):
+        if score_a == score_b:
+            assert (best[a], seen.index(a)) < (best[b], seen.index(b))
+
+
+@given(weighted_rankings(), ks)
+def test_every_item_appears_exactly_once(case: tuple[list[list[int]], list[float]], k: int) -> None:
+    lists, weights = case
+    fused = [item for item, _ in reciprocal_rank_fusion(lists, k=k, weights=weights)]
+    assert len(fused) == len(set(fused))
+    assert set(fused) == {item for ranked in lists for item in ranked}
+
+
+@given(weighted_rankings(), ks, st.randoms(use_true_random=False))
+def test_permuting_the_lists_keeps_the_scores(
+    case: tuple[list[list[int]], list[float]], k: int, rnd
+) -> None:
+    lists, weights = case
+    pairs = list(zip(lists, weights, strict=True))
+    rnd.shuffle(pairs)
+    permuted = reciprocal_rank_fusion([p[0] for p in pairs], k=k, weights=[p[1] for p in pairs])
+    original = scores_of(reciprocal_rank_fusion(lists, k=k, weights=weights))
+
+    assert scores_of(permuted).keys() == original.keys()
+    for item, score in scores_of(permuted).items():
+        assert math.isclose(score, original[item], rel_tol=1e-9, abs_tol=1e-15)
+
+
+@given(weighted_rankings(), ks)
+def test_an_item_above_another_everywhere_is_never_fused_below_it(
+    case: tuple[list[list[int]], list[float]], k: int
+) -> None:
+    lists, weights = case
+    assume(lists)
+    position = {
+        item: i for i, (item, _) in enumerate(reciprocal_rank_fusion(lists, k=k, weights=weights))
+    }
+    firsts = [{item: r for r, item in reversed(list(enumerate(ranked)))} for ranked in lists]
+    common = set.intersection(*(set(f) for f in firsts))
+    for a in common:
+        for b in common:
+            if all(f[a] < f[b] for f in firsts):
+                assert position[a] < position[b], (a, b)
+
+
+@given(weighted_rankings(), ks, st.data())
+def test_repeats_within_a_list_count_once(
+    case: tuple[list[list[int]], list[float]], k: int, data: st.DataObject
+) -> None:
+    lists, weights = case
+    assume(any(lists))
+    i = data.draw(st.sampled_from([j for j, ranked in enumerate(lists) if ranked]))
+    repeats = data.draw(st.lists(st.sampled_from(lists[i]), min_size=1, max_size=5))
+    with_repeats = [*lists[:i], lists[i] + repeats, *lists[i + 1 :]]
+
+    assert reciprocal_rank_fusion(with_repeats, k=k, weights=weights) == reciprocal_rank_fusion(
+        lists, k=k, weights=weights
+    )
+
+
+@given(weighted_rankings(), ks, st.data())
+def test_a_zero_weight_removes_a_lists_influence(
+    case: tuple[list[list[int]], list[float]], k: int, data: st.DataObject
+) -> None:
+    lists, weights = case
+    assume(lists)
+    i = data.draw(st.integers(min_value=0, max_value=len(lists) - 1))
+    zeroed = [*weights[:i], 0.0, *weights[i + 1 :]]
+    without = scores_of(
+        reciprocal_rank_fusion(
+            lists[:i] + lists[i + 1 :], k=k, weights=zeroed[:i] + zeroed[i + 1 :]
+        )
+    )
+    fused = scores_of(reciprocal_rank_fusion(lists, k=k, weights=zeroed))
+
+    for item, score in fused.items():
+        assert score == without.get(item, 0.0)
+
+
+@given(rankings, st.integers(max_value=-1))
+def test_negative_k_is_rejected(lists: list[list[int]], k: int) -> None:
+    with pytest.raises(ValueError, match="k must be"):
+        reciprocal_rank_fusion(lists, k=k)
+
+
+@given(rankings, st.lists(positive_weight, max_size=6))
+def test_weights_must_match_the_lists(lists: list[list[int]], weights: list[float]) -> None:
+    assume(len(weights) != len(lists))
+    with pytest.raises(ValueError, match="weights"):
+        reciprocal_rank_fusion(lists, weights=weights)
+
+
+@given(weighted_rankings(), st.data())
+def test_negative_weights_are_rejected(
+    case: tuple[list[list[int]], list[float]], data: st.DataObject
+) -> None:
+    lists, weights = case
+    assume(lists)
+    i = data.draw(st.integers(min_value=0, max_value=len(lists) - 1))
+    bad = data.draw(st.floats(max_value=-1e-9, allow_nan=False))
+    with pytest.raises(ValueError, match="weights"):
+        reciprocal_rank_fusion(lists, weights=[*weights[:i], bad, *weights[i + 1 :]])
+
+
+@pytest.mark.parametrize("bad", [math.nan, -math.inf])
+def test_non_finite_weights_are_rejected(bad: float) -> None:
+    with pytest.raises(ValueError, match="weights"):
+        reciprocal_rank_fusion([["a", "b"], ["b"]], weights=[1.0, bad])
+
+
+# -- hand-computed examples ------------------------------------------------------------------
+
+
+def test_two_lists_by_hand() -> None:
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]], k=60)
+
+    assert [item for item, _ in fused] == ["a", "c", "b"]
+    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused[1][1] == pytest.approx(1 / 63 + 1 / 61)
+    assert fused[2][1] == pytest.approx(1 / 62)
+
+
+def test_weights_by_hand() -> None:
+    # lexical says x then y; vector says y then x, and counts three times as much.
+    fused = reciprocal_rank_fusion([["x", "y"], ["y", "x"]], k=1, weights=[1.0, 3.0])
+
+    assert fused == [
+        ("y", pytest.approx(1 / 3 + 3 / 2)),
+        ("x", pytest.approx(1 / 2 + 3 / 3)),
+    ]
+
+
+def test_k_zero_gives_reciprocal_ranks() -> None:
+    assert reciprocal_rank_fusion([[7, 8, 9]], k=0) == [
+        (7, 1.0),
+        (8, 0.5),
+        (9, pytest.approx(1 / 3)),
+    ]
+
+
+def test_ties_go_to_the_best_single_rank_then_first_appearance() -> None:
+    # a is 1st then 2nd, b is 2nd then 1st: equal scores, equal best ranks -> first seen.
+    assert [i for i, _ in reciprocal_rank_fusion([["a", "b"], ["b", "a"]])] == ["a", "b"]
+    assert [i for i, _ in reciprocal_rank_fusion([["b", "a"], ["a", "b"]])] == ["b", "a"]
+    # k=0: x = 1/1, d = 1/2, c = 0.5/1. d and c tie at 0.5; d was seen first, but c
+    # reached rank 1 and d only rank 2, so c goes first.
+    fused = reciprocal_rank_fusion([["x", "d"], ["c"]], k=0, weights=[1.0, 0.5])
+    assert fused == [("x", 1.0), ("c", 0.5), ("d", 0.5)]
+    # k=0, weights 3 and 1: a = 3/3 + 1/1 = 2 and b = 3/2 + 1/2 = 2 tie; b was seen first
+    # and a's worst rank (3) is below b's (2), but a's best rank (1) wins.
+    fused = reciprocal_rank_fusion([["x", "b", "a"], ["a", "b"]], k=0, weights=[3.0, 1.0])
+    assert fused == [("x", 3.0), ("a", 2.0), ("b", 2.0)]
+
+
+def test_repeated_item_counts_at_its_best_rank_only() -> None:
+    assert reciprocal_rank_fusion([["a", "b", "a"]], k=0) == [("a", 1.0), ("b", 0.5)]
+
+
+def test_empty_inputs() -> None:
+    assert reciprocal_rank_fusion([]) == []
+    assert reciprocal_rank_fusion([[], []]) == []
+    assert reciprocal_rank_fusion([[], ["z"]], k=0) == [("z", 1.0)]
+
+
+def test_zero_weight_list_items_still_appear_with_score_zero() -> None:
+    fused = reciprocal_rank_fusion([["a"], ["b", "a"]], k=0, weights=[1.0, 0.0])
+    assert fused == [("a", 1.0), ("b", 0.0)]
