@@ -71,7 +71,7 @@ def test_same_content_is_embedded_once_across_documents_and_reindexes(db_path: P
         first = len(embedder.embedded_texts)
         assert first == len(t.chunks("a"))
 
-        t.add(text=text, title="B", document_id="b")  # same content, another document
+        t.add(text=text, title="A", document_id="b")  # same content, another document
         assert len(embedder.embedded_texts) == first
         assert len(stored_vectors(t, "b", "hash-64")) == len(t.chunks("b"))
 
@@ -83,6 +83,25 @@ def test_same_content_is_embedded_once_across_documents_and_reindexes(db_path: P
 
         assert t.add(text=changed, title="A", document_id="a")[0].status == "skipped"
         assert len(embedder.embedded_texts) == first + 1
+
+
+def test_chunks_are_embedded_under_their_context_header(db_path: Path) -> None:
+    """A chunk is embedded with its section path (or document title) above it, so the same
+    paragraph under another title is another text; a chunk that starts with its header is
+    embedded as it is."""
+    embedder = HashEmbedder()
+    with open_store(db_path, embedder) as t:
+        text = "Plant\n\n" + "\n\n".join(PARAGRAPHS)
+        t.add(text=text, title="Plant", document_id="a")
+        chunks = t.chunks("a")
+        assert embedder.embedded_texts[0] == chunks[0].content  # starts with "Plant"
+        assert embedder.embedded_texts[1] == f"Plant\n\n{chunks[1].content}"
+        before = len(embedder.embedded_texts)
+        t.add(text=text.replace("Plant", "Station", 1), title="Station", document_id="b")
+        assert len(embedder.embedded_texts) == before + len(t.chunks("b"))
+        md = "# Guide\n\nIntro.\n\n## Pumps\n\nThe pump moves coolant."
+        t.add(text=md, title="Guide", mime="text/markdown", document_id="md")
+        assert "Guide > Pumps\n\n## Pumps\n\nThe pump moves coolant." in embedder.embedded_texts
 
 
 def test_embedding_is_batched_across_sources(db_path: Path) -> None:
@@ -222,7 +241,7 @@ def test_vector_top_k_is_exact_within_scope(db_path: Path) -> None:
         assert {h.document_id for h in hits} == {"in0", "in1", "in2"}
         query = embedder.embed_query("coolant pump")
         expected = sorted(
-            (float(np.dot(query, embedder.embed([f"unrelated words {i}"])[0])), f"in{i}")
+            (float(np.dot(query, embedder.embed([f"in {i}\n\nunrelated words {i}"])[0])), f"in{i}")
             for i in range(3)
         )
         assert [h.score for h in hits] == pytest.approx(sorted((s for s, _ in expected),

@@ -31,6 +31,7 @@ from tether.ingest import (
     Section,
     chunk_sections,
     content_hash,
+    embedding_text,
     load_path,
     load_text,
     markdown_sections,
@@ -871,7 +872,8 @@ def test_chunk_sections_properties(text: str, size_overlap: tuple[int, int]) -> 
         assert chunk.content == text[chunk.char_start : chunk.char_end]
         assert 0 < len(chunk.content) <= size
         assert chunk.content == chunk.content.strip()
-        assert chunk.content_hash == content_hash(chunk.content)
+        expected = embedding_text(None, chunk.section_title, chunk.content)
+        assert chunk.content_hash == content_hash(expected)
         assert chunk.token_count is None
         [home] = [s for s in sections if s.start <= chunk.char_start < s.end]
         assert chunk.char_end <= home.end

@@ -1,6 +1,12 @@
 """Ingestion: loaders, chunking and the indexer."""
 
-from tether.ingest.chunking import Section, chunk_sections, markdown_sections, split_span
+from tether.ingest.chunking import (
+    Section,
+    chunk_sections,
+    embedding_text,
+    markdown_sections,
+    split_span,
+)
 from tether.ingest.indexer import Indexer, Placement
 from tether.ingest.loaders import LoadedDocument, load_path, load_text, supported_extensions
 from tether.ingest.text import content_hash, normalize_text
@@ -12,6 +18,7 @@ __all__ = [
     "Section",
     "chunk_sections",
     "content_hash",
+    "embedding_text",
     "load_path",
     "load_text",
     "markdown_sections",

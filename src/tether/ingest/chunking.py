@@ -173,15 +173,34 @@ def _overlap_start(text: str, lo: int, cut: int) -> int:
     return lo
 
 
+def embedding_text(title: str | None, section_title: str | None, content: str) -> str:
+    """What gets embedded for a chunk: its content under a one-line context header.
+
+    A chunk cut from the middle of a document often never names what it is about; the
+    header (the section path, or the document title when there is none) puts that back,
+    the way a reader sees the page. A chunk that already starts with its header (the first
+    chunk of most documents) is embedded as it is.
+    """
+    header = section_title or title
+    if not header or content.startswith(header):
+        return content
+    return f"{header}\n\n{content}"
+
+
 def chunk_sections(
     text: str,
     sections: list[Section],
     *,
     size: int,
     overlap: int,
-    count_tokens: Callable[[str], int] | None = None,
+    title: str | None = None,
+    count_tokens: Callable[[str], int | None] | None = None,
 ) -> list[NewChunk]:
-    """Chunks for every section, numbered in document order."""
+    """Chunks for every section, numbered in document order.
+
+    A chunk's ``content_hash`` is the hash of its :func:`embedding_text`: two chunks with
+    the same hash get the same vector, so it is embedded once per model.
+    """
     chunks: list[NewChunk] = []
     for section in sections:
         for start, end in split_span(text, section.start, section.end, size, overlap):
@@ -194,7 +213,7 @@ def chunk_sections(
                     char_start=start,
                     char_end=end,
                     page=section.page,
-                    content_hash=content_hash(content),
+                    content_hash=content_hash(embedding_text(title, section.title, content)),
                     token_count=count_tokens(content) if count_tokens else None,
                 )
             )

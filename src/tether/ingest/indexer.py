@@ -11,7 +11,7 @@ from typing import Any
 
 from tether.embed import Embedder, to_blob
 from tether.errors import EmbeddingError, EmbeddingsUnavailable, IngestError, ScopeError
-from tether.ingest.chunking import chunk_sections
+from tether.ingest.chunking import chunk_sections, embedding_text
 from tether.ingest.loaders import LoadedDocument, load_path, load_text
 from tether.ingest.text import content_hash
 from tether.models import GLOBAL_WORKSPACE, IndexResult
@@ -172,6 +172,7 @@ class Indexer:
             list(loaded.sections),
             size=self.rag.chunk_size,
             overlap=self.rag.chunk_overlap,
+            title=loaded.title,
             count_tokens=self.count_tokens,
         )
         return _Prepared(label, loaded, digest, lookup, metadata, chunks)
@@ -187,7 +188,7 @@ class Indexer:
         """
         if self.embedder is None or not group:
             return [(p, None, None) for p in group]
-        all_chunks = [c for p in group for c in p.chunks]
+        all_chunks = [(p.loaded.title, c) for p in group for c in p.chunks]
         known, warning = self._known_vectors(all_chunks)
         out = []
         for prepared in group:
@@ -254,8 +255,9 @@ class Indexer:
         done = embedded = 0
         for document_id in documents:
             chunks = self.repo.chunks_of(document_id)
+            title = self.repo.get_document(document_id).title
             before = len(self.repo.vectors_for_hashes(model, (c.content_hash for c in chunks)))
-            known, warning = self._known_vectors(chunks)
+            known, warning = self._known_vectors([(title, c) for c in chunks])
             if warning is not None:
                 raise EmbeddingError(warning)
             vectors, problem = self._chunk_vectors(chunks, known)
@@ -278,15 +280,19 @@ class Indexer:
         return ReembedReport(model=model, documents=done, chunks_embedded=embedded)
 
     def _known_vectors(
-        self, chunks: Sequence[NewChunk | StoredChunk]
+        self, chunks: Sequence[tuple[str, NewChunk | StoredChunk]]
     ) -> tuple[dict[str, tuple[int, bytes]], str | None]:
-        """(dims, vector) by content hash for ``chunks``: reused when any stored chunk with
-        the same content has one for this model (across documents and re-indexes),
-        embedded otherwise, each distinct content once."""
+        """(dims, vector) by content hash for ``(document title, chunk)`` pairs: reused
+        when any stored chunk with the same hash has one for this model (across documents
+        and re-indexes), embedded otherwise, each distinct text once."""
         assert self.embedder is not None
         model = self.embedder.model
-        known = self.repo.vectors_for_hashes(model, (c.content_hash for c in chunks))
-        todo = {c.content_hash: c.content for c in chunks if c.content_hash not in known}
+        known = self.repo.vectors_for_hashes(model, (c.content_hash for _, c in chunks))
+        todo = {
+            c.content_hash: embedding_text(title, c.section_title, c.content)
+            for title, c in chunks
+            if c.content_hash not in known
+        }
         if todo:
             try:
                 fresh = self.embedder.embed(list(todo.values()))
