@@ -219,3 +219,32 @@ def test_installed_entry_point_runs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"][0]["chunk_count"] > 0
+
+
+def test_reembed_without_embeddings_is_a_clear_error(db: str) -> None:
+    result = runner.invoke(app, ["reembed", "--db", db])
+    assert result.exit_code == 1
+    assert "embeddings disabled" in result.output
+
+
+def test_search_mode_is_validated(indexed: str) -> None:
+    result = runner.invoke(app, ["search", "x", "--db", indexed, "--mode", "psychic"])
+    assert result.exit_code == 1 and "mode must be" in result.output
+
+
+@pytest.mark.slow
+def test_local_embeddings_end_to_end(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI with the real local model: add embeds, vector search finds by meaning,
+    and reembed has nothing left to do."""
+    monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
+    added = run_json("add", "--db", db, "--workspace", "lumen", *map(str, _examples()))
+    assert all(r["status"] == "indexed" and not r["warnings"] for r in added["results"])
+    data = run_json("search", "my gadget dies every night", "--db", db, "--scope", "workspace",
+                    "--workspace", "lumen", "--mode", "vector", "--k", "3")  # fmt: skip
+    assert data["debug"]["method"] == "vector" and len(data["hits"]) == 3
+    assert any("battery" in h["text"].lower() for h in data["hits"])
+    hybrid = run_json("search", "battery replacement", "--db", db, "--scope", "workspace",
+                      "--workspace", "lumen")  # fmt: skip
+    assert hybrid["debug"]["method"] == "hybrid"
+    assert hybrid["debug"]["candidates"]["vector"] > 0
+    assert "embedded 0 new chunk texts" in run("reembed", "--db", db)
