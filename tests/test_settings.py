@@ -88,3 +88,19 @@ def test_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.llm.api_key is not None
     assert s.llm.api_key.get_secret_value() == "sk-very-secret"
     assert "sk-very-secret" not in repr(s)
+
+
+def test_readme_toml_example_is_valid(tmp_path: Path) -> None:
+    """The configuration example in the README loads as it is."""
+    import re
+
+    from conftest import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S)
+    assert block is not None
+    path = tmp_path / "readme.toml"
+    path.write_text(block.group(1))
+    s = Settings.load(path)
+    assert s.rag.k_lexical == 50 and s.rag.embeddings.provider == "local"
+    assert s.llm.base_url == "http://localhost:11434/v1"
