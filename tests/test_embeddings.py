@@ -320,3 +320,17 @@ def test_local_embedder_finds_meaning_without_shared_words(
         assert chunk.token_count == local_embedder.count_tokens(chunk.content) > 0
         model = t.db.connection().execute("SELECT DISTINCT model, dims FROM rag_embeddings")
         assert model.fetchall() == [("all-MiniLM-L6-v2", 384)]
+
+
+def test_inconsistent_stored_vectors_are_reported_not_misread(db_path: Path) -> None:
+    with open_store(db_path, HashEmbedder()) as t:
+        t.add(text="\n\n".join(PARAGRAPHS), title="Plant", document_id="plant")
+        chunk_id = t.chunks("plant")[0].id
+        with t.db.write() as conn:
+            conn.execute(
+                "UPDATE rag_embeddings SET dims = 32, vector = ? WHERE chunk_id = ?",
+                (b"\x00" * 128, chunk_id),
+            )
+        results = t.search("coolant", mode="hybrid")
+        assert results.debug["method"] == "lexical"
+        assert any("expected" in d and "bytes" in d for d in results.debug["degradations"])

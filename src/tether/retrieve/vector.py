@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tether.errors import EmbeddingError
 from tether.models import Scope
 from tether.store import Repository
 
 # Above this many disjoint row ranges one gather (a copy) beats many small products.
 _MAX_SLICES = 256
+# Scopes whose row ranges are remembered between writes (one entry per session/workspace).
+_MAX_MEMO = 1024
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,13 @@ class VectorIndex:
         if not rows:
             return _Matrix(version, np.zeros((0, 0), np.float32), np.zeros(0, np.int64), {})
         dims = rows[0][3]
+        bad = next((r for r in rows if r[3] != dims or len(r[2]) != 4 * dims), None)
+        if bad is not None:
+            raise EmbeddingError(
+                f"stored {self.model!r} vector of chunk {bad[1]} has {len(bad[2])} bytes and"
+                f" dims {bad[3]}, expected {4 * dims} bytes and dims {dims}; run"
+                " `tether reembed` after deleting the model's vectors"
+            )
         vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dims)
         chunk_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
         ranges: dict[str, tuple[int, int]] = {}
@@ -104,6 +114,8 @@ class VectorIndex:
                 starts.append(start)
                 ends.append(end)
         result = (np.array(starts, np.int64), np.array(ends, np.int64))
+        if len(self._scope_memo) >= _MAX_MEMO:
+            self._scope_memo.clear()
         self._scope_memo[scope] = (matrix.version, documents_version, *result)
         return result
 

@@ -159,6 +159,9 @@ END;
 CREATE TRIGGER rag_embeddings_changed_delete AFTER DELETE ON rag_embeddings BEGIN
     UPDATE rag_state SET value = value + 1 WHERE key = 'embeddings';
 END;
+CREATE TRIGGER rag_embeddings_changed_update AFTER UPDATE ON rag_embeddings BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'embeddings';
+END;
 CREATE TRIGGER rag_documents_changed_insert AFTER INSERT ON rag_documents BEGIN
     UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
 END;
