@@ -47,14 +47,20 @@ class Embedder(ABC):
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        # Longest first, so each batch holds texts of similar length (less padding for
+        # models that pad a batch to its longest text); the caller's order is restored.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         parts = [
-            self._embed_with_retries(texts[i : i + self.batch_size])
-            for i in range(0, len(texts), self.batch_size)
+            self._embed_with_retries([texts[i] for i in order[start : start + self.batch_size]])
+            for start in range(0, len(texts), self.batch_size)
         ]
         dims = {p.shape[1] for p in parts}
         if len(dims) != 1:
             raise EmbeddingError(f"{self.model}: batches came back with different sizes {dims}")
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        restored = np.empty_like(vectors)
+        restored[order] = vectors
+        return restored
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit vector; recent queries are answered from a small in-memory cache."""

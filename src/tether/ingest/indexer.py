@@ -110,33 +110,49 @@ class Indexer:
         *,
         progress: Callable[[IndexResult], None] | None = None,
     ) -> list[IndexResult]:
-        """Index many sources. Loading and chunking are per source; embedding is batched
-        across the sources of a group (up to ``GROUP_CHUNKS`` chunks), which is what makes
-        many small files fast; each document is then written in its own transaction."""
-        results: list[IndexResult] = []
-        group: list[_Prepared] = []
+        """Index many sources, returning one result per source, in order.
+
+        Loading and chunking are per source. Embedding is batched across the sources of
+        a group (up to ``GROUP_CHUNKS`` chunks), which is what makes many small files
+        fast, and the group's documents are then written in one transaction: every
+        document appears whole, with all its vectors, and commits are few.
+        """
+        results: list[IndexResult | None] = []
+        group: list[tuple[int, _Prepared]] = []
+        group_chunks = 0
+
+        def report(slot: int, result: IndexResult) -> None:
+            results[slot] = result
+            if progress:
+                progress(result)
 
         def flush() -> None:
-            for prepared, vectors, warning in self._embed_group(group):
-                result = self._write(prepared, placement, vectors, warning)
-                results.append(result)
-                if progress:
-                    progress(result)
+            nonlocal group_chunks
+            embedded = self._embed_group([p for _, p in group])
+            with self.repo.db.write():
+                written = [
+                    self._write(prepared, placement, vectors, warning)
+                    for prepared, vectors, warning in embedded
+                ]
+            for (slot, _), result in zip(group, written, strict=True):
+                report(slot, result)
             group.clear()
+            group_chunks = 0
 
         for source in sources:
+            results.append(None)
             prepared = self._prepare(source, placement)
             if isinstance(prepared, IndexResult):
-                flush()  # keep results in the order of the sources
-                results.append(prepared)
-                if progress:
-                    progress(prepared)
+                report(len(results) - 1, prepared)
                 continue
-            group.append(prepared)
-            if sum(len(p.chunks) for p in group) >= GROUP_CHUNKS:
+            group.append((len(results) - 1, prepared))
+            group_chunks += len(prepared.chunks)
+            if group_chunks >= GROUP_CHUNKS:
                 flush()
-        flush()
-        return results
+        if group:
+            flush()
+        assert all(r is not None for r in results)
+        return [r for r in results if r is not None]
 
     def _prepare(
         self, source: PathSource | TextSource, placement: Placement

@@ -77,24 +77,39 @@ class VectorIndex:
             return self._matrix
 
     def _load(self, version: int) -> _Matrix:
-        rows = self.repo.load_vectors(self.model)
+        snapshot = self.repo.load_vectors(self.model)
+        rows = snapshot.rows
         if not rows:
             return _Matrix(version, np.zeros((0, 0), np.float32), np.zeros(0, np.int64), {})
-        dims = rows[0][3]
-        bad = next((r for r in rows if r[3] != dims or len(r[2]) != 4 * dims), None)
+        dims = rows[0][1]
+        bad = next((r for r in rows if r[1] != dims or len(r[2]) != 4 * dims), None)
         if bad is not None:
             raise EmbeddingError(
-                f"stored {self.model!r} vector of chunk {bad[1]} has {len(bad[2])} bytes and"
-                f" dims {bad[3]}, expected {4 * dims} bytes and dims {dims}; run"
+                f"stored {self.model!r} vector of chunk {bad[0]} has {len(bad[2])} bytes and"
+                f" dims {bad[1]}, expected {4 * dims} bytes and dims {dims}; run"
                 " `tether reembed` after deleting the model's vectors"
             )
-        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dims)
-        chunk_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        # Fill the matrix a slice at a time (no second full copy of the raw bytes), then
+        # lay the rows out by workspace and document with one gather.
+        raw = np.empty((len(rows), dims), dtype=np.float32)
+        for start in range(0, len(rows), 20_000):
+            part = rows[start : start + 20_000]
+            raw[start : start + len(part)] = np.frombuffer(
+                b"".join(r[2] for r in part), dtype="<f4"
+            ).reshape(-1, dims)
+        by_id = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        del rows
+        layout = snapshot.layout
+        chunk_ids = np.fromiter((c for c, _ in layout), dtype=np.int64, count=len(layout))
+        vectors = raw[np.searchsorted(by_id, chunk_ids)]
+        del raw
         ranges: dict[str, tuple[int, int]] = {}
-        for i, (document_id, *_rest) in enumerate(rows):
-            start, _ = ranges.get(document_id, (i, i))
-            ranges[document_id] = (start, i + 1)
-        return _Matrix(version, vectors.astype(np.float32, copy=False), chunk_ids, ranges)
+        start = 0
+        for i in range(1, len(layout) + 1):
+            if i == len(layout) or layout[i][1] != layout[start][1]:
+                ranges[layout[start][1]] = (start, i)
+                start = i
+        return _Matrix(version, vectors, chunk_ids, ranges)
 
     def _scope_rows(
         self, scope: Scope, matrix: _Matrix, documents_version: int
