@@ -80,16 +80,36 @@ def test_not_a_beir_directory(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "not a BEIR dataset" in result.output
 
 
+# The issue asks for 0.735. Measured with the defaults: 0.7205 (see README, Evaluation:
+# what was tried and what each gave). This guards the measured level against regressions;
+# it does not claim the 0.735 bar.
+HYBRID_NDCG_FLOOR = 0.715
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     not SCIFACT.is_dir() and not os.environ.get("CI"),
     reason="needs ../shared/datasets/scifact (CI always has it, and fails without it)",
 )
-def test_scifact_lexical_bar() -> None:
-    """The issue's bar: lexical nDCG@10 >= 0.68 on SciFact (Anserini BM25: 0.679)."""
-    result = runner.invoke(app, ["eval", str(SCIFACT), "--json"])
+def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SciFact with the default local embedder: hybrid beats lexical-only and keeps its
+    measured nDCG@10 (floor above) with Recall@100 >= 0.95; lexical-only nDCG@10 >= 0.68
+    (Anserini BM25: 0.679). The second run reuses the first one's store (--db), so
+    nothing is indexed or embedded twice."""
+    monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
+    db = str(tmp_path / "scifact.db")
+    result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["queries"] == 300 and report["documents"] == 5183
-    assert report["ndcg@10"] >= 0.68, report
-    assert report["recall@100"] >= 0.9, report
+    hybrid = json.loads(result.stdout)
+    assert hybrid["method"] == "hybrid"
+    assert hybrid["queries"] == 300 and hybrid["documents"] == 5183
+    assert hybrid["ndcg@10"] >= HYBRID_NDCG_FLOOR, hybrid
+    assert hybrid["recall@100"] >= 0.95, hybrid
+
+    result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--lexical-only", "--json"])
+    assert result.exit_code == 0, result.output
+    lexical = json.loads(result.stdout)
+    assert lexical["method"] == "lexical"
+    assert lexical["ndcg@10"] >= 0.68, lexical
+    assert lexical["recall@100"] >= 0.9, lexical
+    assert hybrid["ndcg@10"] > lexical["ndcg@10"] and hybrid["recall@100"] > lexical["recall@100"]
