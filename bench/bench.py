@@ -554,8 +554,11 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
     theirs /= np.linalg.norm(theirs, axis=1, keepdims=True)
     cosine = float(np.mean(np.sum(ours * theirs, axis=1)))
     max_len = int(getattr(model, "max_seq_length", 256) or 256)
+    # Embedder.embed orders all texts longest-first (by characters) before cutting them
+    # into calls of batch_size; mirror that order here.
+    by_chars = sorted(texts, key=len, reverse=True)
     pad_tether = padded_tokens(
-        model_path, texts, max_len, type(embedder).batch_size, embedder.encode_batch_size
+        model_path, by_chars, max_len, type(embedder).batch_size, embedder.encode_batch_size
     )
     pad_peer = padded_tokens(model_path, texts, max_len, len(texts), 32)
     try:
@@ -603,9 +606,10 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
         report.emit(f"per-round tether/peer chunks/s: {', '.join(per_round)}")
     if pad_tether and pad_peer:
         report.emit(
-            "tokens incl. padding: tether sorts by length only within each 256-text call,"
-            f" so it pushes {pad_tether / pad_peer:.3f}x the peer's tokens through the model"
-            " (the peer sorts all texts at once)."
+            "tokens incl. padding (computed with the tokenizer): tether orders all texts by"
+            " characters, then calls encode per 256 (batches of"
+            f" {embedder.encode_batch_size}); the peer sorts all texts at once (batches of 32):"
+            f" tether pushes {pad_tether / pad_peer:.3f}x the peer's tokens through the model."
         )
     report.emit(f"same model path: {model_path}; mean cosine(tether, peer) = {cosine:.5f}")
     report.emit(
