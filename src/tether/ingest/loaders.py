@@ -260,12 +260,6 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
     return " ".join(parser.title.split()), "\n".join(text_lines), headings
 
 
-def html_to_text(markup: str) -> tuple[str, str]:
-    """(title, text) of an HTML page: visible text with headings as ``#`` lines."""
-    title, text, _ = html_document(markup)
-    return title, text
-
-
 def load_html(path: Path) -> LoadedDocument:
     title, text, headings = html_document(_read_text_file(path))
     if not text:
