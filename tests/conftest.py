@@ -31,6 +31,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         if name.startswith("TETHER_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "false")
+    # A narrow terminal, as in CI: CLI output must not depend on the developer's width.
+    monkeypatch.setenv("COLUMNS", "60")
     monkeypatch.chdir(tmp_path)
 
 

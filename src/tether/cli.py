@@ -32,7 +32,7 @@ sessions_app = typer.Typer(
 app.add_typer(docs_app, name="docs")
 app.add_typer(sessions_app, name="sessions")
 
-out = Console()
+out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 DbOption = Annotated[
