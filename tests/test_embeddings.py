@@ -248,19 +248,41 @@ def test_vector_top_k_is_exact_within_scope(db_path: Path) -> None:
                                                               reverse=True))  # fmt: skip
 
 
-def test_hybrid_fuses_both_lists_with_rrf(db_path: Path) -> None:
-    with open_store(db_path, HashEmbedder(), rrf_k=60) as t:
+def test_hybrid_fuses_both_lists_with_rrf_when_configured(db_path: Path) -> None:
+    with open_store(db_path, HashEmbedder(), fusion="rrf", rrf_k=60) as t:
         for i, p in enumerate(PARAGRAPHS):
             t.add(text=p, title=f"p{i}", document_id=f"p{i}")
         results = t.search("coolant loop reactor", k=4)
         debug = results.debug
         assert debug["method"] == "hybrid" and debug["degradations"] == []
+        assert debug["fusion"]["method"] == "rrf" and debug["fusion"]["rrf_k"] == 60
         assert debug["candidates"]["lexical"] >= 1 and debug["candidates"]["vector"] == 4
         for hit in results:
             ranks = debug["ranks"][hit.chunk_id]
             expected = sum(1 / (60 + ranks[key]) for key in ("lexical_rank", "vector_rank")
                            if key in ranks)  # fmt: skip
             assert hit.score == pytest.approx(expected)
+        assert results[0].document_id == "p0"
+
+
+def test_hybrid_default_fuses_standardized_scores(db_path: Path) -> None:
+    """The default: each list standardized by its own mean and std; absent means z=-3."""
+    with open_store(db_path, HashEmbedder(), vector_weight=0.5) as t:
+        for i, p in enumerate(PARAGRAPHS):
+            t.add(text=p, title=f"p{i}", document_id=f"p{i}")
+        results = t.search("coolant loop reactor", k=4)
+        fusion = results.debug["fusion"]
+        assert fusion["method"] == "zscore" and fusion["weights"] == [1.0, 0.5]
+        assert results.debug["candidates"]["vector"] == 4
+        for hit in results:
+            ranks = results.debug["ranks"][hit.chunk_id]
+            expected = 0.0
+            for key, side, weight in (("bm25", "lexical", 1.0), ("cosine", "vector", 0.5)):
+                moments = fusion[side]
+                z = (ranks[key] - moments["mean"]) / moments["std"] if key in ranks else -3.0
+                expected += weight * z
+            assert hit.score == pytest.approx(expected, abs=1e-4)
+        assert [h.score for h in results] == sorted((h.score for h in results), reverse=True)
         assert results[0].document_id == "p0"
 
 

@@ -80,10 +80,9 @@ def test_not_a_beir_directory(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "not a BEIR dataset" in result.output
 
 
-# The issue asks for 0.735. Measured with the defaults: 0.7205 (see README, Evaluation:
-# what was tried and what each gave). This guards the measured level against regressions;
-# it does not claim the 0.735 bar.
-HYBRID_NDCG_FLOOR = 0.715
+# The bars of the hybrid retrieval issue. Measured with the defaults: 0.7412 / 0.964
+# (README, Evaluation); plain RRF k=60 over the same lists: 0.7205 / 0.958.
+HYBRID_NDCG_BAR = 0.735
 
 
 @pytest.mark.slow
@@ -92,10 +91,10 @@ HYBRID_NDCG_FLOOR = 0.715
     reason="needs ../shared/datasets/scifact (CI always has it, and fails without it)",
 )
 def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """SciFact with the default local embedder: hybrid beats lexical-only and keeps its
-    measured nDCG@10 (floor above) with Recall@100 >= 0.95; lexical-only nDCG@10 >= 0.68
-    (Anserini BM25: 0.679). The second run reuses the first one's store (--db), so
-    nothing is indexed or embedded twice."""
+    """SciFact with the default local embedder: hybrid nDCG@10 >= 0.735 with Recall@100
+    >= 0.95, above plain RRF of the same two lists and above lexical-only, which itself
+    reaches nDCG@10 >= 0.68 (Anserini BM25: 0.679). Later runs reuse the first one's
+    store (--db), so nothing is indexed or embedded twice."""
     monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
     db = str(tmp_path / "scifact.db")
     result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--json"])
@@ -103,8 +102,16 @@ def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hybrid = json.loads(result.stdout)
     assert hybrid["method"] == "hybrid"
     assert hybrid["queries"] == 300 and hybrid["documents"] == 5183
-    assert hybrid["ndcg@10"] >= HYBRID_NDCG_FLOOR, hybrid
+    assert hybrid["ndcg@10"] >= HYBRID_NDCG_BAR, hybrid
     assert hybrid["recall@100"] >= 0.95, hybrid
+
+    monkeypatch.setenv("TETHER_RAG__FUSION", "rrf")
+    result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--json"])
+    monkeypatch.delenv("TETHER_RAG__FUSION")
+    assert result.exit_code == 0, result.output
+    rrf = json.loads(result.stdout)
+    assert rrf["method"] == "hybrid" and rrf["documents"] == 5183
+    assert hybrid["ndcg@10"] > rrf["ndcg@10"], (hybrid, rrf)
 
     result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--lexical-only", "--json"])
     assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""Reciprocal Rank Fusion: properties (Hypothesis) and hand-computed examples."""
+"""Fusion (RRF and z-score): properties (Hypothesis) and hand-computed examples."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tether.retrieve.fusion import reciprocal_rank_fusion
+from tether.retrieve.fusion import ZSCORE_FLOOR, reciprocal_rank_fusion, zscore_fusion
 
 # Small item alphabets make overlaps between lists (and duplicates within one) common.
 items = st.integers(min_value=0, max_value=12)
@@ -264,3 +264,137 @@ def test_empty_inputs() -> None:
 def test_zero_weight_list_items_still_appear_with_score_zero() -> None:
     fused = reciprocal_rank_fusion([["a"], ["b", "a"]], k=0, weights=[1.0, 0.0])
     assert fused == [("a", 1.0), ("b", 0.0)]
+
+
+# -- z-score fusion --------------------------------------------------------------------------
+
+score = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False)
+scored_list = st.lists(st.tuples(items, score), max_size=15)
+
+
+@st.composite
+def weighted_score_lists(draw: st.DrawFn):
+    lists = draw(st.lists(scored_list, max_size=4))
+    return lists, draw(st.lists(weight, min_size=len(lists), max_size=len(lists)))
+
+
+def reference_zscores(lists: list[list[tuple[int, float]]], weights: list[float]) -> dict:
+    """sum_i w_i * z_i(d): z from each list's best score per item, -3 when absent."""
+    import statistics
+
+    out: dict[int, float] = {}
+    per_list = []
+    for pairs in lists:
+        best: dict[int, float] = {}
+        for item, s in pairs:
+            best[item] = max(best.get(item, s), s)
+        per_list.append(best)
+    union = {item for best in per_list for item in best}
+    for best, w in zip(per_list, weights, strict=True):
+        if best:
+            mean = statistics.fmean(best.values())
+            std = statistics.pstdev(best.values())
+        for item in union:
+            if item not in best:
+                z = ZSCORE_FLOOR
+            elif std <= 1e-12 * max(1.0, abs(mean)):
+                z = 0.0
+            else:
+                z = (best[item] - mean) / std
+            out[item] = out.get(item, 0.0) + w * z
+    return out
+
+
+@given(weighted_score_lists())
+def test_zscore_scores_are_the_weighted_standardized_sum(case) -> None:
+    lists, weights = case
+    fused = dict(zscore_fusion(lists, weights=weights))
+    expected = reference_zscores(lists, weights)
+    assert fused.keys() == expected.keys()
+    for item, value in fused.items():
+        assert math.isclose(value, expected[item], rel_tol=1e-6, abs_tol=1e-6)
+
+
+@given(weighted_score_lists())
+def test_zscore_sorted_descending_and_each_item_once(case) -> None:
+    lists, weights = case
+    fused = zscore_fusion(lists, weights=weights)
+    values = [v for _, v in fused]
+    assert values == sorted(values, reverse=True)
+    assert len({item for item, _ in fused}) == len(fused)
+
+
+@given(
+    st.lists(st.tuples(items, st.floats(min_value=-100, max_value=100)), max_size=15),
+    st.floats(min_value=0.01, max_value=100),
+    st.floats(min_value=-100, max_value=100),
+)
+def test_zscore_is_invariant_to_rescaling_a_list(pairs, scale: float, shift: float) -> None:
+    """BM25 or cosine, raw units or rescaled: the same fused scores."""
+    other = [(i, float(i % 5)) for i in range(8)]
+    rescaled = [(item, s * scale + shift) for item, s in pairs]
+    original = dict(zscore_fusion([pairs, other]))
+    moved = dict(zscore_fusion([rescaled, other]))
+    assert original.keys() == moved.keys()
+    for item, value in original.items():
+        assert math.isclose(value, moved[item], rel_tol=1e-6, abs_tol=1e-5)
+
+
+@given(st.lists(st.tuples(items, st.integers(-1000, 1000).map(lambda n: n / 8)), min_size=1,
+                max_size=15))  # fmt: skip
+def test_zscore_one_list_orders_by_score_then_first_appearance(pairs) -> None:
+    best: dict[int, float] = {}
+    for item, s in pairs:
+        best[item] = max(best.get(item, s), s)
+    first = list(dict.fromkeys(item for item, _ in pairs))
+    expected = sorted(best, key=lambda i: (-best[i], first.index(i)))
+    assert [item for item, _ in zscore_fusion([pairs])] == expected
+
+
+@given(weighted_score_lists(), st.randoms())
+def test_zscore_permuting_the_lists_keeps_the_scores(case, rnd) -> None:
+    lists, weights = case
+    order = list(range(len(lists)))
+    rnd.shuffle(order)
+    a = dict(zscore_fusion(lists, weights=weights))
+    b = dict(zscore_fusion([lists[i] for i in order], weights=[weights[i] for i in order]))
+    assert a.keys() == b.keys()
+    for item in a:
+        assert math.isclose(a[item], b[item], rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_zscore_by_hand() -> None:
+    # lexical: a=3, b=1 -> mean 2, std 1 -> z(a)=1, z(b)=-1; vector: b=0.9, c=0.5 -> z 1, -1
+    fused = zscore_fusion([[("a", 3.0), ("b", 1.0)], [("b", 0.9), ("c", 0.5)]])
+    assert [item for item, _ in fused] == ["b", "a", "c"]
+    assert dict(fused) == pytest.approx({"b": 0.0, "a": 1.0 + ZSCORE_FLOOR, "c": -1.0 - 3.0})
+
+
+def test_zscore_keeps_margins_that_rrf_throws_away() -> None:
+    """A runaway lexical winner that the vector list ranks a close third wins under z-score;
+    RRF sees only ranks and prefers the vector list's top item, a weak lexical second."""
+    lexical = [("x", 30.0), ("y", 5.0), ("n1", 4.9), ("n2", 4.8), ("n3", 4.7)]
+    vector = [("y", 0.52), ("n1", 0.515), ("x", 0.51), ("n2", 0.30), ("n3", 0.29)]
+    assert zscore_fusion([lexical, vector])[0][0] == "x"
+    rrf = reciprocal_rank_fusion([[i for i, _ in lexical], [i for i, _ in vector]])
+    assert rrf[0][0] == "y"
+
+
+def test_zscore_constant_list_and_empty_inputs() -> None:
+    assert zscore_fusion([]) == []
+    assert zscore_fusion([[], []]) == []
+    assert dict(zscore_fusion([[("a", 2.0), ("b", 2.0)]])) == {"a": 0.0, "b": 0.0}
+    assert [i for i, _ in zscore_fusion([[("a", 2.0), ("b", 2.0)]])] == ["a", "b"]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_zscore_rejects_non_finite_scores(bad: float) -> None:
+    with pytest.raises(ValueError, match="finite"):
+        zscore_fusion([[("a", 1.0), ("b", bad)]])
+
+
+def test_zscore_weights_are_checked() -> None:
+    with pytest.raises(ValueError, match="2 weights for 1"):
+        zscore_fusion([[("a", 1.0)]], weights=[1.0, 1.0])
+    with pytest.raises(ValueError, match=">= 0"):
+        zscore_fusion([[("a", 1.0)]], weights=[math.nan])

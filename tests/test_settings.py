@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tether import ConfigurationError, Settings
+from tether.settings import RagSettings
 
 
 def test_defaults() -> None:
@@ -91,8 +92,10 @@ def test_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_readme_toml_example_is_valid(tmp_path: Path) -> None:
-    """The configuration example in the README loads as it is."""
+    """The configuration example in the README loads as it is, and its [rag] values are
+    the real defaults (the README documents them)."""
     import re
+    import tomllib
 
     from conftest import REPO_ROOT
 
@@ -102,5 +105,11 @@ def test_readme_toml_example_is_valid(tmp_path: Path) -> None:
     path = tmp_path / "readme.toml"
     path.write_text(block.group(1))
     s = Settings.load(path)
-    assert s.rag.k_lexical == 50 and s.rag.embeddings.provider == "local"
+    assert s.rag.embeddings.provider == "local"
+    documented = tomllib.loads(block.group(1))["rag"]
+    defaults = RagSettings()
+    scalars = {key: value for key, value in documented.items() if not isinstance(value, dict)}
+    assert len(scalars) >= 8
+    for key, value in scalars.items():
+        assert getattr(defaults, key) == value, key
     assert s.llm.base_url == "http://localhost:11434/v1"

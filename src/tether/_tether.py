@@ -165,10 +165,11 @@ class Tether:
         best first.
 
         ``mode="hybrid"`` fuses FTS5 top-``rag.k_lexical`` and vector top-``rag.k_vector``
-        with RRF (``rag.rrf_k``); ``"lexical"`` and ``"vector"`` run one side. Without
-        embeddings, hybrid runs lexical-only and ``results.debug["degradations"]`` says
-        why. The scope is part of both queries, so top-k is exact within it. Hit scores
-        are the fused RRF score in hybrid mode, -bm25 for lexical, cosine for vector.
+        (``rag.fusion``: z-score by default, or RRF with ``rag.rrf_k``); ``"lexical"`` and
+        ``"vector"`` run one side. Without embeddings, hybrid runs lexical-only and
+        ``results.debug["degradations"]`` says why. The scope is part of both queries, so
+        top-k is exact within it. Hit scores are the fused score in hybrid mode, -bm25 for
+        lexical, cosine for vector.
         """
         if not isinstance(query, str):
             raise InvalidArgument(f"query must be str, not {type(query).__name__}")

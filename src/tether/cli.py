@@ -153,7 +153,7 @@ def search(
     workspace: WorkspaceOption = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many chunks.", min=1, max=1000)] = 10,
     mode: Annotated[
-        str, typer.Option("--mode", help="hybrid (FTS5 + vectors, RRF) | lexical | vector.")
+        str, typer.Option("--mode", help="hybrid (FTS5 + vectors, fused) | lexical | vector.")
     ] = "hybrid",
     db: DbOption = None,
     config: ConfigOption = None,

@@ -70,14 +70,22 @@ class RagSettings(BaseModel):
     # a paragraph or two. Overlap keeps a sentence cut at a boundary findable from both sides.
     chunk_size: int = Field(1200, ge=100, le=100_000, description="characters per chunk")
     chunk_overlap: int = Field(150, ge=0, description="characters shared by adjacent chunks")
-    k_lexical: int = Field(50, ge=1, le=10_000)
-    k_vector: int = Field(50, ge=1, le=10_000)
-    rrf_k: int = Field(60, ge=1)
+    # Deep candidate lists: z-score fusion standardizes each list by its own mean and
+    # standard deviation, and those are only meaningful over a few hundred candidates.
+    # Reading them costs ids and scores, not text. k <= k_lexical, k_vector also means
+    # the top 10 of a k=10 search are the top 10 of a k=300 one.
+    k_lexical: int = Field(300, ge=1, le=10_000, description="FTS5 candidates per query")
+    k_vector: int = Field(300, ge=1, le=10_000, description="vector candidates per query")
+    fusion: Literal["zscore", "rrf"] = Field(
+        "zscore",
+        description="how the lexical and vector lists are fused: standardized scores or RRF",
+    )
+    rrf_k: int = Field(60, ge=1, description="RRF constant (fusion = 'rrf'; query rewrites)")
     lexical_weight: float = Field(
-        1.0, ge=0.0, allow_inf_nan=False, description="RRF weight of the FTS5 list"
+        1.0, ge=0.0, allow_inf_nan=False, description="fusion weight of the FTS5 list"
     )
     vector_weight: float = Field(
-        1.0, ge=0.0, allow_inf_nan=False, description="RRF weight of the vector list"
+        1.0, ge=0.0, allow_inf_nan=False, description="fusion weight of the vector list"
     )
     rerank_top_n: int = Field(20, ge=1)
     max_chunks: int = Field(8, ge=1, le=100)

@@ -1,9 +1,10 @@
-"""Hybrid search: FTS5 top-k_lexical and vector top-k_vector, fused by RRF, inside a scope."""
+"""Hybrid search inside a scope: FTS5 top-k_lexical and vector top-k_vector, fused."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import statistics
 import time
 from typing import Any, Literal
 
@@ -11,7 +12,7 @@ from tether.embed import Embedder
 from tether.errors import EmbeddingError
 from tether.models import Hit, Scope
 from tether.retrieve.fts import compile_match
-from tether.retrieve.fusion import reciprocal_rank_fusion
+from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion
 from tether.retrieve.vector import VectorIndex
 from tether.settings import RagSettings
 from tether.store import Repository
@@ -71,60 +72,92 @@ class Searcher:
                 logger.warning("query embedding failed, lexical only: %s", exc)
                 use_vectors = False
 
+        # Lexical-only (asked for, or vectors unavailable): the top k hits, directly.
+        # Hybrid: a deep list of (chunk id, bm25) for fusion; text is read for the winners.
         lexical_hits: list[Hit] = []
-        if mode == "lexical" or mode == "hybrid" or not use_vectors:
+        lexical_scores: list[tuple[int, float]] = []
+        if mode != "vector" or not use_vectors:
             started = time.perf_counter()
             match = compile_match(query)
-            depth = max(k, self.rag.k_lexical) if mode == "hybrid" else k
-            lexical_hits = self.repo.search_lexical(scope, match, depth) if match else []
+            if match and use_vectors:
+                depth = max(k, self.rag.k_lexical)
+                lexical_scores = self.repo.search_lexical_scores(scope, match, depth)
+            elif match:
+                lexical_hits = self.repo.search_lexical(scope, match, k)
+                lexical_scores = [(h.chunk_id, h.score) for h in lexical_hits]
             timings["lexical"] = _ms(started)
 
         started = time.perf_counter()
-        if use_vectors and (mode == "vector" or lexical_hits or vector_hits):
-            hits = self._fuse(lexical_hits, vector_hits, k, fuse=mode == "hybrid")
+        fusion: dict[str, Any] | None = None
+        if not use_vectors:
+            hits = lexical_hits
+        elif mode == "vector":
+            hits = self._hits(vector_hits[:k])
         else:
-            hits = lexical_hits[:k]
+            fused, fusion = self._fuse(lexical_scores, vector_hits)
+            hits = self._hits(fused[:k])
         timings["fuse"] = _ms(started)
 
         debug.update(
             method="hybrid"
             if use_vectors and mode == "hybrid"
             else ("vector" if use_vectors else "lexical"),
-            candidates={"lexical": len(lexical_hits), "vector": len(vector_hits)},
+            candidates={"lexical": len(lexical_scores), "vector": len(vector_hits)},
             returned=len(hits),
-            rrf_k=self.rag.rrf_k,
+            fusion=fusion,
             timings_ms=timings,
             degradations=degradations,
-            ranks=_ranks(lexical_hits, vector_hits),
+            ranks=_ranks(hits, lexical_scores, vector_hits),
         )
         return SearchResults(hits, debug)
 
     def _fuse(
-        self, lexical: list[Hit], vector: list[tuple[int, float]], k: int, *, fuse: bool
-    ) -> list[Hit]:
-        by_id: dict[int, Hit] = {h.chunk_id: h for h in lexical}
-        if fuse:
+        self, lexical: list[tuple[int, float]], vector: list[tuple[int, float]]
+    ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+        weights = [self.rag.lexical_weight, self.rag.vector_weight]
+        if self.rag.fusion == "rrf":
             fused = reciprocal_rank_fusion(
-                [[h.chunk_id for h in lexical], [cid for cid, _ in vector]],
+                [[cid for cid, _ in lexical], [cid for cid, _ in vector]],
                 k=self.rag.rrf_k,
-                weights=[self.rag.lexical_weight, self.rag.vector_weight],
-            )[:k]
-        else:
-            fused = vector[:k]
-        missing = [cid for cid, _ in fused if cid not in by_id]
-        by_id.update(self.repo.hits_for_chunks(missing))
-        # A chunk deleted between the two queries is simply dropped.
+                weights=weights,
+            )
+            return fused, {"method": "rrf", "rrf_k": self.rag.rrf_k, "weights": weights}
+        fused = zscore_fusion([lexical, vector], weights=weights)
+        return fused, {
+            "method": "zscore",
+            "weights": weights,
+            "lexical": _moments([s for _, s in lexical]),
+            "vector": _moments([s for _, s in vector]),
+        }
+
+    def _hits(self, scored: list[tuple[int, float]]) -> list[Hit]:
+        found = self.repo.hits_for_chunks([cid for cid, _ in scored])
+        # A chunk deleted between the queries is simply dropped.
         return [
-            dataclasses.replace(by_id[cid], score=score) for cid, score in fused if cid in by_id
+            dataclasses.replace(found[cid], score=score) for cid, score in scored if cid in found
         ]
 
 
-def _ranks(lexical: list[Hit], vector: list[tuple[int, float]]) -> dict[int, dict[str, float]]:
-    ranks: dict[int, dict[str, float]] = {}
-    for rank, hit in enumerate(lexical, start=1):
-        ranks.setdefault(hit.chunk_id, {}).update(lexical_rank=rank, bm25=hit.score)
+def _moments(scores: list[float]) -> dict[str, float] | None:
+    """Mean and standard deviation of one list's raw scores (what z-score fusion used)."""
+    if not scores:
+        return None
+    mean = statistics.fmean(scores)
+    return {"mean": round(mean, 6), "std": round(statistics.pstdev(scores, mean), 6)}
+
+
+def _ranks(
+    hits: list[Hit], lexical: list[tuple[int, float]], vector: list[tuple[int, float]]
+) -> dict[int, dict[str, float]]:
+    """For each returned chunk: its rank and raw score in each list it was in."""
+    returned = {h.chunk_id for h in hits}
+    ranks: dict[int, dict[str, float]] = {cid: {} for cid in returned}
+    for rank, (chunk_id, bm25) in enumerate(lexical, start=1):
+        if chunk_id in returned:
+            ranks[chunk_id].update(lexical_rank=rank, bm25=bm25)
     for rank, (chunk_id, cosine) in enumerate(vector, start=1):
-        ranks.setdefault(chunk_id, {}).update(vector_rank=rank, cosine=cosine)
+        if chunk_id in returned:
+            ranks[chunk_id].update(vector_rank=rank, cosine=cosine)
     return ranks
 
 

@@ -164,12 +164,18 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
     )
 
 
-def lexical_search_sql(scope: Scope, match: str, k: int) -> tuple[str, dict[str, Any]]:
-    """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``."""
+def lexical_search_sql(
+    scope: Scope, match: str, k: int, *, ids_only: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``.
+
+    Rows are the hit columns then the bm25 rank score (lower is better); with
+    ``ids_only``, just the chunk id and that score (a deep candidate list is cheap)."""
     where, params = scope_sql(scope)
     w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
+    columns = "c.id" if ids_only else _HIT_COLUMNS
     sql = f"""
-        SELECT {_HIT_COLUMNS},
+        SELECT {columns},
                bm25(rag_chunks_fts, {w_content!r}, {w_section!r}) AS rank_score
         FROM rag_chunks_fts
         JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid
@@ -453,6 +459,14 @@ class Repository:
         with self.db.read() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [_hit(row, -row[11]) for row in rows]
+
+    def search_lexical_scores(self, scope: Scope, match: str, k: int) -> list[tuple[int, float]]:
+        """``(chunk_id, bm25)`` of the top ``k`` matches in ``scope``, best (highest) first:
+        the same ranking as :meth:`search_lexical`, without reading the chunks' text."""
+        sql, params = lexical_search_sql(scope, match, k, ids_only=True)
+        with self.db.read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [(row[0], -row[1]) for row in rows]
 
     def scope_document_ids(self, scope: Scope) -> list[str]:
         """The active documents a scope may see: the same predicate as every search."""
