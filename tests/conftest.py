@@ -28,7 +28,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     import os
 
     for name in list(os.environ):
-        if name.startswith("TETHER_"):
+        if name.startswith(("TETHER_", "RAG_FUSION_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "false")
     # A narrow terminal, as in CI: CLI output must not depend on the developer's width.

@@ -1,7 +1,8 @@
-"""The facade: ``Tether(db=...)`` with ``add`` and ``search`` and the document lifecycle."""
+"""The facade: ``Tether(db=...)`` with ``add``, ``search``, ``retrieve`` and the document lifecycle."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -11,7 +12,9 @@ from tether.embed import Embedder, embedder_from_settings
 from tether.errors import IndexingFailed, InvalidArgument
 from tether.ingest import Indexer
 from tether.ingest.indexer import PathSource, ReembedReport, TextSource
-from tether.models import Document, IndexResult, Scope, Session, Workspace
+from tether.llm import ChatModel, chat_from_settings
+from tether.models import Document, IndexResult, RetrievalResult, Scope, Session, Workspace
+from tether.retrieve.pipeline import Pipeline
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
 from tether.store import Database, Repository, StoredChunk
@@ -39,6 +42,7 @@ class Tether:
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         count_tokens: Callable[[str], int | None] | None = None,
+        chat: ChatModel | None = None,
     ) -> None:
         """Open (creating or migrating) the store ``db``: a path, ``":memory:"`` or a
         connection; default ``settings.db``.
@@ -46,7 +50,8 @@ class Tether:
         ``embedder`` defaults to the one the settings describe (the local
         all-MiniLM-L6-v2); when embeddings are disabled or cannot run, retrieval is
         lexical-only and ``embeddings_unavailable`` says why. ``count_tokens`` defaults to
-        the embedder's tokenizer, when it has one.
+        the embedder's tokenizer, when it has one. ``chat`` (decide, rewrite and rerank
+        by LLM, when the settings turn them on) defaults to the ``[llm]`` endpoint.
         """
         self.settings = settings if settings is not None else Settings.load()
         self.db = Database(db if db is not None else self.settings.db)
@@ -66,6 +71,13 @@ class Tether:
             embedder,
             embeddings_unavailable=self.embeddings_unavailable,
         )
+        self.chat_unavailable: str | None = None
+        if chat is None:
+            chat, self.chat_unavailable = chat_from_settings(self.settings.llm)
+        self.chat = chat
+        self._pipeline = Pipeline(
+            self.repo, self.settings, self._searcher, embedder, chat, self.chat_unavailable
+        )
 
     def __repr__(self) -> str:
         return f"Tether(db={self.db.path!r})"
@@ -77,6 +89,7 @@ class Tether:
         self.close()
 
     def close(self) -> None:
+        self._pipeline.close()
         self.db.close()
 
     # -- indexing -----------------------------------------------------------------------
@@ -179,6 +192,58 @@ class Tether:
             raise InvalidArgument(f"mode must be 'hybrid', 'lexical' or 'vector', not {mode!r}")
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
         return self._searcher.search(query, resolved, k, mode)
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        scope: Scope | Literal["session", "workspace", "global"] | None = None,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+    ) -> RetrievalResult:
+        """Everything an LLM app needs before it answers ``question``: a bounded context
+        block with numbered citations, or ``grounded=False`` with ``guidance``.
+
+        Decides first whether the message needs retrieval at all (greetings, thanks,
+        small talk, arithmetic and reformatting requests do not); then retrieves inside
+        ``scope`` (default ``rag.scope``) with the original question plus, when
+        ``rag.enable_query_rewrite`` (or ``RAG_FUSION_ENABLED``) is on, 1-3 LLM rewrites,
+        all in parallel; reranks against the original question; and keeps at most
+        ``rag.max_chunks`` chunks with relevance >= ``rag.min_relevance`` within
+        ``rag.context_budget`` tokens. ``session_id`` also drives the session-recency
+        factor of the rerank. Model failures degrade (see ``result.debug``), they do not
+        raise; a question that is not text, empty or too long raises InvalidArgument,
+        and a scope naming an unknown session or workspace raises NotFound.
+        """
+        resolved = self._retrieval_scope(scope, session_id, workspace_id)
+        return self._pipeline.retrieve(question, resolved, session_id)
+
+    async def aretrieve(
+        self,
+        question: str,
+        *,
+        scope: Scope | Literal["session", "workspace", "global"] | None = None,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+    ) -> RetrievalResult:
+        """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
+        concurrently (``asyncio.gather``), and LLM calls through the async client."""
+        resolved = await asyncio.to_thread(
+            self._retrieval_scope, scope, session_id, workspace_id
+        )
+        return await self._pipeline.aretrieve(question, resolved, session_id)
+
+    def _retrieval_scope(
+        self, scope: Scope | str | None, session_id: str | None, workspace_id: str | None
+    ) -> Scope:
+        resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
+        if resolved.kind == "session":
+            self.repo.get_session(resolved.id)
+        elif resolved.kind == "workspace":
+            self.repo.get_workspace(resolved.id)
+        if session_id is not None and resolved.kind != "session":
+            self.repo.get_session(session_id)
+        return resolved
 
     def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
         """Embed, with the configured model, every chunk that has no vector for it yet

@@ -209,6 +209,62 @@ def search(
         )
 
 
+@app.command()
+def context(
+    question: Annotated[str, typer.Argument(help="The user's question or message.")],
+    scope: Annotated[
+        str | None,
+        typer.Option("--scope", help="session | workspace | global (default: rag.scope)."),
+    ] = None,
+    session: SessionOption = None,
+    workspace: WorkspaceOption = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Build the cited context block an LLM would get for QUESTION (the whole pipeline)."""
+    with _tether(db, config) as tether:
+        result = tether.retrieve(
+            question, scope=scope, session_id=session, workspace_id=workspace  # type: ignore[arg-type]
+        )
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    for degradation in result.debug["degradations"]:
+        err.print(f"[yellow]note:[/] {degradation}", highlight=False)
+    if not result.retrieved:
+        out.print(f"No retrieval: {result.debug['decision']['reason']}.", highlight=False)
+        return
+    if not result.grounded:
+        out.print(f"Not grounded. {result.guidance}", highlight=False)
+        return
+    out.print(result.context, highlight=False, markup=False, soft_wrap=True)
+    out.print()
+    for citation in result.citations:
+        where = " · ".join(
+            part
+            for part in (
+                citation.section_title,
+                _pages(citation.pages),
+                citation.source_path and Path(citation.source_path).name,
+            )
+            if part
+        )
+        chunks = ",".join(str(c) for c in citation.chunk_ids)
+        out.print(
+            f"[bold]{citation.label}[/] [cyan]{citation.title}[/]  [dim]{where}[/]  "
+            f"[dim]{citation.document_id}#{chunks} · relevance {citation.relevance:.2f}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _pages(pages: tuple[int, ...]) -> str | None:
+    if not pages:
+        return None
+    return f"page {pages[0]}" if len(pages) == 1 else f"pages {pages[0]}-{pages[-1]}"
+
+
 _KINDS = {"text/markdown": "md", "text/plain": "txt", "application/pdf": "pdf", "text/html": "html"}
 
 
@@ -408,6 +464,13 @@ def eval_(
     lexical_only: Annotated[
         bool, typer.Option("--lexical-only", help="Score FTS5 alone (no vectors are used).")
     ] = False,
+    pipeline: Annotated[
+        bool,
+        typer.Option(
+            "--pipeline",
+            help="Also run the full pipeline (retrieve): its nDCG@10 and context recall.",
+        ),
+    ] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -435,7 +498,9 @@ def eval_(
                 beir.index_dataset(
                     tether, dataset, progress=lambda n: progress.update(task, completed=n)
                 )
-            report = beir.evaluate(tether, dataset, mode="lexical" if lexical_only else "hybrid")
+            report = beir.evaluate(
+                tether, dataset, mode="lexical" if lexical_only else "hybrid", pipeline=pipeline
+            )
     if as_json:
         _print_json(report.to_dict())
         return
@@ -450,6 +515,15 @@ def eval_(
     table.add_row("Recall@100", f"{report.recall_at_100:.4f}")
     table.add_row("latency p50", f"{report.latency_ms_p50:.1f} ms")
     table.add_row("latency p95", f"{report.latency_ms_p95:.1f} ms")
+    if report.pipeline is not None:
+        p = report.pipeline
+        table.add_row("pipeline nDCG@10", f"{p.ndcg_at_10:.4f}")
+        table.add_row("context recall", f"{p.context_recall:.4f}")
+        table.add_row("grounded", f"{p.grounded:.4f}")
+        table.add_row("chunks in context (mean)", f"{p.mean_context_chunks:.2f}")
+        table.add_row("skipped by the decision", str(p.skipped))
+        table.add_row("pipeline latency p50", f"{p.latency_ms_p50:.1f} ms")
+        table.add_row("pipeline latency p95", f"{p.latency_ms_p95:.1f} ms")
     out.print(table)
 
 

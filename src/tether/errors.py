@@ -12,6 +12,7 @@
     │   └── SchemaVersionError    the file was written by a newer tether
     ├── EmbeddingError            a provider failed to embed (``retryable`` says if worth retrying)
     │   └── EmbeddingsUnavailable no model installed, no API key: nothing to embed with
+    ├── LLMError                  a chat model call failed, timed out or answered nonsense
     └── IngestError               one source could not be indexed; names the source
         ├── UnsupportedFileType
         ├── UnreadableFile
@@ -140,3 +141,14 @@ class IndexingFailed(IngestError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.results,))
+
+
+class LLMError(TetherError):
+    """A chat model call failed (HTTP error, timeout) or its answer was unusable.
+
+    Retrieval never lets this escape: decide, rewrite and rerank fall back and record the
+    degradation in ``debug``. ``timeout`` says whether the call ran out of time."""
+
+    def __init__(self, message: str, *, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout

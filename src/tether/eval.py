@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from tether._tether import MAX_K, Tether
 from tether.errors import InvalidArgument
@@ -48,6 +49,36 @@ class BeirDataset:
 
 
 @dataclass(frozen=True)
+class PipelineReport:
+    """The full pipeline (``Tether.retrieve``) on the same queries.
+
+    ``ndcg_at_10`` ranks documents in the reranked order of the pipeline's candidates
+    (``rag.rerank_top_n`` chunks), then in hybrid order beyond them. ``context_recall``
+    is the share of queries whose context block cites at least one relevant document;
+    ``grounded`` the share with any context at all; ``skipped`` the queries the decision
+    let through without retrieval."""
+
+    ndcg_at_10: float
+    context_recall: float
+    grounded: float
+    mean_context_chunks: float
+    skipped: int
+    latency_ms_p50: float
+    latency_ms_p95: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "ndcg@10": round(self.ndcg_at_10, 4),
+            "context_recall": round(self.context_recall, 4),
+            "grounded": round(self.grounded, 4),
+            "mean_context_chunks": round(self.mean_context_chunks, 2),
+            "skipped": self.skipped,
+            "latency_ms_p50": round(self.latency_ms_p50, 3),
+            "latency_ms_p95": round(self.latency_ms_p95, 3),
+        }
+
+
+@dataclass(frozen=True)
 class EvalReport:
     dataset: str
     method: str
@@ -57,9 +88,11 @@ class EvalReport:
     recall_at_100: float
     latency_ms_p50: float
     latency_ms_p95: float
+    pipeline: PipelineReport | None = None
 
-    def to_dict(self) -> dict[str, float | int | str]:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        pipeline = {"pipeline": self.pipeline.to_dict()} if self.pipeline else {}
         return {
             "dataset": data["dataset"],
             "method": data["method"],
@@ -69,7 +102,7 @@ class EvalReport:
             "recall@100": round(self.recall_at_100, 4),
             "latency_ms_p50": round(self.latency_ms_p50, 3),
             "latency_ms_p95": round(self.latency_ms_p95, 3),
-        }
+        } | pipeline
 
 
 def load_beir(directory: str | Path, *, split: str = "test") -> BeirDataset:
@@ -164,23 +197,45 @@ def recall_at(ranked: list[str], relevant: dict[str, int], cutoff: int) -> float
     return len(wanted.intersection(ranked[:cutoff])) / len(wanted)
 
 
-def evaluate(tether: Tether, dataset: BeirDataset, *, mode: SearchMode = "hybrid") -> EvalReport:
+def evaluate(
+    tether: Tether, dataset: BeirDataset, *, mode: SearchMode = "hybrid", pipeline: bool = False
+) -> EvalReport:
     """Run every query with a relevance judgement and score the rankings.
 
     ``mode`` is the search mode; the report's ``method`` is what actually ran (hybrid
-    degrades to lexical when there are no embeddings)."""
+    degrades to lexical when there are no embeddings). With ``pipeline``, each query
+    also runs through :meth:`Tether.retrieve` with the settings as they are (see
+    :class:`PipelineReport`)."""
     workspace = eval_workspace(dataset)
     scope = Scope.workspace(workspace)
     prefix = f"{workspace}:"
     ndcgs, recalls, latencies = [], [], []
+    p_ndcgs, p_recalls, p_grounded, p_chunks, p_latencies = [], [], [], [], []
+    skipped = 0
     for query_id, text in dataset.queries.items():
+        relevant = dataset.qrels.get(query_id)
+        if relevant is None:
+            continue
         started = time.perf_counter()
         ranked = rank_documents(tether, text, scope, depth=100, mode=mode)
         latencies.append((time.perf_counter() - started) * 1000)
         ranked = [d.removeprefix(prefix) for d in ranked]
-        relevant = dataset.qrels[query_id]
         ndcgs.append(ndcg_at(ranked, relevant, 10))
         recalls.append(recall_at(ranked, relevant, 100))
+        if not pipeline:
+            continue
+        started = time.perf_counter()
+        result = tether.retrieve(text, scope=scope)
+        p_latencies.append((time.perf_counter() - started) * 1000)
+        if not result.retrieved:
+            skipped += 1
+        reranked = [doc.removeprefix(prefix) for _, doc in result.debug.get("ranked", [])]
+        order = list(dict.fromkeys(reranked + ranked))
+        p_ndcgs.append(ndcg_at(order, relevant, 10))
+        cited = {c.document_id.removeprefix(prefix) for c in result.citations}
+        p_recalls.append(1.0 if any(relevant.get(d, 0) > 0 for d in cited) else 0.0)
+        p_grounded.append(1.0 if result.grounded else 0.0)
+        p_chunks.append(len(result.selected_chunk_ids))
     if not ndcgs:
         raise InvalidArgument(f"{dataset.name}: no query has a relevance judgement")
     documents = len(tether.documents(workspace_id=workspace))
@@ -194,6 +249,17 @@ def evaluate(tether: Tether, dataset: BeirDataset, *, mode: SearchMode = "hybrid
         recall_at_100=statistics.fmean(recalls),
         latency_ms_p50=_percentile(latencies, 50),
         latency_ms_p95=_percentile(latencies, 95),
+        pipeline=PipelineReport(
+            ndcg_at_10=statistics.fmean(p_ndcgs),
+            context_recall=statistics.fmean(p_recalls),
+            grounded=statistics.fmean(p_grounded),
+            mean_context_chunks=statistics.fmean(p_chunks),
+            skipped=skipped,
+            latency_ms_p50=_percentile(p_latencies, 50),
+            latency_ms_p95=_percentile(p_latencies, 95),
+        )
+        if pipeline
+        else None,
     )
 
 

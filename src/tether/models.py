@@ -190,3 +190,87 @@ class Hit:
             "source_path": self.source_path,
             "workspace_id": self.workspace_id,
         }
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One numbered source of a context block: ``[number]`` in the text.
+
+    Adjacent chunks of one document are merged into one citation; ``chunk_ids`` lists
+    them in document order, ``page`` is the first chunk's page and ``pages`` every page
+    the citation spans. ``text`` is the cited passage as it appears in the context."""
+
+    number: int
+    document_id: str
+    title: str
+    section_title: str | None
+    page: int | None
+    pages: tuple[int, ...]
+    chunk_ids: tuple[int, ...]
+    source_path: str | None
+    workspace_id: str
+    relevance: float
+    text: str
+
+    @property
+    def label(self) -> str:
+        """``[n]``, as it appears in the context block."""
+        return f"[{self.number}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "document_id": self.document_id,
+            "title": self.title,
+            "section_title": self.section_title,
+            "page": self.page,
+            "pages": list(self.pages),
+            "chunk_ids": list(self.chunk_ids),
+            "source_path": self.source_path,
+            "workspace_id": self.workspace_id,
+            "relevance": self.relevance,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """What :meth:`tether.Tether.retrieve` hands an LLM app.
+
+    ``context`` is the bounded, cited block to put in the prompt ("" when nothing is
+    grounded or retrieval was skipped); ``citations`` explain its ``[n]`` markers.
+    ``grounded`` is true only when at least one chunk above ``rag.min_relevance`` made it
+    into the context. When it is false after a real retrieval, ``guidance`` says in
+    words a chat UI can show what to do next, and ``suggested_scope`` names the wider
+    scope to try (``None`` when the only step left is adding documents). ``retrieved``
+    is false when the decision skipped retrieval (``debug["decision"]`` says why).
+    ``queries`` is the original question first, then any rewrites; ``selected_chunk_ids``
+    are the context's chunks, best first.
+    """
+
+    question: str
+    context: str
+    citations: tuple[Citation, ...]
+    grounded: bool
+    guidance: str | None
+    suggested_scope: ScopeKind | None
+    retrieved: bool
+    queries: tuple[str, ...]
+    scope: Scope
+    selected_chunk_ids: tuple[int, ...]
+    debug: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "context": self.context,
+            "citations": [c.to_dict() for c in self.citations],
+            "grounded": self.grounded,
+            "guidance": self.guidance,
+            "suggested_scope": self.suggested_scope,
+            "retrieved": self.retrieved,
+            "queries": list(self.queries),
+            "scope": self.scope.to_dict(),
+            "selected_chunk_ids": list(self.selected_chunk_ids),
+            "debug": self.debug,
+        }

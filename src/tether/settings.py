@@ -59,6 +59,31 @@ class EmbeddingSettings(BaseModel):
     timeout: float = Field(30.0, gt=0)
 
 
+class RerankSettings(BaseModel):
+    """The ``[rag.rerank]`` section: the heuristic rerank's four factors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_per_document: int = Field(
+        2, ge=1, description="chunks of one document taken before other documents' turn"
+    )
+    title_weight: float = Field(
+        0.1, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="bonus for a section title that shares the question's terms",
+    )  # fmt: skip
+    recency_margin: float = Field(
+        0.02, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="score gap within which the session's newest document wins",
+    )  # fmt: skip
+    priority_weight: float = Field(
+        0.1, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="bonus per unit of a document's metadata priority (-1..1)",
+    )  # fmt: skip
+    llm_candidates: int = Field(
+        20, ge=2, le=50, description="candidates an LLM rerank scores (the rest keep order)"
+    )
+
+
 class RagSettings(BaseModel):
     """The ``[rag]`` section."""
 
@@ -87,14 +112,20 @@ class RagSettings(BaseModel):
     vector_weight: float = Field(
         1.0, ge=0.0, allow_inf_nan=False, description="fusion weight of the vector list"
     )
-    rerank_top_n: int = Field(20, ge=1)
-    max_chunks: int = Field(8, ge=1, le=100)
+    rerank_top_n: int = Field(20, ge=1, le=1000, description="fused candidates reranked")
+    max_chunks: int = Field(8, ge=1, le=100, description="chunks in the context, at most")
     context_budget: int = Field(2000, ge=50, description="tokens in the context block")
+    decide: Literal["local", "llm"] = Field(
+        "local", description="who decides whether a question needs retrieval"
+    )
     enable_query_rewrite: bool = False
-    rewrite_count: int = Field(3, ge=1, le=3)
+    rewrite_count: int = Field(3, ge=1, le=3, description="rewrites (queries = 1 + this)")
     enable_llm_rerank: bool = False
     index_text_artifacts: bool = False
-    min_relevance: float = Field(0.0, ge=0.0, le=1.0)
+    min_relevance: float = Field(
+        0.2, ge=0.0, le=1.0, description="chunks below this relevance never reach the context"
+    )
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 
     @model_validator(mode="after")
@@ -108,14 +139,16 @@ class RagSettings(BaseModel):
 
 
 class LLMSettings(BaseModel):
-    """The ``[llm]`` section: any OpenAI-compatible chat endpoint."""
+    """The ``[llm]`` section: any OpenAI-compatible chat endpoint (decide, rewrite, rerank)."""
 
     model_config = ConfigDict(extra="forbid")
 
     base_url: str | None = None
     api_key: SecretStr | None = None
     model: str | None = None
-    timeout: float = Field(30.0, gt=0)
+    # Short JSON judgements: a slow model must not hold a chat turn for long.
+    timeout: float = Field(10.0, gt=0, description="seconds per attempt")
+    max_retries: int = Field(1, ge=0, le=10, description="retries with backoff (the SDK's)")
 
 
 class Settings(BaseSettings):
@@ -142,7 +175,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml_file = settings_cls.model_config.get("toml_file")
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        sources: list[PydanticBaseSettingsSource] = [
+            init_settings,
+            env_settings,
+            _RagFusionEnv(settings_cls),
+        ]
         if toml_file:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
@@ -175,6 +212,39 @@ class Settings(BaseSettings):
         except ValidationError as exc:
             where = f" (config file {path})" if path else ""
             raise ConfigurationError(f"invalid settings{where}: {_describe(exc)}") from exc
+
+
+class _RagFusionEnv(PydanticBaseSettingsSource):
+    """``RAG_FUSION_ENABLED`` and ``RAG_FUSION_QUERY_COUNT``: the RAG-Fusion switch web
+    backends already use, honoured as ``rag.enable_query_rewrite`` and
+    ``rag.rewrite_count``. ``TETHER_RAG__*`` variables and explicit arguments win over
+    them; they win over the TOML file."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # everything is in __call__
+
+    def __call__(self) -> dict[str, Any]:
+        rag: dict[str, Any] = {}
+        enabled = os.environ.get("RAG_FUSION_ENABLED", "").strip().lower()
+        if enabled:
+            if enabled not in _BOOLEANS:
+                raise ConfigurationError(
+                    f"RAG_FUSION_ENABLED must be true or false, not {enabled!r}"
+                )
+            rag["enable_query_rewrite"] = _BOOLEANS[enabled]
+        count = os.environ.get("RAG_FUSION_QUERY_COUNT", "").strip()
+        if count:
+            if count not in ("1", "2", "3"):
+                raise ConfigurationError(
+                    f"RAG_FUSION_QUERY_COUNT must be 1, 2 or 3 (rewrites besides the"
+                    f" original question), not {count!r}"
+                )
+            rag["rewrite_count"] = int(count)
+        return {"rag": rag} if rag else {}
+
+
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True,
+             "0": False, "false": False, "no": False, "off": False}  # fmt: skip
 
 
 def _existing(path: Path, origin: str) -> Path:

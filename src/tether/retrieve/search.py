@@ -92,10 +92,10 @@ class Searcher:
         if not use_vectors:
             hits = lexical_hits
         elif mode == "vector":
-            hits = self._hits(vector_hits[:k])
+            hits = self.hits(vector_hits[:k])
         else:
-            fused, fusion = self._fuse(lexical_scores, vector_hits)
-            hits = self._hits(fused[:k])
+            fused, fusion = self.fuse(lexical_scores, vector_hits)
+            hits = self.hits(fused[:k])
         timings["fuse"] = _ms(started)
 
         debug.update(
@@ -111,9 +111,15 @@ class Searcher:
         )
         return SearchResults(hits, debug)
 
-    def _fuse(
+    def lexical_candidates(self, query: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
+        """``(chunk_id, bm25)`` of the ``depth`` best FTS5 matches in ``scope``."""
+        match = compile_match(query)
+        return self.repo.search_lexical_scores(scope, match, depth) if match else []
+
+    def fuse(
         self, lexical: list[tuple[int, float]], vector: list[tuple[int, float]]
     ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+        """One query's lexical and vector lists fused by ``rag.fusion``, and its debug."""
         weights = [self.rag.lexical_weight, self.rag.vector_weight]
         if self.rag.fusion == "rrf":
             fused = reciprocal_rank_fusion(
@@ -130,7 +136,8 @@ class Searcher:
             "vector": _moments([s for _, s in vector]),
         }
 
-    def _hits(self, scored: list[tuple[int, float]]) -> list[Hit]:
+    def hits(self, scored: list[tuple[int, float]]) -> list[Hit]:
+        """Hits for ``(chunk_id, score)`` pairs, in order, with those scores."""
         found = self.repo.hits_for_chunks([cid for cid, _ in scored])
         # A chunk deleted between the queries is simply dropped.
         return [

@@ -10,6 +10,7 @@ document scopes; the matrix is reloaded, and the scope memo dropped, when it mov
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -31,6 +32,11 @@ class _Matrix:
     vectors: np.ndarray  # (n, dims) float32, unit rows
     chunk_ids: np.ndarray  # (n,) int64
     ranges: dict[str, tuple[int, int]]  # document id -> [start, end) rows
+
+    @functools.cached_property
+    def id_order(self) -> np.ndarray:
+        """Row numbers sorted by chunk id (for lookups by id)."""
+        return np.argsort(self.chunk_ids, kind="stable")
 
 
 class VectorIndex:
@@ -65,6 +71,27 @@ class VectorIndex:
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.lexsort((matrix.chunk_ids[rows[top]], -scores[top]))]
         return [(int(matrix.chunk_ids[rows[i]]), float(scores[i])) for i in top]
+
+    def cosines(self, query: np.ndarray, chunk_ids: list[int]) -> dict[int, float]:
+        """Cosine of ``query`` with each of ``chunk_ids`` that has a vector of this model.
+
+        For chunks found by another method (lexical, another query), so that every
+        candidate can be judged against the same question."""
+        matrix = self._current(self.repo.change_counters()["embeddings"])
+        if matrix.vectors.shape[0] == 0 or not chunk_ids:
+            return {}
+        if query.shape != (matrix.vectors.shape[1],):
+            raise ValueError(
+                f"query has {query.shape} dims; stored {self.model!r} vectors have"
+                f" {matrix.vectors.shape[1]}"
+            )
+        ids = np.asarray(chunk_ids, dtype=np.int64)
+        order = matrix.id_order
+        pos = np.minimum(np.searchsorted(matrix.chunk_ids, ids, sorter=order), len(order) - 1)
+        rows = order[pos]
+        found = matrix.chunk_ids[rows] == ids
+        scores = matrix.vectors[rows[found]] @ query.astype(np.float32)
+        return {int(c): float(v) for c, v in zip(ids[found], scores, strict=True)}
 
     def _current(self, version: int) -> _Matrix:
         matrix = self._matrix

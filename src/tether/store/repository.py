@@ -478,6 +478,33 @@ class Repository:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def candidate_rows(
+        self, chunk_ids: Sequence[int], session_id: str | None = None
+    ) -> dict[int, tuple[Hit, int | None, dict[str, Any], str | None]]:
+        """For reranking and context building: per chunk id, its hit (score 0), stored
+        token count, document metadata, and when its document joined ``session_id`` (or,
+        without a session, when it was indexed). Ids that no longer exist are absent."""
+        found: dict[int, tuple[Hit, int | None, dict[str, Any], str | None]] = {}
+        recency = "ds.created_at" if session_id is not None else "d.indexed_at"
+        join = (
+            " LEFT JOIN rag_document_sessions ds ON ds.document_id = d.id AND ds.session_id = ?"
+            if session_id is not None
+            else ""
+        )
+        with self.db.read() as conn:
+            for i in range(0, len(chunk_ids), 500):
+                part = list(chunk_ids[i : i + 500])
+                params: list[Any] = [session_id] if session_id is not None else []
+                rows = conn.execute(
+                    f"SELECT {_HIT_COLUMNS}, c.token_count, d.metadata, {recency}"
+                    " FROM rag_chunks c JOIN rag_documents d ON d.id = c.document_id"
+                    f"{join} WHERE c.id IN ({','.join('?' * len(part))})",
+                    [*params, *part],
+                ).fetchall()
+                for row in rows:
+                    found[row[0]] = (_hit(row, 0.0), row[11], json.loads(row[12]), row[13])
+        return found
+
     def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
         """Hits (score 0) for chunk ids, keyed by id; ids that no longer exist are absent."""
         found: dict[int, Hit] = {}

@@ -1,0 +1,195 @@
+"""Reranking the fused candidates against the original question.
+
+The heuristic rerank starts from the fused order and applies four factors, each set in
+``[rag.rerank]`` and each reported in ``debug``:
+
+``base``
+    the fused score, min-max scaled over the candidates to 0..1 (the best is 1).
+``title``
+    ``+ title_weight * (share of the question's terms found in the chunk's section
+    title)``: a chunk under the heading "Returns and refunds" answers "how do refunds
+    work" more often than one that mentions refunds in passing.
+``priority``
+    ``+ priority_weight * priority``, where ``priority`` is the document's metadata
+    ``priority`` (a number, clamped to -1..1; absent means 0).
+``recency``
+    ``+ recency_margin * r``, where ``r`` is 1 for the session's most recently attached
+    (or indexed) document among the candidates and falls linearly to 0 for the oldest. It
+    can only reorder candidates whose scores are within ``recency_margin``: recent
+    documents of the session win (near-)ties, nothing more. Outside a session scope it
+    is 0.
+
+Then source diversity: walking down the order, a document's chunks beyond
+``max_per_document`` are deferred behind every other document's, not dropped.
+
+The LLM rerank asks a chat model to score the first ``llm_candidates`` of that order
+0-10, as JSON, and sorts them by score (ties keep the heuristic order); the rest follow
+unchanged. Any failure keeps the heuristic order and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tether.errors import LLMError
+from tether.llm import ChatModel, parse_json_reply
+from tether.models import Hit
+from tether.retrieve.fts import query_terms
+from tether.settings import RerankSettings
+
+SNIPPET_CHARS = 600
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fused candidate with what reranking and the context need to know about it."""
+
+    hit: Hit
+    fused: float  # the fusion score (higher is better)
+    relevance: float  # 0..1, comparable across queries (see pipeline)
+    priority: float = 0.0  # document metadata "priority", clamped to -1..1
+    recency: str | None = None  # ISO time the document joined the session (or was indexed)
+    token_count: int | None = None
+    score: float = 0.0  # after reranking
+
+
+def metadata_priority(metadata: dict[str, Any] | None) -> float:
+    value = (metadata or {}).get("priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return max(-1.0, min(1.0, float(value)))
+
+
+def heuristic_rerank(
+    question: str, candidates: list[Candidate], settings: RerankSettings, *, in_session: bool
+) -> tuple[list[Candidate], dict[str, Any]]:
+    """The candidates in reranked order (each with its ``score``), and the debug record."""
+    if not candidates:
+        return [], {"method": "heuristic", "candidates": 0}
+    terms = set(query_terms(question))
+    lo = min(c.fused for c in candidates)
+    hi = max(c.fused for c in candidates)
+    times = sorted({c.recency for c in candidates if c.recency}) if in_session else []
+
+    factors: dict[int, dict[str, float]] = {}
+    scored: list[Candidate] = []
+    for c in candidates:
+        base = (c.fused - lo) / (hi - lo) if hi > lo else 1.0
+        title_terms = set(query_terms(c.hit.section_title)) if c.hit.section_title else set()
+        overlap = len(terms & title_terms) / len(terms) if terms else 0.0
+        recency = 0.0
+        if c.recency and times:
+            recency = 1.0 if len(times) == 1 else times.index(c.recency) / (len(times) - 1)
+        f = {
+            "base": base,
+            "title": settings.title_weight * overlap,
+            "priority": settings.priority_weight * c.priority,
+            "recency": settings.recency_margin * recency,
+        }
+        factors[c.hit.chunk_id] = f
+        scored.append(replace(c, score=sum(f.values())))
+
+    fused_order = [c.hit.chunk_id for c in candidates]
+    position = {cid: i for i, cid in enumerate(fused_order)}
+    scored.sort(key=lambda c: (-c.score, position[c.hit.chunk_id]))
+    ordered, deferred = _diversify(scored, settings.max_per_document)
+
+    effects = {
+        name: sum(1 for f in factors.values() if f[name] != 0.0)
+        for name in ("title", "priority", "recency")
+    }
+    debug = {
+        "method": "heuristic",
+        "candidates": len(candidates),
+        "boosted": effects,
+        "deferred_for_diversity": deferred,
+        "moved": sum(1 for i, c in enumerate(ordered) if fused_order[i] != c.hit.chunk_id),
+        "factors": {
+            c.hit.chunk_id: {k: round(v, 4) for k, v in factors[c.hit.chunk_id].items()}
+            for c in ordered
+        },
+    }
+    return ordered, debug
+
+
+def _diversify(ordered: list[Candidate], cap: int) -> tuple[list[Candidate], list[int]]:
+    taken: dict[str, int] = {}
+    first: list[Candidate] = []
+    later: list[Candidate] = []
+    for c in ordered:
+        n = taken.get(c.hit.document_id, 0)
+        (first if n < cap else later).append(c)
+        taken[c.hit.document_id] = n + 1
+    return first + later, [c.hit.chunk_id for c in later]
+
+
+class _Score(BaseModel):
+    id: int
+    score: float = Field(ge=0, le=10)
+
+
+class _Scores(BaseModel):
+    scores: list[_Score] = Field(min_length=1)
+
+
+def _rerank_prompt(question: str, candidates: list[Candidate]) -> list[dict[str, str]]:
+    passages = "\n\n".join(
+        f"[{i}] {c.hit.title}" + (f" — {c.hit.section_title}" if c.hit.section_title else "")
+        + "\n" + " ".join(c.hit.text.split())[:SNIPPET_CHARS]
+        for i, c in enumerate(candidates, start=1)
+    )  # fmt: skip
+    return [
+        {
+            "role": "system",
+            "content": (
+                "You judge how well passages answer a question. Score every passage from 0"
+                " (unrelated) to 10 (answers it directly). Answer with JSON only:"
+                ' {"scores": [{"id": 1, "score": 7}, ...]}, one entry per passage.'
+            ),
+        },
+        {"role": "user", "content": f"Question: {question[:2000]}\n\nPassages:\n\n{passages}"},
+    ]
+
+
+def _apply_scores(
+    reply: str, ordered: list[Candidate], head: int
+) -> tuple[list[Candidate], dict[str, Any]]:
+    parsed = parse_json_reply(reply, _Scores)
+    scores: dict[int, float] = {}
+    for item in parsed.scores:
+        if 1 <= item.id <= head and item.id not in scores:
+            scores[item.id] = item.score
+    if not scores:
+        raise LLMError("the LLM rerank scored none of the passages it was shown")
+    top = ordered[:head]
+    ranked = sorted(range(head), key=lambda i: (-scores.get(i + 1, -1.0), i))
+    reordered = [top[i] for i in ranked] + ordered[head:]
+    return reordered, {
+        "method": "llm",
+        "scored": len(scores),
+        "unscored": head - len(scores),
+        "llm_scores": {top[i].hit.chunk_id: scores[i + 1] for i in range(head) if i + 1 in scores},
+    }
+
+
+def llm_rerank(
+    chat: ChatModel, question: str, ordered: list[Candidate], settings: RerankSettings
+) -> tuple[list[Candidate], dict[str, Any]]:
+    """Raises :class:`LLMError` on any failure (the caller keeps the heuristic order)."""
+    head = min(settings.llm_candidates, len(ordered))
+    reply = chat.complete(_rerank_prompt(question, ordered[:head]), max_tokens=40 + 16 * head)
+    return _apply_scores(reply, ordered, head)
+
+
+async def allm_rerank(
+    chat: ChatModel, question: str, ordered: list[Candidate], settings: RerankSettings
+) -> tuple[list[Candidate], dict[str, Any]]:
+    head = min(settings.llm_candidates, len(ordered))
+    reply = await chat.acomplete(
+        _rerank_prompt(question, ordered[:head]), max_tokens=40 + 16 * head
+    )
+    return _apply_scores(reply, ordered, head)
