@@ -1,4 +1,4 @@
-"""The facade: ``Tether(db=...)`` with ``add``, ``search``, ``retrieve`` and the document lifecycle."""
+"""The facade: ``Tether(db=...)``: add, search, retrieve and the document lifecycle."""
 
 from __future__ import annotations
 
@@ -228,9 +228,7 @@ class Tether:
     ) -> RetrievalResult:
         """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
         concurrently (``asyncio.gather``), and LLM calls through the async client."""
-        resolved = await asyncio.to_thread(
-            self._retrieval_scope, scope, session_id, workspace_id
-        )
+        resolved = await asyncio.to_thread(self._retrieval_scope, scope, session_id, workspace_id)
         return await self._pipeline.aretrieve(question, resolved, session_id)
 
     def _retrieval_scope(

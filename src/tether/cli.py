@@ -225,7 +225,10 @@ def context(
     """Build the cited context block an LLM would get for QUESTION (the whole pipeline)."""
     with _tether(db, config) as tether:
         result = tether.retrieve(
-            question, scope=scope, session_id=session, workspace_id=workspace  # type: ignore[arg-type]
+            question,
+            scope=scope,
+            session_id=session,
+            workspace_id=workspace,  # type: ignore[arg-type]
         )
     if as_json:
         _print_json(result.to_dict())

@@ -237,7 +237,9 @@ class Pipeline:
                     "definition": relevance_kind,
                     "min_relevance": rag.min_relevance,
                     "best": round(max((c.relevance for c in ranked), default=0.0), 4),
-                    "below_min": [c.hit.chunk_id for c in ranked if c.relevance < rag.min_relevance],
+                    "below_min": [
+                        c.hit.chunk_id for c in ranked if c.relevance < rag.min_relevance
+                    ],
                 },
                 context={
                     "tokens": context.tokens,
