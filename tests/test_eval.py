@@ -97,10 +97,16 @@ def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store (--db), so nothing is indexed or embedded twice."""
     monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
     db = str(tmp_path / "scifact.db")
-    result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--json"])
+    result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--pipeline", "--json"])
     assert result.exit_code == 0, result.output
     hybrid = json.loads(result.stdout)
     assert hybrid["method"] == "hybrid"
+    # The pipeline (decide, retrieve, heuristic rerank, context) loses nothing to the
+    # hybrid stage, and its context cites a relevant abstract for most claims.
+    pipeline = hybrid["pipeline"]
+    assert pipeline["ndcg@10"] >= hybrid["ndcg@10"] - 1e-9, hybrid
+    assert pipeline["context_recall"] >= 0.8, pipeline
+    assert pipeline["skipped"] == 0 and pipeline["mean_context_chunks"] <= 8, pipeline
     assert hybrid["queries"] == 300 and hybrid["documents"] == 5183
     assert hybrid["ndcg@10"] >= HYBRID_NDCG_BAR, hybrid
     assert hybrid["recall@100"] >= 0.95, hybrid
