@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
-#   make demo   create .venv, install tether, index examples/docs, run scoped searches
+#   make demo   create .venv, install tether, index examples/docs, run scoped searches and
+#               print the cited context an LLM would get
 #   make test   create .venv if needed, run the whole test suite (and ruff)
 PYTHON ?= python3.11
 VENV := .venv
@@ -15,7 +16,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,local,openai]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,local,openai,langgraph]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,6 +29,8 @@ demo: $(STAMP)
 	@$(BIN)/tether search --db $(DEMO_DB) "battery replacement under warranty" --scope workspace --workspace lumen --k 3
 	@echo; echo '$$ tether search "battery replacement under warranty" --scope global --k 3'
 	@$(BIN)/tether search --db $(DEMO_DB) "battery replacement under warranty" --scope global --k 3
+	@echo; echo '$$ tether context "how long is the battery covered by the warranty?" --scope session --session support-chat'
+	@$(BIN)/tether context --db $(DEMO_DB) "how long is the battery covered by the warranty?" --scope session --session support-chat
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests examples

@@ -22,6 +22,7 @@ from tether.errors import (
     IndexingFailed,
     IngestError,
     InvalidArgument,
+    LLMError,
     NotFound,
     SchemaVersionError,
     ScopeError,
@@ -33,15 +34,19 @@ from tether.errors import (
     WorkspaceNotFound,
 )
 from tether.ingest.indexer import ReembedReport, TextSource
+from tether.llm import ChatModel, OpenAIChat
 from tether.models import (
     GLOBAL_WORKSPACE,
+    Citation,
     Document,
     Hit,
     IndexResult,
+    RetrievalResult,
     Scope,
     Session,
     Workspace,
 )
+from tether.retrieve.decide import Decision
 from tether.retrieve.search import SearchResults
 from tether.settings import Settings
 
@@ -49,7 +54,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GLOBAL_WORKSPACE",
+    "ChatModel",
+    "Citation",
     "ConfigurationError",
+    "Decision",
     "Document",
     "DocumentNotFound",
     "Embedder",
@@ -61,10 +69,13 @@ __all__ = [
     "IndexingFailed",
     "IngestError",
     "InvalidArgument",
+    "LLMError",
     "LocalEmbedder",
     "NotFound",
+    "OpenAIChat",
     "OpenAIEmbedder",
     "ReembedReport",
+    "RetrievalResult",
     "SchemaVersionError",
     "Scope",
     "ScopeError",

@@ -14,6 +14,7 @@ from tether.ingest import Indexer
 from tether.ingest.indexer import PathSource, ReembedReport, TextSource
 from tether.llm import ChatModel, chat_from_settings
 from tether.models import Document, IndexResult, RetrievalResult, Scope, Session, Workspace
+from tether.retrieve.decide import Decision
 from tether.retrieve.pipeline import Pipeline
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
@@ -200,6 +201,7 @@ class Tether:
         scope: Scope | Literal["session", "workspace", "global"] | None = None,
         session_id: str | None = None,
         workspace_id: str | None = None,
+        decision: Decision | None = None,
     ) -> RetrievalResult:
         """Everything an LLM app needs before it answers ``question``: a bounded context
         block with numbered citations, or ``grounded=False`` with ``guidance``.
@@ -213,10 +215,11 @@ class Tether:
         ``rag.context_budget`` tokens. ``session_id`` also drives the session-recency
         factor of the rerank. Model failures degrade (see ``result.debug``), they do not
         raise; a question that is not text, empty or too long raises InvalidArgument,
-        and a scope naming an unknown session or workspace raises NotFound.
+        and a scope naming an unknown session or workspace raises NotFound. A
+        ``decision`` made earlier (:meth:`decide`) is used instead of deciding again.
         """
         resolved = self._retrieval_scope(scope, session_id, workspace_id)
-        return self._pipeline.retrieve(question, resolved, session_id)
+        return self._pipeline.retrieve(question, resolved, session_id, decision)
 
     async def aretrieve(
         self,
@@ -225,11 +228,21 @@ class Tether:
         scope: Scope | Literal["session", "workspace", "global"] | None = None,
         session_id: str | None = None,
         workspace_id: str | None = None,
+        decision: Decision | None = None,
     ) -> RetrievalResult:
         """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
         concurrently (``asyncio.gather``), and LLM calls through the async client."""
         resolved = await asyncio.to_thread(self._retrieval_scope, scope, session_id, workspace_id)
-        return await self._pipeline.aretrieve(question, resolved, session_id)
+        return await self._pipeline.aretrieve(question, resolved, session_id, decision)
+
+    def decide(self, message: str) -> Decision:
+        """Whether ``message`` needs retrieval, by ``rag.decide`` (the local classifier, or
+        the chat model with the classifier as fallback); ``rag.enabled = false`` always
+        says no. The first step of :meth:`retrieve`, for callers that route on it."""
+        return self._pipeline.decide(message)[0]
+
+    async def adecide(self, message: str) -> Decision:
+        return (await self._pipeline.adecide(message))[0]
 
     def _retrieval_scope(
         self, scope: Scope | str | None, session_id: str | None, workspace_id: str | None

@@ -108,21 +108,48 @@ class Pipeline:
     def close(self) -> None:
         self._loop.close()
 
-    def retrieve(self, question: str, scope: Scope, session_id: str | None) -> RetrievalResult:
-        _check_question(question)
-        parent = otel_context.get_current()
-        return self._loop.run(self._run(question, scope, session_id, parent))
-
-    async def aretrieve(
-        self, question: str, scope: Scope, session_id: str | None
+    def retrieve(
+        self,
+        question: str,
+        scope: Scope,
+        session_id: str | None,
+        decision: Decision | None = None,
     ) -> RetrievalResult:
         _check_question(question)
-        return await self._run(question, scope, session_id, otel_context.get_current())
+        parent = otel_context.get_current()
+        return self._loop.run(self._run(question, scope, session_id, parent, decision))
+
+    async def aretrieve(
+        self,
+        question: str,
+        scope: Scope,
+        session_id: str | None,
+        decision: Decision | None = None,
+    ) -> RetrievalResult:
+        _check_question(question)
+        parent = otel_context.get_current()
+        return await self._run(question, scope, session_id, parent, decision)
+
+    def decide(self, question: str) -> tuple[Decision, list[str]]:
+        """The decision alone, and its degradations (an LLM decision that fell back)."""
+        _check_question(question)
+        degradations: list[str] = []
+        return self._loop.run(self._decide(question, degradations)), degradations
+
+    async def adecide(self, question: str) -> tuple[Decision, list[str]]:
+        _check_question(question)
+        degradations: list[str] = []
+        return await self._decide(question, degradations), degradations
 
     # -- the coroutine both entry points run --------------------------------------------
 
     async def _run(
-        self, question: str, scope: Scope, session_id: str | None, parent: Any
+        self,
+        question: str,
+        scope: Scope,
+        session_id: str | None,
+        parent: Any,
+        decision: Decision | None,
     ) -> RetrievalResult:
         rag = self.settings.rag
         started = time.perf_counter()
@@ -134,7 +161,8 @@ class Pipeline:
             context=parent,
             attributes={"rag.scope.kind": scope.kind, "rag.scope.id": scope.id},
         ) as span:
-            decision = await self._decide(question, degradations)
+            if decision is None:
+                decision = await self._decide(question, degradations)
             timings["decide"] = _ms(started)
             debug["decision"] = decision.to_dict()
             if not decision.needed:

@@ -1,0 +1,446 @@
+"""LangGraph integration: a RAG subgraph that runs before the reply, and helpers around it.
+
+``build_rag_subgraph(tether)`` compiles a graph ``decide -> route -> global_rag_node |
+local_rag_node | skip_rag`` that a parent graph adds as one node before its response
+node. Inputs come from the runnable config (``config["configurable"]``):
+
+``session_id``         the chat session (required in ChatPDF mode)
+``workspace_id``       the workspace (for ``rag_scope = "workspace"``)
+``conversation_mode``  ``"chatpdf"`` routes to ``local_rag_node``; anything else is normal
+``rag_scope``          the scope of ``global_rag_node``: ``"global"`` (default) or
+                       ``"workspace"``
+
+and from the state: the question is ``state["question"]`` if set, else the last human
+message of ``state["messages"]``; ``active_pdf_document_id`` marks an open PDF.
+
+Routing: ChatPDF mode, an ``active_pdf_document_id``, or a PDF attached to the session
+runs ``local_rag_node`` (session scope, always the current ``session_id``); otherwise
+``global_rag_node`` (the ``GLOBAL`` library, or the configured workspace). Exactly one of
+them runs; when the decision says no retrieval is needed (or ``rag.enabled`` is off),
+``skip_rag`` runs instead. The nodes write only the ``rag_*`` fields of
+:class:`RagState`; nothing else in the state is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document as LCDocument
+from langchain_core.messages import SystemMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from pydantic import ConfigDict
+
+from tether._tether import Tether
+from tether.errors import ConfigurationError, ScopeError
+from tether.models import RetrievalResult, Scope
+from tether.retrieve.decide import Decision
+
+logger = logging.getLogger("tether.graph")
+
+RagUsed = Literal["global", "local", "none"]
+LOCAL_NODE = "local_rag_node"
+GLOBAL_NODE = "global_rag_node"
+SKIP_NODE = "skip_rag"
+
+
+class RagState(TypedDict, total=False):
+    """The state the RAG subgraph reads and writes. Extend it in your own graph's state
+    (``class ChatState(RagState): ...``); the subgraph writes only the ``rag_*`` keys."""
+
+    messages: list[Any]
+    question: str
+    active_pdf_document_id: str | None
+    rag_context: str
+    rag_citations: list[dict[str, Any]]
+    rag_grounded: bool
+    rag_used: RagUsed
+    rag_scope: dict[str, str] | None
+    rag_selected_chunk_ids: list[int]
+    rag_queries: list[str]
+    rag_debug: dict[str, Any]
+
+
+class RagOutput(TypedDict, total=False):
+    """What the subgraph hands back to its parent: the ``rag_*`` keys and nothing else."""
+
+    rag_context: str
+    rag_citations: list[dict[str, Any]]
+    rag_grounded: bool
+    rag_used: RagUsed
+    rag_scope: dict[str, str] | None
+    rag_selected_chunk_ids: list[int]
+    rag_queries: list[str]
+    rag_debug: dict[str, Any]
+
+
+class _Internal(RagState, total=False):
+    # Private to the subgraph: the decision and the route, between its nodes.
+    rag_route: str
+    rag_route_reason: str
+    rag_decision: dict[str, Any]
+
+
+def _require_langgraph() -> Any:
+    try:
+        import langgraph.graph as lg
+    except ImportError as exc:
+        raise ConfigurationError(
+            "tether.graph needs langgraph: pip install 'tether[langgraph]'"
+        ) from exc
+    return lg
+
+
+def question_from_state(state: dict[str, Any]) -> str:
+    """``state["question"]``, else the text of the last human/user message."""
+    question = state.get("question")
+    if isinstance(question, str) and question.strip():
+        return question
+    for message in reversed(state.get("messages") or []):
+        role = getattr(message, "type", None) or (
+            message.get("role") if isinstance(message, dict) else None
+        )
+        if role in ("human", "user"):
+            content = getattr(message, "content", None)
+            if content is None and isinstance(message, dict):
+                content = message.get("content")
+            text = _text_of(content)
+            if text.strip():
+                return text
+    raise ScopeError(
+        "the RAG subgraph found no question: set state['question'] or add a human message"
+    )
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal content blocks
+        return " ".join(
+            part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+        )
+    return "" if content is None else str(content)
+
+
+def _configurable(config: Any) -> dict[str, Any]:
+    return dict((config or {}).get("configurable") or {})
+
+
+def route(tether: Tether, state: dict[str, Any], config: Any) -> tuple[str, str]:
+    """``(node, reason)``: which RAG node runs for this turn, and why."""
+    conf = _configurable(config)
+    mode = conf.get("conversation_mode") or "normal"
+    session_id = conf.get("session_id")
+    active_pdf = state.get("active_pdf_document_id")
+    if mode == "chatpdf" or active_pdf:
+        if not session_id:
+            why = "conversation_mode=chatpdf" if mode == "chatpdf" else "an active PDF"
+            raise ScopeError(
+                f"{why} needs config['configurable']['session_id']: ChatPDF retrieval is"
+                " scoped to the session, and is never widened to a global search silently"
+            )
+        if mode == "chatpdf":
+            return LOCAL_NODE, f"mode=chatpdf -> {LOCAL_NODE}"
+        return LOCAL_NODE, f"active_pdf_document_id={active_pdf} -> {LOCAL_NODE}"
+    if session_id and any(
+        d.mime == "application/pdf" and d.status == "active"
+        for d in tether.documents(session_id=session_id)
+    ):
+        return LOCAL_NODE, f"mode={mode}, session has a PDF attached -> {LOCAL_NODE}"
+    return GLOBAL_NODE, f"mode={mode} -> {GLOBAL_NODE}"
+
+
+def _global_scope(config: Any) -> Scope:
+    conf = _configurable(config)
+    rag_scope = conf.get("rag_scope") or "global"
+    if rag_scope == "global":
+        return Scope.global_()
+    if rag_scope == "workspace":
+        workspace_id = conf.get("workspace_id")
+        if not workspace_id:
+            raise ScopeError("rag_scope='workspace' needs config['configurable']['workspace_id']")
+        return Scope.workspace(workspace_id)
+    raise ScopeError(f"rag_scope must be 'global' or 'workspace', not {rag_scope!r}")
+
+
+def _update(
+    result: RetrievalResult | None,
+    used: RagUsed,
+    scope: Scope | None,
+    debug: dict[str, Any],
+    question: str | None,
+) -> dict[str, Any]:
+    if result is None:
+        return {
+            "rag_context": "",
+            "rag_citations": [],
+            "rag_grounded": False,
+            "rag_used": used,
+            "rag_scope": scope.to_dict() if scope else None,
+            "rag_selected_chunk_ids": [],
+            "rag_queries": [question] if question else [],
+            "rag_debug": debug,
+        }
+    return {
+        "rag_context": result.context,
+        "rag_citations": [c.to_dict() for c in result.citations],
+        "rag_grounded": result.grounded,
+        "rag_used": used,
+        "rag_scope": result.scope.to_dict(),
+        "rag_selected_chunk_ids": list(result.selected_chunk_ids),
+        "rag_queries": list(result.queries),
+        "rag_debug": debug,
+    }
+
+
+def _summary(result: RetrievalResult, node: str, reason: str) -> dict[str, Any]:
+    d = result.debug
+    return {
+        "node": node,
+        "route_reason": reason,
+        "decision": d.get("decision"),
+        "candidates": d.get("candidates"),
+        "queries": [
+            {k: q.get(k) for k in ("index", "lexical", "vector", "ms")}
+            for q in d.get("queries", [])
+        ],
+        "timings_ms": d.get("timings_ms"),
+        "degradations": d.get("degradations", []),
+        "guidance": result.guidance,
+        "suggested_scope": result.suggested_scope,
+    }
+
+
+def _log(node: str, reason: str, config: Any, **fields: Any) -> None:
+    conf = _configurable(config)
+    logger.info(
+        "%s: %s",
+        node,
+        reason,
+        extra={
+            "rag_node": node,
+            "rag_reason": reason,
+            "session_id": conf.get("session_id"),
+            "workspace_id": conf.get("workspace_id"),
+            "conversation_mode": conf.get("conversation_mode") or "normal",
+            **{f"rag_{k}": v for k, v in fields.items()},
+        },
+    )
+
+
+def build_rag_subgraph(tether: Tether) -> Any:
+    """The compiled RAG subgraph for ``tether``. Add it to a parent graph as a node
+    (``builder.add_node("rag", build_rag_subgraph(t))``) and put it before the node that
+    generates the reply. It reads ``question``, ``messages`` and
+    ``active_pdf_document_id`` from the parent's state and returns only the ``rag_*``
+    keys (:class:`RagOutput`); the parent's state class should extend :class:`RagState`."""
+    lg = _require_langgraph()
+
+    def _routed(state: dict[str, Any], config: Any, decision: Decision, question: str) -> dict:
+        if decision.needed:
+            node, reason = route(tether, state, config)
+        elif not tether.settings.rag.enabled:
+            node, reason = SKIP_NODE, "rag disabled -> skipped"
+        else:
+            node, reason = SKIP_NODE, f"decision: {decision.reason} -> skipped"
+        return {
+            "rag_route": node,
+            "rag_route_reason": reason,
+            "rag_decision": {**decision.to_dict(), "_question": question},
+        }
+
+    def decide(state: dict[str, Any], config: Any) -> dict[str, Any]:
+        question = question_from_state(state)
+        return _routed(state, config, tether.decide(question), question)
+
+    async def adecide(state: dict[str, Any], config: Any) -> dict[str, Any]:
+        question = question_from_state(state)
+        return _routed(state, config, await tether.adecide(question), question)
+
+    def pick(state: dict[str, Any]) -> str:
+        return state["rag_route"]
+
+    def _plan(node: str, state: dict[str, Any], config: Any) -> tuple[Any, ...]:
+        decided = state["rag_decision"]
+        decision = Decision(
+            decided["needed"], decided["category"], decided["reason"], decided["by"]
+        )
+        session_id = _configurable(config).get("session_id")
+        if node == LOCAL_NODE:
+            return decided["_question"], decision, session_id, Scope.session(session_id), "local"
+        return decided["_question"], decision, session_id, _global_scope(config), "global"
+
+    def _done(
+        node: str, state: dict[str, Any], config: Any, result: RetrievalResult, used: RagUsed
+    ) -> dict[str, Any]:
+        reason = state["rag_route_reason"]
+        _log(
+            node,
+            reason,
+            config,
+            scope=result.scope.to_dict(),
+            grounded=result.grounded,
+            chunks=len(result.selected_chunk_ids),
+        )
+        return _update(result, used, result.scope, _summary(result, node, reason), None)
+
+    def rag_node(node: str) -> Any:
+        def sync(state: dict[str, Any], config: Any) -> dict[str, Any]:
+            question, decision, session_id, scope, used = _plan(node, state, config)
+            result = tether.retrieve(
+                question, scope=scope, session_id=session_id, decision=decision
+            )
+            return _done(node, state, config, result, used)
+
+        async def asynchronous(state: dict[str, Any], config: Any) -> dict[str, Any]:
+            question, decision, session_id, scope, used = _plan(node, state, config)
+            result = await tether.aretrieve(
+                question, scope=scope, session_id=session_id, decision=decision
+            )
+            return _done(node, state, config, result, used)
+
+        return RunnableLambda(sync, afunc=asynchronous, name=node)
+
+    def skip_rag(state: dict[str, Any], config: Any) -> dict[str, Any]:
+        reason = state["rag_route_reason"]
+        decided = state["rag_decision"]
+        _log(SKIP_NODE, reason, config)
+        debug = {
+            "node": SKIP_NODE,
+            "route_reason": reason,
+            "decision": {k: v for k, v in decided.items() if k != "_question"},
+        }
+        return _update(None, "none", None, debug, decided["_question"])
+
+    builder = lg.StateGraph(_Internal, input_schema=RagState, output_schema=RagOutput)
+    builder.add_node("decide", RunnableLambda(decide, afunc=adecide, name="decide"))
+    builder.add_node(LOCAL_NODE, rag_node(LOCAL_NODE))
+    builder.add_node(GLOBAL_NODE, rag_node(GLOBAL_NODE))
+    builder.add_node(SKIP_NODE, RunnableLambda(skip_rag, name=SKIP_NODE))
+    builder.add_edge(lg.START, "decide")
+    builder.add_conditional_edges("decide", pick, [LOCAL_NODE, GLOBAL_NODE, SKIP_NODE])
+    for node in (LOCAL_NODE, GLOBAL_NODE, SKIP_NODE):
+        builder.add_edge(node, lg.END)
+    return builder.compile(name="rag")
+
+
+# -- prompt helper ----------------------------------------------------------------------
+
+UNGROUNDED_NOTE = (
+    "No passage in the user's documents was found relevant to this question. Say so"
+    " plainly, do not present anything as coming from the documents, and suggest"
+    " {step}."
+)
+GROUNDED_NOTE = (
+    "Answer from the sources below when they cover the question, and cite them by their"
+    " numbers, like [1]. If they do not cover it, say so."
+)
+
+
+def rag_prompt_block(state: dict[str, Any], *, include_source: bool = False) -> str | None:
+    """The text :func:`with_rag_context` adds, or ``None`` when RAG did not run."""
+    used = state.get("rag_used")
+    if not used or used == "none":
+        return None
+    where = {"local": "this chat's documents", "global": "the shared library"}.get(used, used)
+    source = f" (searched: {where})" if include_source else ""
+    if state.get("rag_grounded") and state.get("rag_context"):
+        lines = [f"{GROUNDED_NOTE}{source}", "", "Sources:", state["rag_context"]]
+        return "\n".join(lines)
+    debug = state.get("rag_debug") or {}
+    step = {"workspace": "searching the whole workspace", "global": "searching the global library"}
+    hint = step.get(debug.get("suggested_scope") or "", "adding documents that cover it")
+    return UNGROUNDED_NOTE.format(step=hint) + source
+
+
+def with_rag_context(
+    messages_or_prompt: str | Sequence[Any], state: dict[str, Any], *, include_source: bool = False
+) -> Any:
+    """``messages_or_prompt`` with the turn's retrieval added.
+
+    A string prompt gets the block appended. A message list (LangChain messages or
+    ``{"role", "content"}`` dicts) gets it as a system message placed just before the
+    last human message, so the model reads the sources right before the question. With
+    ``rag_grounded`` false, the block is a short disclaimer and the next step instead of
+    sources; when RAG did not run (``rag_used`` "none" or absent) nothing changes.
+    ``include_source`` names where retrieval looked (``rag_used``)."""
+    block = rag_prompt_block(state, include_source=include_source)
+    if isinstance(messages_or_prompt, str):
+        return messages_or_prompt if block is None else f"{messages_or_prompt}\n\n{block}"
+    messages = list(messages_or_prompt)
+    if block is None:
+        return messages
+    uses_dicts = any(isinstance(m, dict) for m in messages) or not messages
+    if uses_dicts:
+        note: Any = {"role": "system", "content": block}
+    else:
+        note = SystemMessage(content=block)
+    at = len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        role = m.get("role") if isinstance(m, dict) else getattr(m, "type", None)
+        if role in ("human", "user"):
+            at = i
+            break
+    return [*messages[:at], note, *messages[at:]]
+
+
+# -- LangChain retriever ----------------------------------------------------------------
+
+
+class TetherRetriever(BaseRetriever):
+    """tether as a LangChain retriever, for LCEL chains: one Document per citation of
+    :meth:`Tether.retrieve` (the cited passage; ``metadata`` holds the citation label
+    and number, document id, title, section, page(s), chunk ids and relevance). An
+    ungrounded or skipped retrieval returns no documents."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    tether: Any
+    scope: Literal["session", "workspace", "global"] | None = None
+    session_id: str | None = None
+    workspace_id: str | None = None
+
+    def _documents(self, result: RetrievalResult) -> list[LCDocument]:
+        return [
+            LCDocument(
+                page_content=c.text,
+                metadata={k: v for k, v in c.to_dict().items() if k != "text"}
+                | {"citation": c.label, "grounded": result.grounded},
+            )
+            for c in result.citations
+        ]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[LCDocument]:
+        result = self.tether.retrieve(
+            query, scope=self.scope, session_id=self.session_id, workspace_id=self.workspace_id
+        )
+        return self._documents(result)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[LCDocument]:
+        result = await self.tether.aretrieve(
+            query, scope=self.scope, session_id=self.session_id, workspace_id=self.workspace_id
+        )
+        return self._documents(result)
+
+
+__all__ = [
+    "RagOutput",
+    "RagState",
+    "TetherRetriever",
+    "build_rag_subgraph",
+    "question_from_state",
+    "rag_prompt_block",
+    "route",
+    "with_rag_context",
+]
