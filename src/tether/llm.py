@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import re
+import weakref
 from abc import ABC, abstractmethod
 from typing import Any, TypeVar
 
@@ -80,7 +81,9 @@ class OpenAIChat(ChatModel):
         }
         self._client = openai.OpenAI(**options)
         self._options = options
-        self._async_clients: dict[int, Any] = {}
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIChat(model={self.model!r}, base_url={self.base_url!r})"
@@ -92,7 +95,7 @@ class OpenAIChat(ChatModel):
             response = self._client.chat.completions.create(
                 model=self.model, messages=messages, temperature=0, max_tokens=max_tokens
             )
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
             raise self._error(exc) from exc
         return self._text(response)
 
@@ -103,7 +106,7 @@ class OpenAIChat(ChatModel):
             response = await self._async_client().chat.completions.create(
                 model=self.model, messages=messages, temperature=0, max_tokens=max_tokens
             )
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
             raise self._error(exc) from exc
         return self._text(response)
 
@@ -111,7 +114,7 @@ class OpenAIChat(ChatModel):
         # An async HTTP client belongs to the event loop it was first used on.
         import openai
 
-        loop = id(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
             client = self._async_clients[loop] = openai.AsyncOpenAI(**self._options)
@@ -125,6 +128,8 @@ class OpenAIChat(ChatModel):
             return LLMError(f"{where}: no answer within {self.timeout:g}s", timeout=True)
         if isinstance(exc, openai.APIStatusError):
             return LLMError(f"{where}: HTTP {exc.status_code}: {exc.message}")
+        if isinstance(exc, ValueError):
+            return LLMError(f"{where}: malformed response ({exc})")
         return LLMError(f"{where}: {exc}")
 
     def _text(self, response: Any) -> str:
@@ -160,11 +165,13 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 
 
 def parse_json_reply(text: str, model: type[M]) -> M:
-    """The first JSON value in ``text`` (bare, fenced or inside prose) as ``model``.
-
-    Raises :class:`LLMError` naming what was wrong: no JSON, bad JSON, wrong shape."""
+    """The first JSON value in ``text`` (bare, fenced or inside prose) that is a valid
+    ``model``; prose around it, and other JSON before it (``see [1]: {...}``), are
+    skipped. Raises :class:`LLMError` naming what was wrong: no JSON, or the shape of
+    the first JSON value when none fits."""
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
+    first_error: ValidationError | None = None
     for candidate in candidates:
         for start, char in enumerate(candidate):
             if char not in "{[":
@@ -176,10 +183,12 @@ def parse_json_reply(text: str, model: type[M]) -> M:
             try:
                 return model.model_validate(value)
             except ValidationError as exc:
-                raise LLMError(
-                    f"the chat model's JSON does not match {model.__name__}:"
-                    f" {exc.errors()[0]['msg']} at {_loc(exc)}"
-                ) from exc
+                first_error = first_error or exc
+    if first_error is not None:
+        raise LLMError(
+            f"the chat model's JSON does not match {model.__name__}:"
+            f" {first_error.errors()[0]['msg']} at {_loc(first_error)}"
+        )
     raise LLMError(f"the chat model's reply holds no JSON: {text[:120]!r}")
 
 

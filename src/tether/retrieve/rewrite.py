@@ -32,7 +32,7 @@ class Rewrite:
 
 
 def _prompt(question: str, count: int) -> list[dict[str, str]]:
-    plural = "phrasing" if count == 1 else f"{count} different phrasings"
+    plural = "one other phrasing" if count == 1 else f"{count} different phrasings"
     return [
         {
             "role": "system",
