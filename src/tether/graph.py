@@ -23,6 +23,7 @@ them runs; when the decision says no retrieval is needed (or ``rag.enabled`` is 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
@@ -38,7 +39,7 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import ConfigDict
 
 from tether._tether import Tether
-from tether.errors import ConfigurationError, ScopeError
+from tether.errors import ConfigurationError, ScopeError, SessionNotFound
 from tether.models import RetrievalResult, Scope
 from tether.retrieve.decide import Decision
 
@@ -217,6 +218,28 @@ def _summary(result: RetrievalResult, node: str, reason: str) -> dict[str, Any]:
     }
 
 
+def _empty_session(question: str, scope: Scope, decision: Decision) -> RetrievalResult:
+    """A chat tether has not seen yet (nothing was ever indexed into it): not grounded,
+    with the same guidance as an empty session."""
+    return RetrievalResult(
+        question=question,
+        context="",
+        citations=(),
+        grounded=False,
+        guidance=(
+            "This chat has no documents yet. Search the whole workspace instead, or add a"
+            " document that covers this to the chat."
+        ),
+        suggested_scope="workspace",
+        retrieved=True,
+        queries=(question,),
+        scope=scope,
+        selected_chunk_ids=(),
+        debug={"decision": decision.to_dict(), "degradations": [],
+               "note": f"session {scope.id!r} is not known to tether: no documents"},
+    )  # fmt: skip
+
+
 def _log(node: str, reason: str, config: Any, **fields: Any) -> None:
     conf = _configurable(config)
     logger.info(
@@ -243,6 +266,7 @@ def build_rag_subgraph(tether: Tether) -> Any:
     lg = _require_langgraph()
 
     def _routed(state: dict[str, Any], config: Any, decision: Decision, question: str) -> dict:
+        _global_scope(config)  # a bad rag_scope is an error on every turn, not only some
         if decision.needed:
             node, reason = route(tether, state, config)
         elif not tether.settings.rag.enabled:
@@ -261,7 +285,9 @@ def build_rag_subgraph(tether: Tether) -> Any:
 
     async def adecide(state: dict[str, Any], config: Any) -> dict[str, Any]:
         question = question_from_state(state)
-        return _routed(state, config, await tether.adecide(question), question)
+        decision = await tether.adecide(question)
+        # Routing may look up the session's documents: keep SQLite off the event loop.
+        return await asyncio.to_thread(_routed, state, config, decision, question)
 
     def pick(state: dict[str, Any]) -> str:
         return state["rag_route"]
@@ -271,10 +297,12 @@ def build_rag_subgraph(tether: Tether) -> Any:
         decision = Decision(
             decided["needed"], decided["category"], decided["reason"], decided["by"]
         )
-        session_id = _configurable(config).get("session_id")
         if node == LOCAL_NODE:
+            session_id = _configurable(config)["session_id"]
             return decided["_question"], decision, session_id, Scope.session(session_id), "local"
-        return decided["_question"], decision, session_id, _global_scope(config), "global"
+        # The global library or a workspace: the chat session plays no part (and need
+        # not be known to tether yet).
+        return decided["_question"], decision, None, _global_scope(config), "global"
 
     def _done(
         node: str, state: dict[str, Any], config: Any, result: RetrievalResult, used: RagUsed
@@ -293,16 +321,22 @@ def build_rag_subgraph(tether: Tether) -> Any:
     def rag_node(node: str) -> Any:
         def sync(state: dict[str, Any], config: Any) -> dict[str, Any]:
             question, decision, session_id, scope, used = _plan(node, state, config)
-            result = tether.retrieve(
-                question, scope=scope, session_id=session_id, decision=decision
-            )
+            try:
+                result = tether.retrieve(
+                    question, scope=scope, session_id=session_id, decision=decision
+                )
+            except SessionNotFound:
+                result = _empty_session(question, scope, decision)
             return _done(node, state, config, result, used)
 
         async def asynchronous(state: dict[str, Any], config: Any) -> dict[str, Any]:
             question, decision, session_id, scope, used = _plan(node, state, config)
-            result = await tether.aretrieve(
-                question, scope=scope, session_id=session_id, decision=decision
-            )
+            try:
+                result = await tether.aretrieve(
+                    question, scope=scope, session_id=session_id, decision=decision
+                )
+            except SessionNotFound:
+                result = _empty_session(question, scope, decision)
             return _done(node, state, config, result, used)
 
         return RunnableLambda(sync, afunc=asynchronous, name=node)
@@ -348,7 +382,12 @@ def rag_prompt_block(state: dict[str, Any], *, include_source: bool = False) -> 
     used = state.get("rag_used")
     if not used or used == "none":
         return None
-    where = {"local": "this chat's documents", "global": "the shared library"}.get(used, used)
+    kind = (state.get("rag_scope") or {}).get("kind")
+    where = {
+        "session": "this chat's documents",
+        "workspace": "this workspace's documents",
+        "global": "the shared library",
+    }.get(kind or "", "this chat's documents" if used == "local" else "the shared library")
     source = f" (searched: {where})" if include_source else ""
     if state.get("rag_grounded") and state.get("rag_context"):
         lines = [f"{GROUNDED_NOTE}{source}", "", "Sources:", state["rag_context"]]

@@ -11,7 +11,8 @@ their best chunk's rank. The block looks like::
     [2] Support FAQ
     ...
 
-Token budget (``rag.context_budget``): a chunk's tokens are the count stored at index
+Headers show the title and section cut to 60 characters each. Token budget
+(``rag.context_budget``): a chunk's tokens are the count stored at index
 time with the embedding model's tokenizer (a part of a chunk counts its share of them,
 by characters); headers and chunks stored without a count are estimated at one token
 per 4 characters, rounded up (English text with a WordPiece or BPE tokenizer runs at 4
@@ -42,11 +43,20 @@ class Context:
     truncated: bool
 
 
+# Header parts are cut to this many characters, so that a header never eats the budget
+# (the smallest budget, 50 tokens, still holds a header and some text).
+HEADER_PART_CHARS = 60
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= HEADER_PART_CHARS else text[: HEADER_PART_CHARS - 1] + "…"
+
+
 def _header(number: int, group: list[Candidate]) -> str:
     first = group[0].hit
-    label = f"[{number}] {first.title}"
+    label = f"[{number}] {_cut(first.title)}"
     if first.section_title and first.section_title != first.title:
-        label += f" — {first.section_title}"
+        label += f" — {_cut(first.section_title)}"
     pages = sorted({c.hit.page for c in group if c.hit.page is not None})
     if pages:
         span = f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}-{pages[-1]}"

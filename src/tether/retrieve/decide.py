@@ -33,8 +33,20 @@ class Decision:
                 "by": self.by}  # fmt: skip
 
 
-_NAME = r"(?:\s+(?:there|all|everyone|everybody|folks|team|guys|tether|bot|friend))?"
+_NAME = r"(?:,?\s+(?:there|all|everyone|everybody|folks|team|guys|tether|bot|friend))?"
 _END = r"[\s!.,;:?~*^()\-\u2600-\u27bf\U0001f300-\U0001faff]*"  # punctuation, :) and emoji
+# What a reformatting request refers to, and what it asks for.
+_THAT = (
+    r"(?:this|that|it|the\s+above|your\s+(?:last\s+)?(?:answer|reply|response|message)"
+    r"|the\s+(?:last|previous)\s+(?:answer|reply|response|message))"
+)
+_FORMAT = (
+    r"(?:(?:as|in|into|to)\s+(?:a\s+|an\s+)?(?:[a-z]+\s+)?(?:table|list|numbered\s+list|bullet(?:ed)?"
+    r"\s+(?:points|list)|bullets|markdown|json|csv|yaml|html|plain\s+text|prose|paragraphs?"
+    r"|an?\s+email|email|summary|one\s+(?:sentence|paragraph)|english|german|french|spanish"
+    r"|italian|portuguese|dutch|polish|chinese|japanese|korean)"
+    r"|shorter|longer|simpler|clearer|more\s+\w+|less\s+\w+|formal|informal|casual)"
+)
 _PATTERNS: list[tuple[Category, re.Pattern[str]]] = [
     (
         "greeting",
@@ -63,23 +75,26 @@ _PATTERNS: list[tuple[Category, re.Pattern[str]]] = [
         ),
     ),
     (
+        # An operator that is not also a date or phone separator ("2024-01-15",
+        # "12/2024", "555-0199" are not sums), or an explicit "what is" / "calculate".
         "arithmetic",
         re.compile(
-            r"(?:(?:what\s+is|what's|calculate|compute|solve|evaluate)\s+)?"
-            r"[-+(]*\d[\d\s.,]*(?:\s*(?:[-+*/x×÷^%]|\*\*|plus|minus|times|divided\s+by)"
-            r"\s*[-+(]*\d[\d.,]*\)*)+\s*(?:=\s*\??)?" + _END
+            r"(?:(?:what\s+is|what's|calculate|compute|solve|evaluate)\s+"
+            r"[-+(]*\d[\d.,]*\)*(?:\s*(?:[-+*/x×÷^%]|\*\*|plus|minus|times|divided\s+by)"
+            r"\s*[-+(]*\d[\d.,]*\)*)+"
+            r"|[-+(]*\d[\d.,]*\)*(?:\s*(?:[-/]\s*[-+(]*\d[\d.,]*\)*\s*)?"
+            r"(?:[+*x×÷^%]|\*\*|\s(?:plus|minus|times|divided\s+by)\s|\s[-/]\s)"
+            r"\s*[-+(]*\d[\d.,]*\)*)+)"
+            r"\s*(?:=\s*\??)?" + _END
         ),
     ),
     (
         "formatting",
         re.compile(
             r"(?:(?:can|could|would)\s+you\s+|please\s+)?"
-            r"(?:re-?format|format|re-?write|rephrase|shorten|lengthen|expand|simplify|summari[sz]e"
-            r"|translate|turn|convert|put|make|fix|correct|proofread)\s+"
-            r"(?:this|that|it|the\s+above|your\s+(?:last\s+)?(?:answer|reply|response|message)"
-            r"|the\s+(?:last|previous)\s+(?:answer|reply|response|message))"
-            r"(?:\s+(?:as|in|into|to|shorter|longer|simpler|more\s+\w+|less\s+\w+)"
-            r"(?:\s+(?:a|an|the))?(?:\s+[\w-]+){0,3})?"
+            r"(?:(?:re-?format|format|re-?write|rephrase|shorten|lengthen|expand|simplify"
+            r"|summari[sz]e|translate|proofread)\s+" + _THAT + r"(?:\s+" + _FORMAT + r")?"
+            r"|(?:make|turn|convert|put)\s+" + _THAT + r"\s+" + _FORMAT + r")"
             r"(?:\s*,?\s*please)?" + _END
         ),
     ),

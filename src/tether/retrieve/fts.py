@@ -11,6 +11,7 @@ and brackets in the input are thereby plain text, never syntax.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from tether.ingest.text import normalize_text
 
@@ -74,3 +75,36 @@ def _terms(text: str) -> list[tuple[str, str]]:
 
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
+
+
+def term_coverage(question: str, text: str) -> float:
+    """The share (0..1) of the question's search terms that occur in ``text``.
+
+    Terms are cut as for search (stopwords dropped unless the question has nothing
+    else), compared case-folded, without diacritics and lightly stemmed (plural -s/-es/
+    -ies, -ing, -ed), as FTS5's porter tokenizer would match them. Every term of
+    ``text`` counts, however long it is."""
+    wanted = {_stem(key) for key in query_terms(question)}
+    if not wanted:
+        return 0.0
+    found = {_stem(t.casefold()) for t in _TERM.findall(normalize_text(text))}
+    return len(wanted & found) / len(wanted)
+
+
+def _stem(term: str) -> str:
+    term = "".join(c for c in unicodedata.normalize("NFKD", term) if not unicodedata.combining(c))
+    for suffix, replacement, shortest in (
+        ("ies", "y", 2),
+        ("sses", "ss", 2),
+        ("ing", "", 3),
+        ("ed", "", 3),
+        ("es", "", 3),
+        ("s", "", 3),
+    ):
+        if term.endswith(suffix) and len(term) - len(suffix) >= shortest:
+            if suffix == "s" and term.endswith(("ss", "us", "is")):
+                continue
+            if suffix == "es" and not term.endswith(("ches", "shes", "xes", "zes", "sses")):
+                continue
+            return term[: len(term) - len(suffix)] + replacement
+    return term

@@ -41,7 +41,7 @@ from tether.llm import ChatModel
 from tether.models import RetrievalResult, Scope, ScopeKind
 from tether.retrieve.context import build_context
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
-from tether.retrieve.fts import query_terms
+from tether.retrieve.fts import term_coverage
 from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
 from tether.retrieve.rewrite import Rewrite, arewrite_query
@@ -370,7 +370,6 @@ class Pipeline:
         cosines: dict[int, float] = {}
         if question_vector is not None and self.searcher.vectors is not None:
             cosines = self.searcher.vectors.cosines(question_vector, [cid for cid, _ in top])
-        terms = set(query_terms(question))
         candidates = []
         for chunk_id, fused in top:
             if chunk_id not in rows:
@@ -379,8 +378,7 @@ class Pipeline:
             if chunk_id in cosines:
                 relevance = max(0.0, min(1.0, cosines[chunk_id]))
             else:
-                found = set(query_terms(hit.text)) if terms else set()
-                relevance = len(terms & found) / len(terms) if terms else 0.0
+                relevance = term_coverage(question, hit.text)
             candidates.append(
                 Candidate(
                     hit=hit,
