@@ -64,7 +64,7 @@ Charge the battery to eighty percent for storage and keep it away from heat.
 """
 
 RESULT_KEYS = {
-    "question", "context", "citations", "grounded", "guidance", "suggested_scope",
+    "retrieval_id", "question", "context", "citations", "grounded", "guidance", "suggested_scope",
     "retrieved", "queries", "scope", "selected_chunk_ids", "debug",
 }  # fmt: skip
 CITATION_KEYS = {

@@ -13,9 +13,17 @@ from tether.errors import IndexingFailed, InvalidArgument
 from tether.ingest import Indexer
 from tether.ingest.indexer import PathSource, ReembedReport, TextSource
 from tether.llm import ChatModel, chat_from_settings
-from tether.models import Document, IndexResult, RetrievalResult, Scope, Session, Workspace
+from tether.models import (
+    Document,
+    Filters,
+    IndexResult,
+    RetrievalResult,
+    Scope,
+    Session,
+    Workspace,
+)
 from tether.retrieve.decide import Decision
-from tether.retrieve.pipeline import Pipeline
+from tether.retrieve.pipeline import Pipeline, Request
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
 from tether.store import Database, Repository, StoredChunk
@@ -71,6 +79,7 @@ class Tether:
             self.settings.rag,
             embedder,
             embeddings_unavailable=self.embeddings_unavailable,
+            policy=self.settings.policy,
         )
         self.chat_unavailable: str | None = None
         if chat is None:
@@ -202,6 +211,10 @@ class Tether:
         session_id: str | None = None,
         workspace_id: str | None = None,
         decision: Decision | None = None,
+        filters: Filters | None = None,
+        max_chunks: int | None = None,
+        min_relevance: float | None = None,
+        timeout: float | None = None,
     ) -> RetrievalResult:
         """Everything an LLM app needs before it answers ``question``: a bounded context
         block with numbered citations, or ``grounded=False`` with ``guidance``.
@@ -217,9 +230,16 @@ class Tether:
         raise; a question that is not text, empty or too long raises InvalidArgument,
         and a scope naming an unknown session or workspace raises NotFound. A
         ``decision`` made earlier (:meth:`decide`) is used instead of deciding again.
+        ``filters`` narrow the scope by tags (in SQL); ``max_chunks`` and
+        ``min_relevance`` override the settings for this call; ``timeout`` (seconds)
+        bounds the whole retrieval (:class:`RetrievalTimeout` past it). Every call is
+        recorded in the audit log (``policy.audit``) under ``result.retrieval_id``.
         """
-        resolved = self._retrieval_scope(scope, session_id, workspace_id)
-        return self._pipeline.retrieve(question, resolved, session_id, decision)
+        request = self._request(
+            question, scope, session_id, workspace_id, decision, filters, max_chunks,
+            min_relevance, timeout,
+        )  # fmt: skip
+        return self._pipeline.retrieve(request)
 
     async def aretrieve(
         self,
@@ -229,11 +249,57 @@ class Tether:
         session_id: str | None = None,
         workspace_id: str | None = None,
         decision: Decision | None = None,
+        filters: Filters | None = None,
+        max_chunks: int | None = None,
+        min_relevance: float | None = None,
+        timeout: float | None = None,
     ) -> RetrievalResult:
         """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
         concurrently (``asyncio.gather``), and LLM calls through the async client."""
-        resolved = await asyncio.to_thread(self._retrieval_scope, scope, session_id, workspace_id)
-        return await self._pipeline.aretrieve(question, resolved, session_id, decision)
+        request = await asyncio.to_thread(
+            self._request, question, scope, session_id, workspace_id, decision, filters,
+            max_chunks, min_relevance, timeout,
+        )  # fmt: skip
+        return await self._pipeline.aretrieve(request)
+
+    def _request(
+        self,
+        question: str,
+        scope: Scope | str | None,
+        session_id: str | None,
+        workspace_id: str | None,
+        decision: Decision | None,
+        filters: Filters | None,
+        max_chunks: int | None,
+        min_relevance: float | None,
+        timeout: float | None,
+        *,
+        guarded: bool = False,
+    ) -> Request:
+        if filters is not None and not isinstance(filters, Filters):
+            raise InvalidArgument(f"filters must be a tether.Filters, not {type(filters).__name__}")
+        if max_chunks is not None and (
+            isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1
+        ):
+            raise InvalidArgument(f"max_chunks must be a positive integer, not {max_chunks!r}")
+        if min_relevance is not None and not (
+            isinstance(min_relevance, int | float) and 0.0 <= min_relevance <= 1.0
+        ):
+            raise InvalidArgument(f"min_relevance must be between 0 and 1, not {min_relevance!r}")
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise InvalidArgument(f"timeout must be a positive number of seconds, not {timeout!r}")
+        resolved = self._retrieval_scope(scope, session_id, workspace_id)
+        return Request(
+            question=question,
+            scope=resolved,
+            session_id=session_id,
+            decision=decision,
+            filters=filters,
+            max_chunks=max_chunks,
+            min_relevance=min_relevance,
+            timeout=timeout,
+            guarded=guarded,
+        )
 
     def decide(self, message: str) -> Decision:
         """Whether ``message`` needs retrieval, by ``rag.decide`` (the local classifier, or

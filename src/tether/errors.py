@@ -13,11 +13,15 @@
     ├── EmbeddingError            a provider failed to embed (``retryable`` says if worth retrying)
     │   └── EmbeddingsUnavailable no model installed, no API key: nothing to embed with
     ├── LLMError                  a chat model call failed, timed out or answered nonsense
+    ├── RetrievalTimeout          a retrieval ran past its time budget
     └── IngestError               one source could not be indexed; names the source
         ├── UnsupportedFileType
         ├── UnreadableFile
         ├── EmptyDocument
+        ├── InvalidTag            a missing or invalid tag; ``.field`` names it
         └── IndexingFailed        a batch finished, some sources failed (``.results`` has all)
+    GenerationBlocked             (also TetherError) a guarded generation may not run:
+                                  nothing relevant, a timeout or an error; ``.advisory`` says why
 
 Every message says what was wrong and what to do about it.
 """
@@ -152,3 +156,41 @@ class LLMError(TetherError):
     def __init__(self, message: str, *, timeout: bool = False) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+class InvalidTag(IngestError):
+    """A document's tag is missing (when the policy requires tags) or invalid."""
+
+    def __init__(self, source: str, field: str, problem: str) -> None:
+        super().__init__(source, f"tag {field!r}: {problem}")
+        self.field = field
+
+
+class GenerationBlocked(TetherError):
+    """Retrieval did not ground the generation, so it must not run.
+
+    ``reason`` is ``"no_results"``, ``"timeout"`` or ``"error"``; ``advisory`` is the
+    next step in words (widen the scope, add or verify documents, retry); ``result`` is
+    the retrieval when there was one; ``retrieval_id`` ties it to the audit log."""
+
+    def __init__(
+        self,
+        reason: str,
+        advisory: str,
+        *,
+        result: Any = None,
+        retrieval_id: str | None = None,
+    ) -> None:
+        super().__init__(f"generation blocked ({reason}): {advisory}")
+        self.reason = reason
+        self.advisory = advisory
+        self.result = result
+        self.retrieval_id = retrieval_id
+
+
+class RetrievalTimeout(TetherError):
+    """A retrieval ran longer than the time budget it was given."""
+
+    def __init__(self, message: str, *, retrieval_id: str | None = None) -> None:
+        super().__init__(message)
+        self.retrieval_id = retrieval_id

@@ -222,6 +222,7 @@ def _empty_session(question: str, scope: Scope, decision: Decision) -> Retrieval
     """A chat tether has not seen yet (nothing was ever indexed into it): not grounded,
     with the same guidance as an empty session."""
     return RetrievalResult(
+        retrieval_id="",
         question=question,
         context="",
         citations=(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether.errors import ScopeError
+from tether.errors import InvalidArgument, ScopeError
 
 GLOBAL_WORKSPACE = "GLOBAL"
 
@@ -91,6 +91,72 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Tags:
+    """A document's governance tags (every chunk inherits them).
+
+    ``project_id`` (``None`` for global knowledge), ``domain`` (one of
+    ``policy.domains``), ``source_type`` (``policy | guide | log | link | contract``),
+    ``last_verified`` (ISO-8601 date or time) and ``version``. Build from a dict with
+    :func:`tether.policy.validate_tags`, which checks every field against the policy."""
+
+    domain: str | None = None
+    source_type: str | None = None
+    last_verified: str | None = None
+    version: str | None = None
+    project_id: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "project_id": self.project_id,
+            "domain": self.domain,
+            "source_type": self.source_type,
+            "last_verified": self.last_verified,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Tag filters, applied in SQL like scopes: a chunk passes when its document's tag
+    is one of the listed values (``None``: no filter on that tag). ``project_ids`` may
+    hold ``None`` to mean "global knowledge" (documents without a project)."""
+
+    domains: tuple[str, ...] | None = None
+    project_ids: tuple[str | None, ...] | None = None
+    source_types: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("domains", "project_ids", "source_types"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, str) or not isinstance(value, tuple | list | set | frozenset):
+                raise InvalidArgument(f"Filters.{name} must be a tuple of values, not {value!r}")
+            items = tuple(value)
+            allowed = (str, type(None)) if name == "project_ids" else (str,)
+            if not items or not all(isinstance(v, allowed) for v in items):
+                raise InvalidArgument(f"Filters.{name} must be a non-empty tuple of strings")
+            object.__setattr__(self, name, items)
+
+    def to_dict(self) -> dict[str, list[str | None] | None]:
+        return {
+            "domains": list(self.domains) if self.domains is not None else None,
+            "project_ids": list(self.project_ids) if self.project_ids is not None else None,
+            "source_types": list(self.source_types) if self.source_types is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class Exclusions:
+    """The policy's exclusions, as SQL sees them (built by the searcher from settings):
+    logs last verified (or indexed) before ``log_cutoff``, and web documents never
+    verified. Drafts and unapproved submissions are excluded by status, always."""
+
+    log_cutoff: str | None = None
+    unverified_urls: bool = True
+
+
+@dataclass(frozen=True)
 class Document:
     id: str
     workspace_id: str
@@ -106,6 +172,7 @@ class Document:
     chunk_count: int = 0
     session_ids: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+    tags: Tags | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +190,7 @@ class Document:
             "chunk_count": self.chunk_count,
             "session_ids": list(self.session_ids),
             "metadata": self.metadata,
+            "tags": self.tags.to_dict() if self.tags else None,
         }
 
 
@@ -245,9 +313,11 @@ class RetrievalResult:
     scope to try (``None`` when the only step left is adding documents). ``retrieved``
     is false when the decision skipped retrieval (``debug["decision"]`` says why).
     ``queries`` is the original question first, then any rewrites; ``selected_chunk_ids``
-    are the context's chunks, best first.
+    are the context's chunks, best first. ``retrieval_id`` names this retrieval in the
+    audit log (``rag_retrieval_log``).
     """
 
+    retrieval_id: str = field(compare=False)
     question: str
     context: str
     citations: tuple[Citation, ...]
@@ -262,6 +332,7 @@ class RetrievalResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "retrieval_id": self.retrieval_id,
             "question": self.question,
             "context": self.context,
             "citations": [c.to_dict() for c in self.citations],

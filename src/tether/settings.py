@@ -151,6 +151,56 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(1, ge=0, le=10, description="retries with backoff (the SDK's)")
 
 
+SOURCE_TYPES = ("policy", "guide", "log", "link", "contract")
+
+
+class PolicySettings(BaseModel):
+    """The ``[policy]`` section: tags, source priorities and exclusions, agent limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    require_tags: bool = Field(
+        False, description="every document must carry domain, source_type, last_verified, version"
+    )
+    domains: list[str] = Field(
+        default_factory=lambda: ["freshdesk-ai", "help-nearby", "futurehub", "global"],
+        min_length=1,
+        description="the allowed values of the domain tag",
+    )
+    # Source priority, -1..1, applied by the rerank (x rag.rerank.priority_weight):
+    # authoritative documents highest, project knowledge bases high, curated links medium.
+    priorities: dict[str, float] = Field(
+        default_factory=lambda: {
+            "policy": 1.0, "contract": 1.0, "guide": 0.6, "link": 0.3, "log": 0.0,
+        }
+    )  # fmt: skip
+    log_retention_days: int = Field(
+        90, ge=1, description="logs last verified (or indexed) longer ago are excluded"
+    )
+    exclude_unverified_urls: bool = Field(
+        True, description="exclude web documents (http/https sources) with no last_verified"
+    )
+    # Agent guard rails (require_grounding): at most this many chunks, each at least this
+    # relevant (question-chunk cosine), within this many seconds for the whole retrieval.
+    max_chunks: int = Field(10, ge=1, le=10)
+    min_relevance: float = Field(0.35, ge=0.0, le=1.0, allow_inf_nan=False)
+    timeout: float = Field(10.0, gt=0, description="seconds for a whole guarded retrieval")
+    audit: bool = Field(True, description="append every retrieval to rag_retrieval_log")
+
+    @model_validator(mode="after")
+    def _known_source_types(self) -> PolicySettings:
+        unknown = set(self.priorities) - set(SOURCE_TYPES)
+        if unknown:
+            raise ValueError(
+                f"priorities names unknown source types {sorted(unknown)};"
+                f" use {', '.join(SOURCE_TYPES)}"
+            )
+        bad = {k: v for k, v in self.priorities.items() if not -1.0 <= v <= 1.0}
+        if bad:
+            raise ValueError(f"priorities must be between -1 and 1: {bad}")
+        return self
+
+
 class Settings(BaseSettings):
     """All of tether's configuration. Build it with :meth:`load` to read TOML and env."""
 
@@ -164,6 +214,7 @@ class Settings(BaseSettings):
     db: str = DEFAULT_DB
     rag: RagSettings = Field(default_factory=RagSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
 
     @classmethod
     def settings_customise_sources(

@@ -29,16 +29,18 @@ import concurrent.futures
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from tether.embed import Embedder
-from tether.errors import EmbeddingError, InvalidArgument, LLMError
+from tether.errors import EmbeddingError, InvalidArgument, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
-from tether.models import RetrievalResult, Scope, ScopeKind
+from tether.models import Exclusions, Filters, RetrievalResult, Scope, ScopeKind
 from tether.retrieve.context import build_context
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.fts import term_coverage
@@ -46,8 +48,10 @@ from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
 from tether.retrieve.rewrite import Rewrite, arewrite_query
 from tether.retrieve.search import Searcher
+from tether.sanitize import sanitize_query
 from tether.settings import Settings
 from tether.store import Repository
+from tether.store.repository import utcnow
 
 logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
@@ -87,6 +91,22 @@ class _LoopThread:
             loop.call_soon_threadsafe(loop.stop)
 
 
+@dataclass(frozen=True)
+class Request:
+    """One retrieval: the question and where to look, plus per-call limits (``None``:
+    the settings') and whether a guard will block on an ungrounded result."""
+
+    question: str
+    scope: Scope
+    session_id: str | None = None
+    decision: Decision | None = None
+    filters: Filters | None = None
+    max_chunks: int | None = None
+    min_relevance: float | None = None
+    timeout: float | None = None
+    guarded: bool = False
+
+
 class Pipeline:
     def __init__(
         self,
@@ -108,27 +128,14 @@ class Pipeline:
     def close(self) -> None:
         self._loop.close()
 
-    def retrieve(
-        self,
-        question: str,
-        scope: Scope,
-        session_id: str | None,
-        decision: Decision | None = None,
-    ) -> RetrievalResult:
-        _check_question(question)
+    def retrieve(self, request: Request) -> RetrievalResult:
+        _check_question(request.question)
         parent = otel_context.get_current()
-        return self._loop.run(self._run(question, scope, session_id, parent, decision))
+        return self._loop.run(self._audited(request, parent))
 
-    async def aretrieve(
-        self,
-        question: str,
-        scope: Scope,
-        session_id: str | None,
-        decision: Decision | None = None,
-    ) -> RetrievalResult:
-        _check_question(question)
-        parent = otel_context.get_current()
-        return await self._run(question, scope, session_id, parent, decision)
+    async def aretrieve(self, request: Request) -> RetrievalResult:
+        _check_question(request.question)
+        return await self._audited(request, otel_context.get_current())
 
     def decide(self, question: str) -> tuple[Decision, list[str]]:
         """The decision alone, and its degradations (an LLM decision that fell back)."""
@@ -143,19 +150,79 @@ class Pipeline:
 
     # -- the coroutine both entry points run --------------------------------------------
 
-    async def _run(
+    async def _audited(self, request: Request, parent: Any) -> RetrievalResult:
+        """:meth:`_run` within the request's time budget, with one audit row per call."""
+        retrieval_id = uuid.uuid4().hex
+        try:
+            if request.timeout is None:
+                result = await self._run(request, parent, retrieval_id)
+            else:
+                result = await asyncio.wait_for(
+                    self._run(request, parent, retrieval_id), request.timeout
+                )
+        except TimeoutError:
+            message = f"retrieval took longer than its {request.timeout:g}s budget"
+            logger.error("%s (retrieval %s)", message, retrieval_id)
+            await self._audit(request, retrieval_id, None, "blocked" if request.guarded else
+                              "error", f"timeout: {message}")  # fmt: skip
+            raise RetrievalTimeout(message, retrieval_id=retrieval_id) from None
+        except Exception as exc:
+            await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
+            raise
+        if not result.retrieved:
+            outcome, reason = "skipped", result.debug["decision"]["reason"]
+        elif result.grounded:
+            outcome, reason = "grounded", None
+        else:
+            outcome = "blocked" if request.guarded else "ungrounded"
+            reason = "no chunk above min_relevance" if result.debug.get("candidates", {}).get(
+                "reranked") else "no results"  # fmt: skip
+        await self._audit(request, retrieval_id, result, outcome, reason)
+        return result
+
+    async def _audit(
         self,
-        question: str,
-        scope: Scope,
-        session_id: str | None,
-        parent: Any,
-        decision: Decision | None,
-    ) -> RetrievalResult:
+        request: Request,
+        retrieval_id: str,
+        result: RetrievalResult | None,
+        outcome: str,
+        reason: str | None,
+    ) -> None:
+        if not self.settings.policy.audit:
+            return
+        entry = {
+            "retrieval_id": retrieval_id,
+            "created_at": utcnow(),
+            "query": sanitize_query(request.question),
+            "scope": request.scope.to_dict(),
+            "filters": request.filters.to_dict() if request.filters else {},
+            "chunk_ids": list(result.selected_chunk_ids) if result else [],
+            "document_ids": sorted({c.document_id for c in result.citations}) if result else [],
+            "outcome": outcome,
+            "reason": reason,
+        }
+        try:
+            await asyncio.to_thread(self.repo.log_retrieval, entry)
+        except Exception:  # the audit must not turn an answer into a failure, but is loud
+            logger.exception("could not write the audit row of retrieval %s", retrieval_id)
+
+    async def _run(self, request: Request, parent: Any, retrieval_id: str) -> RetrievalResult:
+        question, scope, session_id = request.question, request.scope, request.session_id
+        decision = request.decision
         rag = self.settings.rag
+        max_chunks = request.max_chunks or rag.max_chunks
+        min_relevance = (
+            request.min_relevance if request.min_relevance is not None else rag.min_relevance
+        )
         started = time.perf_counter()
         timings: dict[str, float] = {}
         degradations: list[str] = []
-        debug: dict[str, Any] = {"scope": scope.to_dict(), "degradations": degradations}
+        debug: dict[str, Any] = {
+            "retrieval_id": retrieval_id,
+            "scope": scope.to_dict(),
+            "filters": request.filters.to_dict() if request.filters else None,
+            "degradations": degradations,
+        }
         with tracer.start_as_current_span(
             "rag.retrieve",
             context=parent,
@@ -170,7 +237,7 @@ class Pipeline:
                 timings["total"] = _ms(started)
                 debug["timings_ms"] = timings
                 logger.debug("retrieval skipped: %s", decision.reason)
-                return _skipped(question, scope, debug)
+                return _skipped(question, scope, debug, retrieval_id)
 
             queries = [question]
             if rag.enable_query_rewrite:
@@ -190,8 +257,12 @@ class Pipeline:
             span.set_attribute("rag.queries", len(queries))
 
             t0 = time.perf_counter()
+            exclusions = self.searcher.exclusions()
             per_query = await asyncio.gather(
-                *(self._retrieve_one(i, q, scope) for i, q in enumerate(queries))
+                *(
+                    self._retrieve_one(i, q, scope, request.filters, exclusions)
+                    for i, q in enumerate(queries)
+                )
             )
             timings["retrieve"] = _ms(t0)
             for item in per_query:
@@ -236,10 +307,8 @@ class Pipeline:
 
             t0 = time.perf_counter()
             with tracer.start_as_current_span("build_context") as context_span:
-                relevant = [c for c in ranked if c.relevance >= rag.min_relevance]
-                context = build_context(
-                    relevant, max_chunks=rag.max_chunks, budget=rag.context_budget
-                )
+                relevant = [c for c in ranked if c.relevance >= min_relevance]
+                context = build_context(relevant, max_chunks=max_chunks, budget=rag.context_budget)
                 context_span.set_attribute("rag.context.chunks", len(context.chunk_ids))
                 context_span.set_attribute("rag.context.tokens", context.tokens)
             timings["context"] = _ms(t0)
@@ -263,22 +332,21 @@ class Pipeline:
                 ranked=[[c.hit.chunk_id, c.hit.document_id] for c in ranked],
                 relevance={
                     "definition": relevance_kind,
-                    "min_relevance": rag.min_relevance,
+                    "min_relevance": min_relevance,
                     "best": round(max((c.relevance for c in ranked), default=0.0), 4),
-                    "below_min": [
-                        c.hit.chunk_id for c in ranked if c.relevance < rag.min_relevance
-                    ],
+                    "below_min": [c.hit.chunk_id for c in ranked if c.relevance < min_relevance],
                 },
                 context={
                     "tokens": context.tokens,
                     "budget": rag.context_budget,
-                    "max_chunks": rag.max_chunks,
+                    "max_chunks": max_chunks,
                     "skipped_for_budget": list(context.skipped_for_budget),
                     "truncated": context.truncated,
                 },
                 timings_ms=timings,
             )
             return RetrievalResult(
+                retrieval_id=retrieval_id,
                 question=question,
                 context=context.text,
                 citations=context.citations,
@@ -318,13 +386,27 @@ class Pipeline:
             )
         return await arewrite_query(self.chat, question, self.settings.rag.rewrite_count)
 
-    async def _retrieve_one(self, index: int, query: str, scope: Scope) -> dict[str, Any]:
+    async def _retrieve_one(
+        self,
+        index: int,
+        query: str,
+        scope: Scope,
+        filters: Filters | None,
+        exclusions: Exclusions,
+    ) -> dict[str, Any]:
         rag = self.settings.rag
         with tracer.start_as_current_span("retrieve", attributes={"rag.query_index": index}) as sp:
             t0 = time.perf_counter()
             lexical, (vector_hits, vector, problem) = await asyncio.gather(
-                asyncio.to_thread(self.searcher.lexical_candidates, query, scope, rag.k_lexical),
-                asyncio.to_thread(self._vector_side, query, scope),
+                asyncio.to_thread(
+                    self.searcher.lexical_candidates,
+                    query,
+                    scope,
+                    rag.k_lexical,
+                    filters,
+                    exclusions,
+                ),
+                asyncio.to_thread(self._vector_side, query, scope, filters, exclusions),
             )
             fusion: dict[str, Any] | None = None
             if vector is None:
@@ -346,7 +428,7 @@ class Pipeline:
         }
 
     def _vector_side(
-        self, query: str, scope: Scope
+        self, query: str, scope: Scope, filters: Filters | None, exclusions: Exclusions
     ) -> tuple[list[tuple[int, float]], Any, str | None]:
         searcher = self.searcher
         if searcher.embedder is None or searcher.vectors is None:
@@ -357,7 +439,10 @@ class Pipeline:
         except EmbeddingError as exc:
             logger.warning("query embedding failed, lexical only: %s", exc)
             return [], None, f"query embedding failed, lexical only: {exc}"
-        return searcher.vectors.search(scope, vector, self.settings.rag.k_vector), vector, None
+        found = searcher.vectors.search(
+            scope, vector, self.settings.rag.k_vector, filters, exclusions
+        )
+        return found, vector, None
 
     def _candidates(
         self,
@@ -374,7 +459,7 @@ class Pipeline:
         for chunk_id, fused in top:
             if chunk_id not in rows:
                 continue  # deleted since the search
-            hit, token_count, metadata, recency = rows[chunk_id]
+            hit, token_count, metadata, recency, source_type = rows[chunk_id]
             if chunk_id in cosines:
                 relevance = max(0.0, min(1.0, cosines[chunk_id]))
             else:
@@ -384,7 +469,9 @@ class Pipeline:
                     hit=hit,
                     fused=fused,
                     relevance=relevance,
-                    priority=metadata_priority(metadata),
+                    priority=metadata_priority(
+                        metadata, self.settings.policy.priorities.get(source_type or "", 0.0)
+                    ),
                     recency=recency,
                     token_count=token_count,
                 )
@@ -458,8 +545,11 @@ def _check_question(question: object) -> None:
         )
 
 
-def _skipped(question: str, scope: Scope, debug: dict[str, Any]) -> RetrievalResult:
+def _skipped(
+    question: str, scope: Scope, debug: dict[str, Any], retrieval_id: str
+) -> RetrievalResult:
     return RetrievalResult(
+        retrieval_id=retrieval_id,
         question=question,
         context="",
         citations=(),

@@ -57,10 +57,12 @@ class Candidate:
     score: float = 0.0  # after reranking
 
 
-def metadata_priority(metadata: dict[str, Any] | None) -> float:
-    value = (metadata or {}).get("priority", 0)
+def metadata_priority(metadata: dict[str, Any] | None, default: float = 0.0) -> float:
+    """The document's metadata ``priority`` (clamped to -1..1) when it is a number, else
+    ``default`` (the policy's priority for the document's source type)."""
+    value = (metadata or {}).get("priority")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0.0
+        return default
     return max(-1.0, min(1.0, float(value)))
 
 

@@ -6,15 +6,16 @@ import dataclasses
 import logging
 import statistics
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tether.embed import Embedder
 from tether.errors import EmbeddingError
-from tether.models import Hit, Scope
+from tether.models import Exclusions, Filters, Hit, Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion
 from tether.retrieve.vector import VectorIndex
-from tether.settings import RagSettings
+from tether.settings import PolicySettings, RagSettings
 from tether.store import Repository
 
 logger = logging.getLogger("tether.retrieve")
@@ -39,17 +40,39 @@ class Searcher:
         embedder: Embedder | None,
         *,
         embeddings_unavailable: str | None = None,
+        policy: PolicySettings | None = None,
     ) -> None:
         self.repo = repo
         self.rag = rag
+        self.policy = policy or PolicySettings()
         self.embedder = embedder
         self.embeddings_unavailable = embeddings_unavailable
         self.vectors = VectorIndex(repo, embedder.model) if embedder is not None else None
 
-    def search(self, query: str, scope: Scope, k: int, mode: SearchMode) -> SearchResults:
+    def exclusions(self) -> Exclusions:
+        """The policy's exclusions as of now (the log cutoff moves with the clock; it is
+        cut to the minute so that caches keyed by it live that long)."""
+        policy = self.policy
+        cutoff = datetime.now(UTC) - timedelta(days=policy.log_retention_days)
+        return Exclusions(
+            log_cutoff=cutoff.strftime("%Y-%m-%dT%H:%M:00"),
+            unverified_urls=policy.exclude_unverified_urls,
+        )
+
+    def search(
+        self,
+        query: str,
+        scope: Scope,
+        k: int,
+        mode: SearchMode,
+        filters: Filters | None = None,
+    ) -> SearchResults:
+        exclusions = self.exclusions()
         timings: dict[str, float] = {}
         degradations: list[str] = []
         debug: dict[str, Any] = {"mode": mode, "scope": scope.to_dict(), "k": k}
+        if filters is not None:
+            debug["filters"] = filters.to_dict()
 
         vector_hits: list[tuple[int, float]] = []
         use_vectors = mode in ("hybrid", "vector")
@@ -65,7 +88,9 @@ class Searcher:
                 started = time.perf_counter()
                 depth = max(k, self.rag.k_vector) if mode == "hybrid" else k
                 if query_vector is not None:
-                    vector_hits = self.vectors.search(scope, query_vector, depth)
+                    vector_hits = self.vectors.search(
+                        scope, query_vector, depth, filters, exclusions
+                    )
                 timings["vector"] = _ms(started)
             except EmbeddingError as exc:
                 degradations.append(f"query embedding failed, lexical only: {exc}")
@@ -81,9 +106,11 @@ class Searcher:
             match = compile_match(query)
             if match and use_vectors:
                 depth = max(k, self.rag.k_lexical)
-                lexical_scores = self.repo.search_lexical_scores(scope, match, depth)
+                lexical_scores = self.repo.search_lexical_scores(
+                    scope, match, depth, filters, exclusions
+                )
             elif match:
-                lexical_hits = self.repo.search_lexical(scope, match, k)
+                lexical_hits = self.repo.search_lexical(scope, match, k, filters, exclusions)
                 lexical_scores = [(h.chunk_id, h.score) for h in lexical_hits]
             timings["lexical"] = _ms(started)
 
@@ -111,10 +138,19 @@ class Searcher:
         )
         return SearchResults(hits, debug)
 
-    def lexical_candidates(self, query: str, scope: Scope, depth: int) -> list[tuple[int, float]]:
+    def lexical_candidates(
+        self,
+        query: str,
+        scope: Scope,
+        depth: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[tuple[int, float]]:
         """``(chunk_id, bm25)`` of the ``depth`` best FTS5 matches in ``scope``."""
         match = compile_match(query)
-        return self.repo.search_lexical_scores(scope, match, depth) if match else []
+        if not match:
+            return []
+        return self.repo.search_lexical_scores(scope, match, depth, filters, exclusions)
 
     def fuse(
         self, lexical: list[tuple[int, float]], vector: list[tuple[int, float]]

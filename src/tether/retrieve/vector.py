@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tether.errors import EmbeddingError
-from tether.models import Scope
+from tether.models import Exclusions, Filters, Scope
 from tether.store import Repository
 
 # Above this many disjoint row ranges one gather (a copy) beats many small products.
@@ -46,14 +46,25 @@ class VectorIndex:
         self.repo = repo
         self.model = model
         self._matrix: _Matrix | None = None
-        self._scope_memo: dict[Scope, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        self._scope_memo: dict[
+            tuple[Scope, Filters | None, Exclusions | None],
+            tuple[int, int, np.ndarray, np.ndarray],
+        ] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return 0 if self._matrix is None else len(self._matrix.chunk_ids)
 
-    def search(self, scope: Scope, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """``(chunk_id, cosine)`` of the ``k`` nearest in-scope vectors, best first."""
+    def search(
+        self,
+        scope: Scope,
+        query: np.ndarray,
+        k: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[tuple[int, float]]:
+        """``(chunk_id, cosine)`` of the ``k`` nearest in-scope vectors, best first; the
+        scope's documents (with its tag filters and exclusions) come from SQL."""
         counters = self.repo.change_counters()
         matrix = self._current(counters["embeddings"])
         if matrix.vectors.shape[0] == 0:
@@ -63,7 +74,7 @@ class VectorIndex:
                 f"query has {query.shape} dims; stored {self.model!r} vectors have"
                 f" {matrix.vectors.shape[1]}"
             )
-        starts, ends = self._scope_rows(scope, matrix, counters["documents"])
+        starts, ends = self._scope_rows((scope, filters, exclusions), matrix, counters["documents"])
         if len(starts) == 0:
             return []
         rows, scores = _score(matrix.vectors, starts, ends, query.astype(np.float32))
@@ -139,13 +150,16 @@ class VectorIndex:
         return _Matrix(version, vectors, chunk_ids, ranges)
 
     def _scope_rows(
-        self, scope: Scope, matrix: _Matrix, documents_version: int
+        self,
+        key: tuple[Scope, Filters | None, Exclusions | None],
+        matrix: _Matrix,
+        documents_version: int,
     ) -> tuple[np.ndarray, np.ndarray]:
-        memo = self._scope_memo.get(scope)
+        memo = self._scope_memo.get(key)
         if memo is not None and memo[:2] == (matrix.version, documents_version):
             return memo[2], memo[3]
         spans = sorted(
-            matrix.ranges[d] for d in self.repo.scope_document_ids(scope) if d in matrix.ranges
+            matrix.ranges[d] for d in self.repo.scope_document_ids(*key) if d in matrix.ranges
         )
         starts: list[int] = []
         ends: list[int] = []
@@ -158,7 +172,7 @@ class VectorIndex:
         result = (np.array(starts, np.int64), np.array(ends, np.int64))
         if len(self._scope_memo) >= _MAX_MEMO:
             self._scope_memo.clear()
-        self._scope_memo[scope] = (matrix.version, documents_version, *result)
+        self._scope_memo[key] = (matrix.version, documents_version, *result)
         return result
 
 

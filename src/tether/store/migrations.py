@@ -182,10 +182,26 @@ CREATE TRIGGER rag_document_sessions_changed_delete AFTER DELETE ON rag_document
 END;
 """
 
+_0004_governance = """
+-- Tags are filtered in SQL like scopes; a tag change must invalidate reader caches too.
+CREATE INDEX rag_documents_tags ON rag_documents(domain, source_type, project_id);
+DROP TRIGGER rag_documents_changed_update;
+CREATE TRIGGER rag_documents_changed_update AFTER UPDATE OF workspace_id, status, domain,
+    source_type, project_id, last_verified, source_path ON rag_documents BEGIN
+    UPDATE rag_state SET value = value + 1 WHERE key = 'documents';
+END;
+-- The audit log: which retrieval, what it returned (ids only), and how it ended.
+ALTER TABLE rag_retrieval_log ADD COLUMN retrieval_id TEXT;
+ALTER TABLE rag_retrieval_log ADD COLUMN document_ids TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE rag_retrieval_log ADD COLUMN reason TEXT;
+CREATE UNIQUE INDEX rag_retrieval_log_id ON rag_retrieval_log(retrieval_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
     Migration(3, "change counters for reader caches", _0003_change_counters),
+    Migration(4, "governance: tag index, tag-aware cache counter, audit columns", _0004_governance),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

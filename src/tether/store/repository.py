@@ -21,7 +21,17 @@ from tether.errors import (
     SessionNotFound,
     WorkspaceNotFound,
 )
-from tether.models import GLOBAL_WORKSPACE, Document, Hit, Scope, Session, Workspace
+from tether.models import (
+    GLOBAL_WORKSPACE,
+    Document,
+    Exclusions,
+    Filters,
+    Hit,
+    Scope,
+    Session,
+    Tags,
+    Workspace,
+)
 from tether.store.database import Database
 
 # bm25 column weights for (content, section_title).
@@ -75,6 +85,11 @@ class NewDocument:
     content_hash: str
     file_size: int | None
     metadata: dict[str, Any]
+    project_id: str | None = None
+    domain: str | None = None
+    version: str | None = None
+    last_verified: str | None = None
+    status: str = "active"
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,7 @@ class StoredChunk:
 _DOCUMENT_COLUMNS = (
     "d.id, d.workspace_id, d.title, d.source_path, d.source_type, d.mime, d.content_hash,"
     " d.file_size, d.status, d.created_at, d.indexed_at, d.metadata,"
+    " d.project_id, d.domain, d.version, d.last_verified,"
     " (SELECT count(*) FROM rag_chunks c WHERE c.document_id = d.id) AS chunk_count,"
     " (SELECT group_concat(s.session_id, char(31)) FROM rag_document_sessions s"
     "   WHERE s.document_id = d.id) AS session_ids"
@@ -101,7 +117,9 @@ _DOCUMENT_COLUMNS = (
 
 
 def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
-    (id_, ws, title, path, stype, mime, chash, size, status, created, indexed, meta, n, sids) = row
+    (id_, ws, title, path, stype, mime, chash, size, status, created, indexed, meta) = row[:12]
+    project, domain, version, verified, n, sids = row[12:]
+    tagged = any(v is not None for v in (stype, project, domain, version, verified))
     return Document(
         id=id_,
         workspace_id=ws,
@@ -117,6 +135,7 @@ def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
         chunk_count=n,
         session_ids=tuple(sorted(sids.split("\x1f"))) if sids else (),
         metadata=json.loads(meta),
+        tags=Tags(domain, stype, verified, version, project) if tagged else None,
     )
 
 
@@ -128,16 +147,50 @@ def _document_params(document: NewDocument) -> dict[str, Any]:
     }
 
 
-def scope_sql(scope: Scope) -> tuple[str, dict[str, Any]]:
-    """The WHERE fragment (over ``c`` = rag_chunks, ``d`` = rag_documents) for a scope."""
+def scope_sql(
+    scope: Scope, filters: Filters | None = None, exclusions: Exclusions | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE fragment (over ``c`` = rag_chunks, ``d`` = rag_documents) for a scope,
+    its tag filters and the policy's exclusions. Values are always bound parameters."""
+    params: dict[str, Any] = {"scope_id": scope.id}
     if scope.kind == "session":
-        return (
+        clauses = [
             "c.document_id IN (SELECT ds.document_id FROM rag_document_sessions ds"
-            " WHERE ds.session_id = :scope_id)",
-            {"scope_id": scope.id},
-        )
-    # workspace and global: GLOBAL is just the shared workspace.
-    return "d.workspace_id = :scope_id", {"scope_id": scope.id}
+            " WHERE ds.session_id = :scope_id)"
+        ]
+    else:  # workspace and global: GLOBAL is just the shared workspace.
+        clauses = ["d.workspace_id = :scope_id"]
+    if filters is not None:
+        for column, values in (
+            ("domain", filters.domains),
+            ("project_id", filters.project_ids),
+            ("source_type", filters.source_types),
+        ):
+            if values is None:
+                continue
+            names = []
+            for i, value in enumerate(v for v in values if v is not None):
+                params[f"f_{column}_{i}"] = value
+                names.append(f":f_{column}_{i}")
+            parts = [f"d.{column} IN ({', '.join(names)})"] if names else []
+            if None in values:
+                parts.append(f"d.{column} IS NULL")
+            clauses.append("(" + " OR ".join(parts) + ")")
+    if exclusions is not None:
+        if exclusions.log_cutoff is not None:
+            params["log_cutoff"] = exclusions.log_cutoff
+            # NULL-safe throughout: an untagged document is never excluded by accident.
+            clauses.append(
+                "(d.source_type IS NOT 'log'"
+                " OR coalesce(d.last_verified, d.indexed_at, d.created_at) >= :log_cutoff)"
+            )
+        if exclusions.unverified_urls:
+            clauses.append(
+                "(d.last_verified IS NOT NULL OR (d.source_type IS NOT 'link'"
+                " AND lower(coalesce(d.source_path, '')) NOT LIKE 'http://%'"
+                " AND lower(coalesce(d.source_path, '')) NOT LIKE 'https://%'))"
+            )
+    return " AND ".join(clauses), params
 
 
 _HIT_COLUMNS = (
@@ -165,13 +218,19 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
 
 
 def lexical_search_sql(
-    scope: Scope, match: str, k: int, *, ids_only: bool = False
+    scope: Scope,
+    match: str,
+    k: int,
+    *,
+    ids_only: bool = False,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``.
 
     Rows are the hit columns then the bm25 rank score (lower is better); with
     ``ids_only``, just the chunk id and that score (a deep candidate list is cheap)."""
-    where, params = scope_sql(scope)
+    where, params = scope_sql(scope, filters, exclusions)
     w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
     columns = "c.id" if ids_only else _HIT_COLUMNS
     sql = f"""
@@ -379,9 +438,11 @@ class Repository:
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
-                " mime, content_hash, file_size, metadata, created_at, indexed_at)"
+                " mime, content_hash, file_size, metadata, created_at, indexed_at,"
+                " project_id, domain, version, last_verified, status)"
                 " VALUES (:id, :workspace_id, :title, :source_path, :source_type, :mime,"
-                " :content_hash, :file_size, :metadata, :now, :now)",
+                " :content_hash, :file_size, :metadata, :now, :now,"
+                " :project_id, :domain, :version, :last_verified, :status)",
                 _document_params(document),
             )
             self._insert_chunks(conn, document.id, chunks, vectors)
@@ -398,7 +459,9 @@ class Repository:
             cur = conn.execute(
                 "UPDATE rag_documents SET title = :title, source_path = :source_path,"
                 " source_type = :source_type, mime = :mime, content_hash = :content_hash,"
-                " file_size = :file_size, metadata = :metadata, indexed_at = :now"
+                " file_size = :file_size, metadata = :metadata, indexed_at = :now,"
+                " project_id = :project_id, domain = :domain, version = :version,"
+                " last_verified = :last_verified, status = :status"
                 " WHERE id = :id",
                 _document_params(document),
             )
@@ -454,23 +517,44 @@ class Repository:
 
     # -- search -------------------------------------------------------------------------
 
-    def search_lexical(self, scope: Scope, match: str, k: int) -> list[Hit]:
-        sql, params = lexical_search_sql(scope, match, k)
+    def search_lexical(
+        self,
+        scope: Scope,
+        match: str,
+        k: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[Hit]:
+        sql, params = lexical_search_sql(scope, match, k, filters=filters, exclusions=exclusions)
         with self.db.read() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [_hit(row, -row[11]) for row in rows]
 
-    def search_lexical_scores(self, scope: Scope, match: str, k: int) -> list[tuple[int, float]]:
+    def search_lexical_scores(
+        self,
+        scope: Scope,
+        match: str,
+        k: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[tuple[int, float]]:
         """``(chunk_id, bm25)`` of the top ``k`` matches in ``scope``, best (highest) first:
         the same ranking as :meth:`search_lexical`, without reading the chunks' text."""
-        sql, params = lexical_search_sql(scope, match, k, ids_only=True)
+        sql, params = lexical_search_sql(
+            scope, match, k, ids_only=True, filters=filters, exclusions=exclusions
+        )
         with self.db.read() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [(row[0], -row[1]) for row in rows]
 
-    def scope_document_ids(self, scope: Scope) -> list[str]:
+    def scope_document_ids(
+        self,
+        scope: Scope,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[str]:
         """The active documents a scope may see: the same predicate as every search."""
-        where, params = scope_sql(scope)
+        where, params = scope_sql(scope, filters, exclusions)
         where = where.replace("c.document_id", "d.id")
         with self.db.read() as conn:
             rows = conn.execute(
@@ -478,13 +562,82 @@ class Repository:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def set_tags_and_status(self, document_id: str, tags: Tags | None, status: str) -> None:
+        """Change a document's tags and status in place (its content is unchanged)."""
+        t = tags or Tags()
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE rag_documents SET source_type = ?, project_id = ?, domain = ?,"
+                " version = ?, last_verified = ?, status = ? WHERE id = ?",
+                (t.source_type, t.project_id, t.domain, t.version, t.last_verified, status,
+                 document_id),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                raise DocumentNotFound(document_id)
+
+    def set_status(self, document_id: str, status: str) -> None:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE rag_documents SET status = ? WHERE id = ?", (status, document_id)
+            )
+            if cur.rowcount == 0:
+                raise DocumentNotFound(document_id)
+
+    def log_retrieval(self, entry: dict[str, Any]) -> None:
+        """Append one audit row. ``entry`` holds ids, the sanitized query, scope, filters
+        and the outcome: never chunk text, vectors or scores (the columns cannot hold
+        them: the row is built here from named fields only)."""
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO rag_retrieval_log (retrieval_id, created_at, query, scope, filters,"
+                " chunk_ids, document_ids, outcome, reason)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry["retrieval_id"],
+                    entry["created_at"],
+                    entry["query"],
+                    json.dumps(entry["scope"], sort_keys=True),
+                    json.dumps(entry["filters"], sort_keys=True),
+                    json.dumps(entry["chunk_ids"]),
+                    json.dumps(entry["document_ids"]),
+                    entry["outcome"],
+                    entry.get("reason"),
+                ),
+            )
+
+    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[dict[str, Any]]:
+        """The newest ``limit`` audit rows, newest first."""
+        where, params = ("WHERE outcome = ?", [outcome]) if outcome else ("", [])
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT retrieval_id, created_at, query, scope, filters, chunk_ids,"
+                f" document_ids, outcome, reason FROM rag_retrieval_log {where}"
+                " ORDER BY id DESC LIMIT ?",
+                [*params, limit],
+            ).fetchall()
+        return [
+            {
+                "retrieval_id": r[0],
+                "created_at": r[1],
+                "query": r[2],
+                "scope": json.loads(r[3]),
+                "filters": json.loads(r[4]),
+                "chunk_ids": json.loads(r[5]),
+                "document_ids": json.loads(r[6]),
+                "outcome": r[7],
+                "reason": r[8],
+            }
+            for r in rows
+        ]
+
     def candidate_rows(
         self, chunk_ids: Sequence[int], session_id: str | None = None
-    ) -> dict[int, tuple[Hit, int | None, dict[str, Any], str | None]]:
+    ) -> dict[int, tuple[Hit, int | None, dict[str, Any], str | None, str | None]]:
         """For reranking and context building: per chunk id, its hit (score 0), stored
-        token count, document metadata, and when its document joined ``session_id`` (or,
-        without a session, when it was indexed). Ids that no longer exist are absent."""
-        found: dict[int, tuple[Hit, int | None, dict[str, Any], str | None]] = {}
+        token count, document metadata, when its document joined ``session_id`` (or,
+        without a session, when it was indexed), and its source type. Ids that no longer
+        exist are absent."""
+        found: dict[int, tuple[Hit, int | None, dict[str, Any], str | None, str | None]] = {}
         recency = "ds.created_at" if session_id is not None else "d.indexed_at"
         join = (
             " LEFT JOIN rag_document_sessions ds ON ds.document_id = d.id AND ds.session_id = ?"
@@ -496,13 +649,13 @@ class Repository:
                 part = list(chunk_ids[i : i + 500])
                 params: list[Any] = [session_id] if session_id is not None else []
                 rows = conn.execute(
-                    f"SELECT {_HIT_COLUMNS}, c.token_count, d.metadata, {recency}"
+                    f"SELECT {_HIT_COLUMNS}, c.token_count, d.metadata, {recency}, d.source_type"
                     " FROM rag_chunks c JOIN rag_documents d ON d.id = c.document_id"
                     f"{join} WHERE c.id IN ({','.join('?' * len(part))})",
                     [*params, *part],
                 ).fetchall()
                 for row in rows:
-                    found[row[0]] = (_hit(row, 0.0), row[11], json.loads(row[12]), row[13])
+                    found[row[0]] = (_hit(row, 0.0), row[11], json.loads(row[12]), row[13], row[14])
         return found
 
     def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
