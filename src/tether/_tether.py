@@ -11,7 +11,7 @@ from typing import Any, Literal
 from tether.embed import Embedder, embedder_from_settings
 from tether.errors import IndexingFailed, InvalidArgument
 from tether.ingest import Indexer
-from tether.ingest.indexer import PathSource, ReembedReport, TextSource
+from tether.ingest.indexer import DOCUMENT_STATUSES, PathSource, ReembedReport, TextSource
 from tether.llm import ChatModel, chat_from_settings
 from tether.models import (
     Document,
@@ -20,8 +20,10 @@ from tether.models import (
     RetrievalResult,
     Scope,
     Session,
+    Tags,
     Workspace,
 )
+from tether.policy import validate_tags
 from tether.retrieve.decide import Decision
 from tether.retrieve.pipeline import Pipeline, Request
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
@@ -72,7 +74,11 @@ class Tether:
         if count_tokens is None and embedder is not None:
             count_tokens = embedder.count_tokens
         self._indexer = Indexer(
-            self.repo, self.settings.rag, embedder=embedder, count_tokens=count_tokens
+            self.repo,
+            self.settings.rag,
+            embedder=embedder,
+            count_tokens=count_tokens,
+            policy=self.settings.policy,
         )
         self._searcher = Searcher(
             self.repo,
@@ -116,6 +122,8 @@ class Tether:
         document_id: str | None = None,
         source: str | None = None,
         metadata: dict[str, Any] | None = None,
+        tags: Tags | dict[str, Any] | None = None,
+        status: Literal["active", "draft", "pending"] = "active",
         on_error: Literal["raise", "collect"] = "raise",
         progress: ProgressCallback | None = None,
     ) -> list[IndexResult]:
@@ -130,6 +138,13 @@ class Tether:
         (the default) :class:`IndexingFailed` is raised at the end, carrying every result;
         with ``"collect"`` the failures are returned as results with ``status="failed"``.
         ``progress(done, total, result)`` is called after each source.
+
+        ``tags`` (``domain``, ``source_type``, ``last_verified``, ``version``,
+        ``project_id``; see :func:`tether.policy.validate_tags`) and ``status``
+        (``draft`` and ``pending`` documents are never searched until made ``active``)
+        apply to every file and to ``text=``; a TextSource carries its own. A bad or (with
+        ``policy.require_tags``) missing tag fails that source with :class:`InvalidTag`.
+        Re-adding unchanged content with new tags or status updates them in place.
         """
         if (sources is None) == (text is None):
             raise InvalidArgument("give either sources or text=, not both and not neither")
@@ -148,6 +163,8 @@ class Tether:
                     document_id=document_id,
                     source=source,
                     metadata=metadata,
+                    tags=tags,
+                    status=status,
                 )
             ]
         else:
@@ -157,7 +174,10 @@ class Tether:
                 )
             assert sources is not None
             many = [sources] if isinstance(sources, str | os.PathLike | TextSource) else sources
-            items = [s if isinstance(s, TextSource) else PathSource(s) for s in many]
+            items = [
+                s if isinstance(s, TextSource) else PathSource(s, tags=tags, status=status)
+                for s in many
+            ]
         placement = self._indexer.place(workspace_id, session_id)
         done = 0
 
@@ -183,6 +203,7 @@ class Tether:
         workspace_id: str | None = None,
         k: int = 10,
         mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
     ) -> SearchResults:
         """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``),
         best first.
@@ -201,7 +222,9 @@ class Tether:
         if mode not in ("hybrid", "lexical", "vector"):
             raise InvalidArgument(f"mode must be 'hybrid', 'lexical' or 'vector', not {mode!r}")
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
-        return self._searcher.search(query, resolved, k, mode)
+        if filters is not None and not isinstance(filters, Filters):
+            raise InvalidArgument(f"filters must be a tether.Filters, not {type(filters).__name__}")
+        return self._searcher.search(query, resolved, k, mode, filters)
 
     def retrieve(
         self,
@@ -359,6 +382,35 @@ class Tether:
         self.repo.delete_document(document_id)
 
     # -- workspaces and sessions --------------------------------------------------------
+
+    def set_status(
+        self, document_id: str, status: Literal["active", "draft", "pending"]
+    ) -> Document:
+        """Publish a draft or approve a submission (``"active"``), or take a document out of
+        retrieval (``"draft"``, ``"pending"``) without deleting it."""
+        if status not in DOCUMENT_STATUSES:
+            raise InvalidArgument(f"status must be one of {DOCUMENT_STATUSES}, not {status!r}")
+        self.repo.set_status(document_id, status)
+        return self.repo.get_document(document_id)
+
+    def approve(self, document_id: str) -> Document:
+        """Approve a user-submitted (``pending``) or draft document: it becomes searchable."""
+        return self.set_status(document_id, "active")
+
+    def set_tags(self, document_id: str, tags: Tags | dict[str, Any]) -> Document:
+        """Replace a document's tags (validated against the policy), content unchanged."""
+        document = self.repo.get_document(document_id)
+        checked = validate_tags(document_id, tags, self.settings.policy)
+        self.repo.set_tags_and_status(document_id, checked, document.status)
+        return self.repo.get_document(document_id)
+
+    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[dict[str, Any]]:
+        """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
+        retrieved chunk and document ids, and the outcome (``grounded``, ``ungrounded``,
+        ``skipped``, ``blocked`` or ``error``) with its reason."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
+        return self.repo.retrieval_log(limit, outcome)
 
     def create_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
         _require_id(workspace_id, "workspace_id")

@@ -194,7 +194,7 @@ class Document:
         }
 
 
-IndexStatus = Literal["indexed", "replaced", "skipped", "failed"]
+IndexStatus = Literal["indexed", "replaced", "updated", "skipped", "failed"]
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,8 @@ class IndexResult:
     """What happened to one source given to :meth:`Tether.add`.
 
     ``indexed``: a new document. ``replaced``: the document's content changed and its chunks
-    were swapped atomically. ``skipped``: same content hash as stored, nothing done (the
+    were swapped atomically. ``updated``: same content, new tags or status (no re-chunking,
+    no re-embedding). ``skipped``: same content hash as stored, nothing done (the
     session attachment is still made). ``failed``: see ``error``; nothing stored changed.
     ``warnings`` names degradations, such as a document stored without vectors because
     the embedding provider failed.

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tether.embed import Embedder, to_blob
-from tether.errors import EmbeddingError, EmbeddingsUnavailable, IngestError, ScopeError
+from tether.errors import (
+    EmbeddingError,
+    EmbeddingsUnavailable,
+    IngestError,
+    InvalidTag,
+    ScopeError,
+)
 from tether.ingest.chunking import chunk_sections, embedding_text
 from tether.ingest.loaders import LoadedDocument, load_path, load_text
 from tether.ingest.text import content_hash
-from tether.models import GLOBAL_WORKSPACE, IndexResult
-from tether.settings import RagSettings
+from tether.models import GLOBAL_WORKSPACE, IndexResult, Tags
+from tether.policy import validate_tags
+from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, NewDocument, Repository, StoredChunk
 
 TokenCounter = Callable[[str], int | None]
@@ -25,9 +32,16 @@ logger = logging.getLogger("tether.ingest")
 GROUP_CHUNKS = 512
 
 
+#: ``active``: searchable. ``draft``: not yet published. ``pending``: user-submitted, not
+#: yet approved. Only active documents are ever searched (the policy's exclusions).
+DOCUMENT_STATUSES = ("active", "draft", "pending")
+
+
 @dataclass(frozen=True)
 class PathSource:
     path: str | Path
+    tags: Tags | Mapping[str, Any] | None = None
+    status: str = "active"
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,8 @@ class TextSource:
     document_id: str | None = None
     source: str | None = None
     metadata: dict[str, Any] | None = None
+    tags: Tags | Mapping[str, Any] | None = None
+    status: str = "active"
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,8 @@ class _Prepared:
     lookup: dict[str, Any]
     metadata: dict[str, Any]
     chunks: list[NewChunk]
+    tags: Tags | None = None
+    status: str = "active"
 
 
 @dataclass(frozen=True)
@@ -77,9 +95,11 @@ class Indexer:
         *,
         embedder: Embedder | None = None,
         count_tokens: TokenCounter | None = None,
+        policy: PolicySettings | None = None,
     ) -> None:
         self.repo = repo
         self.rag = rag
+        self.policy = policy or PolicySettings()
         self.embedder = embedder
         self.count_tokens = count_tokens
 
@@ -169,6 +189,13 @@ class Indexer:
                 loaded = load_text(source.text, title=source.title, mime=source.mime)
                 source_path, document_id = source.source, source.document_id
                 metadata = dict(source.metadata or {})
+            tags = validate_tags(label, source.tags, self.policy)
+            if source.status not in DOCUMENT_STATUSES:
+                raise InvalidTag(
+                    label,
+                    "status",
+                    f"must be one of {', '.join(DOCUMENT_STATUSES)}, not {source.status!r}",
+                )
         except IngestError as exc:
             return IndexResult(source=label, status="failed", error=exc)
         digest = content_hash(loaded.text)
@@ -182,6 +209,12 @@ class Indexer:
         if existing is not None and existing.content_hash == digest:
             self._check_workspace(existing.id, existing.workspace_id, placement)
             self._attach(existing.id, placement)
+            if (existing.tags, existing.status) != (tags, source.status) and (
+                tags is not None or source.status != existing.status
+            ):
+                # Same content, new tags or status: no re-chunking, no re-embedding.
+                self.repo.set_tags_and_status(existing.id, tags or existing.tags, source.status)
+                return IndexResult(label, "updated", existing.id, existing.chunk_count)
             return IndexResult(label, "skipped", existing.id, existing.chunk_count)
         chunks = chunk_sections(
             loaded.text,
@@ -191,7 +224,7 @@ class Indexer:
             title=loaded.title,
             count_tokens=self.count_tokens,
         )
-        return _Prepared(label, loaded, digest, lookup, metadata, chunks)
+        return _Prepared(label, loaded, digest, lookup, metadata, chunks, tags, source.status)
 
     def _embed_group(
         self, group: list[_Prepared]
@@ -231,16 +264,23 @@ class Indexer:
                 self._attach(existing.id, placement)
                 return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
             document_id = prepared.lookup["document_id"]
+            # New content keeps the document's tags unless new ones are given.
+            tags = prepared.tags or (existing.tags if existing else None) or Tags()
             record = NewDocument(
                 id=existing.id if existing else (document_id or uuid.uuid4().hex[:16]),
                 workspace_id=placement.workspace_id,
                 title=prepared.loaded.title,
                 source_path=prepared.lookup["source_path"],
-                source_type=None,
+                source_type=tags.source_type,
                 mime=prepared.loaded.mime,
                 content_hash=prepared.digest,
                 file_size=prepared.loaded.file_size,
                 metadata={**(existing.metadata if existing else {}), **prepared.metadata},
+                project_id=tags.project_id,
+                domain=tags.domain,
+                version=tags.version,
+                last_verified=tags.last_verified,
+                status=prepared.status,
             )
             if existing is None:
                 self.repo.insert_document(record, prepared.chunks, vectors)

@@ -1,0 +1,550 @@
+"""Governance for agents: tags, a deterministic query builder, guarded retrieval, citation
+checks and the helpers that carry retrieval ids into a draft.
+
+For an agent team, retrieval is infrastructure that runs *before* generation and stops
+it when it cannot ground it:
+
+    from tether.policy import build_query, require_grounding, verify_citations
+
+    with require_grounding(t, build_query(event, state), scope="workspace",
+                           workspace_id="acme") as grounding:
+        draft = llm(prompt_with(grounding.context))      # only runs when grounded
+    report = verify_citations(draft, grounding.result)   # every [n] was retrieved
+
+:func:`require_grounding` retrieves with the policy's limits (at most
+``policy.max_chunks`` chunks, each with relevance >= ``policy.min_relevance``, the whole
+retrieval within ``policy.timeout`` seconds) and raises :class:`GenerationBlocked`
+when nothing relevant is found, on a timeout, or on any error; an invalid query (not
+text, empty, too long) raises :class:`InvalidArgument` before anything runs. Each
+retrieval is in the audit log; a blocked one with outcome ``blocked``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import (
+    GenerationBlocked,
+    InvalidArgument,
+    InvalidTag,
+    RetrievalTimeout,
+    TetherError,
+)
+from tether.models import Filters, RetrievalResult, Scope, Tags
+from tether.retrieve.decide import Decision
+from tether.sanitize import sanitize_query
+from tether.settings import SOURCE_TYPES, PolicySettings
+
+if TYPE_CHECKING:
+    from tether._tether import Tether
+
+logger = logging.getLogger("tether.policy")
+
+TAG_FIELDS = ("domain", "source_type", "last_verified", "version", "project_id")
+REQUIRED_TAGS = ("domain", "source_type", "last_verified", "version")
+MAX_TAG_CHARS = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# -- tags ---------------------------------------------------------------------------------
+
+
+def validate_tags(
+    source: str, raw: Tags | Mapping[str, Any] | None, policy: PolicySettings
+) -> Tags | None:
+    """``raw`` checked against the policy, as :class:`Tags` (``None`` when there are none
+    and none are required). Raises :class:`InvalidTag` naming the source and the field:
+    an unknown tag, a domain outside ``policy.domains``, a source type outside
+    ``policy | guide | log | link | contract``, a ``last_verified`` that is not ISO-8601
+    (or is in the future), an empty or over-long value, or, with
+    ``policy.require_tags``, a missing one. ``last_verified`` is stored as
+    ``YYYY-MM-DD`` or, for a time, ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
+    if raw is None:
+        if policy.require_tags:
+            raise InvalidTag(source, "domain", "missing (policy.require_tags is on)")
+        return None
+    values = raw.to_dict() if isinstance(raw, Tags) else raw
+    if not isinstance(values, Mapping):
+        raise InvalidTag(
+            source, "tags", f"must be a mapping of tag to value, not {type(raw).__name__}"
+        )
+    unknown = [k for k in values if k not in TAG_FIELDS]
+    if unknown:
+        raise InvalidTag(
+            source, str(unknown[0]), f"unknown tag; the tags are {', '.join(TAG_FIELDS)}"
+        )
+    clean: dict[str, str | None] = {}
+    for name in TAG_FIELDS:
+        value = values.get(name)
+        if value is None:
+            if policy.require_tags and name in REQUIRED_TAGS:
+                raise InvalidTag(source, name, "missing (policy.require_tags is on)")
+            clean[name] = None
+            continue
+        if name == "last_verified":
+            clean[name] = _iso(source, value)
+            continue
+        if name == "version" and isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise InvalidTag(source, name, f"must be text, not {type(value).__name__}")
+        if not value.strip() or _CONTROL.search(value) or len(value) > MAX_TAG_CHARS:
+            raise InvalidTag(
+                source, name, f"must be 1-{MAX_TAG_CHARS} printable characters, not {value!r:.60}"
+            )
+        clean[name] = value.strip()
+    if clean["domain"] is not None and clean["domain"] not in policy.domains:
+        raise InvalidTag(
+            source, "domain", f"{clean['domain']!r} is not one of {', '.join(policy.domains)}"
+        )
+    if clean["source_type"] is not None and clean["source_type"] not in SOURCE_TYPES:
+        raise InvalidTag(
+            source,
+            "source_type",
+            f"{clean['source_type']!r} is not one of {', '.join(SOURCE_TYPES)}",
+        )
+    return Tags(**clean)
+
+
+def _iso(source: str, value: Any) -> str:
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day, tzinfo=UTC)
+        if moment > datetime.now(UTC):
+            raise InvalidTag(source, "last_verified", f"{value.isoformat()} is in the future")
+        return value.isoformat()
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                return _iso(source, date.fromisoformat(text))
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidTag(
+                source, "last_verified", f"{value!r:.60} is not an ISO-8601 date or time"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+    else:
+        raise InvalidTag(
+            source, "last_verified", f"must be an ISO-8601 date or time, not {type(value).__name__}"
+        )
+    moment = moment.astimezone(UTC)
+    if moment > datetime.now(UTC):
+        raise InvalidTag(source, "last_verified", f"{moment.isoformat()} is in the future")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the deterministic query builder ------------------------------------------------------
+
+#: Event fields read by :func:`build_query`, in this order (the first present of each group).
+EVENT_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("type", "event_type", "kind"),
+    ("title", "subject", "name"),
+    ("summary", "description", "body", "text", "message"),
+    ("error", "error_code", "status"),
+)
+#: Event fields holding lists of keywords.
+EVENT_LIST_FIELDS = ("keywords", "tags", "labels", "components")
+#: State fields read by :func:`build_query`, in this order.
+STATE_FIELDS = ("task", "step", "project_id", "domain")
+MAX_FIELD_CHARS = 300
+MAX_BUILT_QUERY_CHARS = 1000
+
+
+def build_query(event: Mapping[str, Any], state: Mapping[str, Any]) -> str:
+    """The retrieval query for an agent's ``event`` in ``state``: a pure function of both.
+
+    It reads only the fields named in :data:`EVENT_FIELDS`, :data:`EVENT_LIST_FIELDS` and
+    :data:`STATE_FIELDS`, always in that order (keyword lists sorted and de-duplicated),
+    so the same event and state give the same query whatever the dict order. No text is
+    passed through as it came: each value has control characters dropped, whitespace
+    collapsed, secrets, e-mail addresses and tokens masked, and is cut to 300
+    characters; the query is capped at 1,000. Raises :class:`InvalidArgument` when
+    ``event`` or ``state`` is not a mapping, a field has the wrong type, or nothing
+    searchable is left."""
+    if not isinstance(event, Mapping):
+        raise InvalidArgument(f"event must be a mapping, not {type(event).__name__}")
+    if not isinstance(state, Mapping):
+        raise InvalidArgument(f"state must be a mapping, not {type(state).__name__}")
+    parts: list[str] = []
+    for group in EVENT_FIELDS:
+        for name in group:
+            if event.get(name) is not None:
+                parts.append(_field("event", name, event[name]))
+                break
+    keywords: set[str] = set()
+    for name in EVENT_LIST_FIELDS:
+        value = event.get(name)
+        if value is None:
+            continue
+        if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+            raise InvalidArgument(f"event[{name!r}] must be a list of text")
+        keywords.update(_field("event", name, v) for v in value)
+    if keywords:
+        parts.append(" ".join(sorted(k for k in keywords if k)))
+    context = []
+    for name in STATE_FIELDS:
+        if state.get(name) is not None:
+            context.append(f"{name.replace('_', ' ')} {_field('state', name, state[name])}")
+    if context:
+        parts.append("(" + "; ".join(context) + ")")
+    query = " ".join(p for p in parts if p).strip()
+    if not any(ch.isalnum() for ch in query):
+        raise InvalidArgument(
+            "the event has nothing to search for: give it a title, summary or keywords"
+        )
+    return sanitize_query(query, MAX_BUILT_QUERY_CHARS)
+
+
+def _field(where: str, name: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InvalidArgument(f"{where}[{name!r}] must be text, not {type(value).__name__}")
+    return sanitize_query(str(value), MAX_FIELD_CHARS)
+
+
+# -- guarded retrieval --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """A retrieval that grounds a generation: its context, citations and ids."""
+
+    result: RetrievalResult
+
+    @property
+    def context(self) -> str:
+        return self.result.context
+
+    @property
+    def retrieval_id(self) -> str:
+        return self.result.retrieval_id
+
+    @property
+    def chunk_ids(self) -> tuple[int, ...]:
+        return self.result.selected_chunk_ids
+
+    @property
+    def document_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.document_id for c in self.result.citations))
+
+    def metadata(self) -> dict[str, Any]:
+        """What a draft carries to say what it stands on (see :func:`retrieval_metadata`)."""
+        return retrieval_metadata(self.result)
+
+
+def retrieval_metadata(result: RetrievalResult) -> dict[str, Any]:
+    """The retrieval set of ``result`` as plain data: ids only, never text or scores."""
+    return {
+        "retrieval_id": result.retrieval_id,
+        "chunk_ids": list(result.selected_chunk_ids),
+        "document_ids": list(dict.fromkeys(c.document_id for c in result.citations)),
+        "citations": [
+            {"number": c.number, "document_id": c.document_id, "chunk_ids": list(c.chunk_ids)}
+            for c in result.citations
+        ],
+    }
+
+
+def attach_retrieval(draft: Any, grounding: Grounding | RetrievalResult) -> dict[str, Any]:
+    """``draft`` with its retrieval set attached under ``"retrieval"``: a dict draft gets
+    the key added (a copy), anything else becomes ``{"content": draft, "retrieval": ...}``."""
+    result = grounding.result if isinstance(grounding, Grounding) else grounding
+    meta = retrieval_metadata(result)
+    if isinstance(draft, Mapping):
+        return {**draft, "retrieval": meta}
+    return {"content": draft, "retrieval": meta}
+
+
+class require_grounding:
+    """Retrieve first; block the generation unless it is grounded.
+
+    As a context manager, ``with require_grounding(t, question, ...) as grounding:`` (or
+    ``async with``) retrieves on entry and raises :class:`GenerationBlocked` instead of
+    running the block when the retrieval found nothing relevant, ran out of time, or
+    failed. As a decorator, ``@require_grounding(t, scope=..., query=fn)`` does the same
+    before each call; the question is ``query(*args, **kwargs)`` (default: the
+    ``question`` keyword argument, else :func:`build_query` of the first two positional
+    arguments, ``event`` and ``state``), and the function receives the
+    :class:`Grounding` as its ``grounding`` keyword argument when it has one. Async
+    functions are awaited and retrieve with ``aretrieve``.
+
+    The policy's limits apply: ``policy.max_chunks`` (at most 10), ``policy.min_relevance``
+    and the ``policy.timeout`` budget; ``filters`` narrow by tags in SQL.
+    """
+
+    def __init__(
+        self,
+        tether: Tether,
+        question: str | None = None,
+        *,
+        query: Callable[..., str] | None = None,
+        scope: Scope | str | None = None,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+        filters: Filters | None = None,
+    ) -> None:
+        self.tether = tether
+        self.question = question
+        self.query = query
+        self.scope = scope
+        self.session_id = session_id
+        self.workspace_id = workspace_id
+        self.filters = filters
+        self.grounding: Grounding | None = None
+
+    # -- the retrieval itself --
+
+    def _request(self, question: str) -> Any:
+        policy = self.tether.settings.policy
+        return self.tether._request(
+            question, self.scope, self.session_id, self.workspace_id,
+            Decision(True, "question", "guarded retrieval always runs", "local"),
+            self.filters, policy.max_chunks, policy.min_relevance, policy.timeout,
+            guarded=True,
+        )  # fmt: skip
+
+    def run(self, question: str) -> Grounding:
+        """Retrieve for ``question``; the :class:`Grounding`, or GenerationBlocked."""
+        _check(question)
+        try:
+            result = self.tether._pipeline.retrieve(self._request(question))
+        except (InvalidArgument, GenerationBlocked):
+            raise
+        except RetrievalTimeout as exc:
+            raise _blocked_timeout(exc) from exc
+        except TetherError as exc:
+            raise _blocked_error(exc) from exc
+        return _grounded(result)
+
+    async def arun(self, question: str) -> Grounding:
+        _check(question)
+        try:
+            request = await asyncio.to_thread(self._request, question)
+            result = await self.tether._pipeline.aretrieve(request)
+        except (InvalidArgument, GenerationBlocked):
+            raise
+        except RetrievalTimeout as exc:
+            raise _blocked_timeout(exc) from exc
+        except TetherError as exc:
+            raise _blocked_error(exc) from exc
+        return _grounded(result)
+
+    # -- context manager --
+
+    def __enter__(self) -> Grounding:
+        if self.question is None:
+            raise InvalidArgument("require_grounding as a context manager needs the question")
+        self.grounding = self.run(self.question)
+        return self.grounding
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    async def __aenter__(self) -> Grounding:
+        if self.question is None:
+            raise InvalidArgument("require_grounding as a context manager needs the question")
+        self.grounding = await self.arun(self.question)
+        return self.grounding
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    # -- decorator --
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        wants_grounding = "grounding" in inspect.signature(fn).parameters
+
+        def question_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            if self.question is not None:
+                return self.question
+            if self.query is not None:
+                return self.query(*args, **kwargs)
+            if isinstance(kwargs.get("question"), str):
+                return kwargs["question"]
+            if len(args) >= 2:
+                return build_query(args[0], args[1])
+            raise InvalidArgument(
+                f"{fn.__name__}: give require_grounding a question or query=, or call it"
+                " with (event, state)"
+            )
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                grounding = await self.arun(question_for(args, kwargs))
+                if wants_grounding:
+                    kwargs["grounding"] = grounding
+                return await fn(*args, **kwargs)
+
+            return async_wrapper
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            grounding = self.run(question_for(args, kwargs))
+            if wants_grounding:
+                kwargs["grounding"] = grounding
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def _check(question: object) -> None:
+    if not isinstance(question, str):
+        raise InvalidArgument(f"the query must be text (str), not {type(question).__name__}")
+
+
+def _grounded(result: RetrievalResult) -> Grounding:
+    if result.grounded:
+        return Grounding(result)
+    found = result.debug.get("candidates", {}).get("reranked", 0)
+    detail = "nothing in scope is relevant enough (policy.min_relevance)" if found else "no results"
+    advisory = result.guidance or "Add or verify documents that cover this, then retry."
+    logger.warning("generation blocked: %s (retrieval %s)", detail, result.retrieval_id)
+    raise GenerationBlocked(
+        "no_results", f"{detail}. {advisory}", result=result, retrieval_id=result.retrieval_id
+    )
+
+
+def _blocked_timeout(exc: RetrievalTimeout) -> GenerationBlocked:
+    return GenerationBlocked(
+        "timeout",
+        f"{exc} Retry, or narrow the scope or filters so that retrieval is faster.",
+        retrieval_id=exc.retrieval_id,
+    )
+
+
+def _blocked_error(exc: TetherError) -> GenerationBlocked:
+    logger.error("generation blocked: retrieval failed: %s", exc)
+    return GenerationBlocked(
+        "error", f"retrieval failed ({type(exc).__name__}: {exc}); fix it and retry."
+    )
+
+
+# -- citation checks ----------------------------------------------------------------------
+
+_CITATION = re.compile(r"\[(\d{1,4})\]")
+_DOC_REF = re.compile(r"\[(?:doc|document|source):\s*([^\]\s]+)\]", re.I)
+_CHUNK_REF = re.compile(r"\[chunk:\s*(\d+)\]", re.I)
+_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+(.*\S)")
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str  # "unknown_citation" | "unknown_document" | "unknown_chunk" | "uncited_finding"
+    detail: str
+    line: int
+
+
+@dataclass(frozen=True)
+class CitationReport:
+    """What :func:`verify_citations` found. ``ok`` when there is no violation."""
+
+    cited_numbers: tuple[int, ...]
+    cited_documents: tuple[str, ...]
+    cited_chunks: tuple[int, ...]
+    findings: int
+    violations: tuple[Violation, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "cited_numbers": list(self.cited_numbers),
+            "cited_documents": list(self.cited_documents),
+            "cited_chunks": list(self.cited_chunks),
+            "findings": self.findings,
+            "violations": [v.__dict__ for v in self.violations],
+        }
+
+
+def verify_citations(
+    text: str, result: RetrievalResult | Grounding, *, review: bool = False
+) -> CitationReport:
+    """Check that every source ``text`` cites was retrieved in ``result``.
+
+    Citations are ``[n]`` (a citation number of the context), ``[doc:ID]`` (also
+    ``[document:ID]``, ``[source:ID]``: a document id) and ``[chunk:ID]`` (a chunk id);
+    each must be in the retrieval set. With ``review=True`` (a reviewer's findings),
+    every finding must also cite at least one source: a finding is a bullet or numbered
+    list item, or, when the text has none, a non-empty paragraph."""
+    if not isinstance(text, str):
+        raise InvalidArgument(f"text must be str, not {type(text).__name__}")
+    res = result.result if isinstance(result, Grounding) else result
+    numbers = {c.number for c in res.citations}
+    documents = {c.document_id for c in res.citations}
+    chunks = set(res.selected_chunk_ids)
+    violations: list[Violation] = []
+    cited_n: list[int] = []
+    cited_d: list[str] = []
+    cited_c: list[int] = []
+    lines = text.splitlines()
+    for lineno, line in enumerate(lines, start=1):
+        for m in _CITATION.finditer(line):
+            n = int(m.group(1))
+            cited_n.append(n)
+            if n not in numbers:
+                violations.append(
+                    Violation("unknown_citation", f"[{n}] is not a retrieved source", lineno)
+                )
+        for m in _DOC_REF.finditer(line):
+            cited_d.append(m.group(1))
+            if m.group(1) not in documents:
+                violations.append(
+                    Violation(
+                        "unknown_document", f"document {m.group(1)!r} was not retrieved", lineno
+                    )
+                )
+        for m in _CHUNK_REF.finditer(line):
+            cid = int(m.group(1))
+            cited_c.append(cid)
+            if cid not in chunks:
+                violations.append(
+                    Violation("unknown_chunk", f"chunk {cid} was not retrieved", lineno)
+                )
+    findings = 0
+    if review:
+        items = [
+            (i, m.group(1)) for i, line in enumerate(lines, start=1) if (m := _ITEM.match(line))
+        ]
+        if not items:
+            items = _paragraphs(lines)
+        for lineno, item in items:
+            findings += 1
+            if not (_CITATION.search(item) or _DOC_REF.search(item) or _CHUNK_REF.search(item)):
+                violations.append(
+                    Violation("uncited_finding", f"finding cites no source: {item[:80]!r}", lineno)
+                )
+    return CitationReport(
+        cited_numbers=tuple(dict.fromkeys(cited_n)),
+        cited_documents=tuple(dict.fromkeys(cited_d)),
+        cited_chunks=tuple(dict.fromkeys(cited_c)),
+        findings=findings,
+        violations=tuple(violations),
+    )
+
+
+def _paragraphs(lines: list[str]) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    start, buf = 0, []
+    for i, line in enumerate([*lines, ""], start=1):
+        if line.strip():
+            if not buf:
+                start = i
+            buf.append(line.strip())
+        elif buf:
+            out.append((start, " ".join(buf)))
+            buf = []
+    return out
