@@ -111,11 +111,11 @@ def chat_requests(fake: FakeOpenAI) -> list[Any]:
 
 
 def ranked_docs(result: RetrievalResult) -> list[str]:
-    return [doc for _, doc in result.debug["ranked"]]
+    return [doc for _, doc, _ in result.debug["ranked"]]
 
 
 def ranked_chunks(result: RetrievalResult) -> list[int]:
-    return [cid for cid, _ in result.debug["ranked"]]
+    return [cid for cid, _, _ in result.debug["ranked"]]
 
 
 def degradations(result: RetrievalResult) -> list[str]:

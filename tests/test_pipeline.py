@@ -698,10 +698,12 @@ def test_source_diversity_defers_a_documents_further_chunks(tmp_path: Path) -> N
             [b] = (c.id for c in t.chunks("tyres"))
             results[cap] = t.retrieve("pump pressure")
     free, capped = results[100], results[1]
-    assert free.debug["ranked"] == [[a1, "pump"], [a2, "pump"], [a3, "pump"], [b, "tyres"]]
+    assert [r[:2] for r in free.debug["ranked"]] == [[a1, "pump"], [a2, "pump"], [a3, "pump"],
+                                                     [b, "tyres"]]  # fmt: skip
     assert free.debug["rerank"]["deferred_for_diversity"] == []
     assert [c.document_id for c in free.citations] == ["pump"]  # two pump chunks fill it
-    assert capped.debug["ranked"] == [[a1, "pump"], [b, "tyres"], [a2, "pump"], [a3, "pump"]]
+    assert [r[:2] for r in capped.debug["ranked"]] == [[a1, "pump"], [b, "tyres"], [a2, "pump"],
+                                                       [a3, "pump"]]  # fmt: skip
     assert capped.debug["rerank"]["deferred_for_diversity"] == [a2, a3]
     assert [(c.document_id, c.chunk_ids) for c in capped.citations] == [
         ("pump", (a1,)),
@@ -745,11 +747,11 @@ def test_a_matching_section_title_wins_a_tie(tmp_path: Path) -> None:
     assert factors[other]["base"] == factors[match]["base"] == 1.0  # an exact tie
     assert factors[match]["title"] == round(0.1 * 1 / 3, 4)  # 1 of 3 terms in the title
     assert factors[other]["title"] == 0.0
-    assert with_title.debug["ranked"][0] == [match, "university"]
+    assert with_title.debug["ranked"][0][:2] == [match, "university"]
     assert with_title.citations[0].section_title == "University"
     assert with_title.debug["rerank"]["boosted"]["title"] >= 1
     # Without the factor the tie keeps the fused order (the first indexed chunk first).
-    assert without.debug["ranked"][0] == [other, "universe"]
+    assert without.debug["ranked"][0][:2] == [other, "universe"]
     assert without.debug["rerank"]["boosted"]["title"] == 0
 
 
@@ -788,7 +790,7 @@ def test_session_recency_breaks_ties_for_the_newest_attachment(
     assert factors[ids[newest]]["recency"] == margin
     assert factors[ids[attach_order[0]]]["recency"] == 0.0
     assert result.debug["rerank"]["boosted"]["recency"] == (1 if margin else 0)
-    assert result.debug["ranked"][0] == [ids[winner], winner]
+    assert result.debug["ranked"][0][:2] == [ids[winner], winner]
     assert result.citations[0].document_id == winner
     assert all(f["recency"] == 0.0 for f in in_workspace.debug["rerank"]["factors"].values())
 

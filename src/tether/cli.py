@@ -91,11 +91,31 @@ def add(
     global_: Annotated[
         bool, typer.Option("--global", help="Add to the shared global library (the default).")
     ] = False,
+    domain: Annotated[str | None, typer.Option(help="Tag: domain (policy.domains).")] = None,
+    source_type: Annotated[
+        str | None, typer.Option(help="Tag: policy | guide | log | link | contract.")
+    ] = None,
+    project: Annotated[str | None, typer.Option(help="Tag: project id.")] = None,
+    last_verified: Annotated[
+        str | None, typer.Option(help="Tag: ISO-8601 date or time it was last verified.")
+    ] = None,
+    version: Annotated[str | None, typer.Option(help="Tag: document version.")] = None,
+    status: Annotated[
+        str, typer.Option(help="active | draft | pending (draft and pending are not searched).")
+    ] = "active",
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index files into a workspace, attaching them to a session if given."""
+    raw_tags = {
+        "domain": domain,
+        "source_type": source_type,
+        "project_id": project,
+        "last_verified": last_verified,
+        "version": version,
+    }
+    tags = {k: v for k, v in raw_tags.items() if v is not None} or None
     if global_ and workspace not in (None, GLOBAL_WORKSPACE):
         err.print("[bold red]error:[/] --global and --workspace contradict each other")
         raise typer.Exit(2)
@@ -123,6 +143,8 @@ def add(
                 paths,
                 workspace_id=workspace,
                 session_id=session,
+                tags=tags,
+                status=status,  # type: ignore[arg-type]
                 on_error="collect",
                 progress=advance,
             )
@@ -333,6 +355,11 @@ def docs_show(
         )
         return
     out.print(_documents_table([document]))
+    if document.tags is not None:
+        tags = " · ".join(f"{k} {v}" for k, v in document.tags.to_dict().items() if v)
+        out.print(f"tags: {tags}", highlight=False)
+    if document.status != "active":
+        out.print(f"status: {document.status} (not searched until approved)", highlight=False)
     for c in chunks:
         where = " · ".join(p for p in (c.section_title, c.page and f"page {c.page}") if p)
         out.print(f"[bold]#{c.id}[/] [dim]{c.char_start}-{c.char_end} {where}[/]", highlight=False)
@@ -349,6 +376,56 @@ def docs_rm(
         for document_id in document_ids:
             tether.delete_document(document_id)
             out.print(f"deleted {document_id}", highlight=False)
+
+
+@docs_app.command("approve")
+def docs_approve(
+    document_ids: Annotated[list[str], typer.Argument(help="Document ids to approve.")],
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Make draft or pending (user-submitted) documents active, i.e. searchable."""
+    with _tether(db, config) as tether:
+        for document_id in document_ids:
+            tether.approve(document_id)
+            out.print(f"approved {document_id}", highlight=False)
+
+
+@app.command("log")
+def log_(
+    limit: Annotated[int, typer.Option(help="How many rows, newest first.", min=1)] = 20,
+    outcome: Annotated[
+        str | None,
+        typer.Option(help="Only this outcome: grounded | ungrounded | skipped | blocked | error."),
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the retrieval audit log (ids, sanitized queries and outcomes; never text)."""
+    with _tether(db, config) as tether:
+        rows = tether.retrieval_log(limit, outcome)
+    if as_json:
+        _print_json({"entries": rows})
+        return
+    if not rows:
+        out.print("The audit log is empty.")
+        return
+    table = Table()
+    for column in ("time", "outcome", "scope", "query", "chunks", "retrieval id"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        scope = f"{row['scope']['kind']}:{row['scope']['id']}"
+        outcome_text = row["outcome"] + (f" ({row['reason']})" if row["reason"] else "")
+        table.add_row(
+            row["created_at"][:19].replace("T", " "),
+            outcome_text,
+            scope,
+            row["query"],
+            ",".join(str(c) for c in row["chunk_ids"]) or "-",
+            row["retrieval_id"],
+        )
+    out.print(table)
 
 
 def _session_call(db: Path | None, config: Path | None, call: Callable[[Tether], T]) -> T:
@@ -528,6 +605,18 @@ def eval_(
         table.add_row("pipeline latency p50", f"{p.latency_ms_p50:.1f} ms")
         table.add_row("pipeline latency p95", f"{p.latency_ms_p95:.1f} ms")
     out.print(table)
+    if report.pipeline is not None:
+        trade = Table(title="relevance threshold: answered share vs precision@10")
+        for column in ("threshold", "answered", "precision@10", "a relevant chunk kept"):
+            trade.add_column(column, justify="right")
+        for row in report.pipeline.thresholds:
+            trade.add_row(
+                f"{row['threshold']:.2f}",
+                f"{row['answered']:.3f}",
+                f"{row['precision_at_k']:.3f}",
+                f"{row['recall_any']:.3f}",
+            )
+        out.print(trade)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -48,6 +48,10 @@ class BeirDataset:
                     )
 
 
+#: Relevance thresholds of the trade table (``tether eval --pipeline``).
+DEFAULT_THRESHOLDS = (0.0, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
+
+
 @dataclass(frozen=True)
 class PipelineReport:
     """The full pipeline (``Tether.retrieve``) on the same queries.
@@ -56,7 +60,8 @@ class PipelineReport:
     (``rag.rerank_top_n`` chunks), then in hybrid order beyond them. ``context_recall``
     is the share of queries whose context block cites at least one relevant document;
     ``grounded`` the share with any context at all; ``skipped`` the queries the decision
-    let through without retrieval."""
+    let through without retrieval; ``thresholds`` the trade table of
+    :func:`threshold_table`."""
 
     ndcg_at_10: float
     context_recall: float
@@ -65,8 +70,9 @@ class PipelineReport:
     skipped: int
     latency_ms_p50: float
     latency_ms_p95: float
+    thresholds: list[dict[str, float]]
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "ndcg@10": round(self.ndcg_at_10, 4),
             "context_recall": round(self.context_recall, 4),
@@ -75,6 +81,7 @@ class PipelineReport:
             "skipped": self.skipped,
             "latency_ms_p50": round(self.latency_ms_p50, 3),
             "latency_ms_p95": round(self.latency_ms_p95, 3),
+            "thresholds": self.thresholds,
         }
 
 
@@ -198,7 +205,12 @@ def recall_at(ranked: list[str], relevant: dict[str, int], cutoff: int) -> float
 
 
 def evaluate(
-    tether: Tether, dataset: BeirDataset, *, mode: SearchMode = "hybrid", pipeline: bool = False
+    tether: Tether,
+    dataset: BeirDataset,
+    *,
+    mode: SearchMode = "hybrid",
+    pipeline: bool = False,
+    thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS,
 ) -> EvalReport:
     """Run every query with a relevance judgement and score the rankings.
 
@@ -211,6 +223,7 @@ def evaluate(
     prefix = f"{workspace}:"
     ndcgs, recalls, latencies = [], [], []
     p_ndcgs, p_recalls, p_grounded, p_chunks, p_latencies = [], [], [], [], []
+    relevances: list[list[tuple[float, bool]]] = []
     skipped = 0
     for query_id, text in dataset.queries.items():
         relevant = dataset.qrels.get(query_id)
@@ -229,7 +242,11 @@ def evaluate(
         p_latencies.append((time.perf_counter() - started) * 1000)
         if not result.retrieved:
             skipped += 1
-        reranked = [doc.removeprefix(prefix) for _, doc in result.debug.get("ranked", [])]
+        ranked_chunks = result.debug.get("ranked", [])
+        reranked = [doc.removeprefix(prefix) for _, doc, _ in ranked_chunks]
+        relevances.append(
+            [(rel, relevant.get(doc.removeprefix(prefix), 0) > 0) for _, doc, rel in ranked_chunks]
+        )
         order = list(dict.fromkeys(reranked + ranked))
         p_ndcgs.append(ndcg_at(order, relevant, 10))
         cited = {c.document_id.removeprefix(prefix) for c in result.citations}
@@ -257,10 +274,46 @@ def evaluate(
             skipped=skipped,
             latency_ms_p50=_percentile(p_latencies, 50),
             latency_ms_p95=_percentile(p_latencies, 95),
+            thresholds=threshold_table(relevances, thresholds),
         )
         if pipeline
         else None,
     )
+
+
+
+def threshold_table(
+    relevances: list[list[tuple[float, bool]]], thresholds: tuple[float, ...], k: int = 10
+) -> list[dict[str, float]]:
+    """How a relevance threshold trades answered queries against precision.
+
+    ``relevances`` holds, per query, the pipeline's reranked candidates in order as
+    ``(relevance, is from a relevant document)``. At threshold ``t`` a query is
+    answered when at least one candidate has relevance >= ``t``; its precision@k is the
+    share of relevant ones among its first ``k`` such candidates. ``precision_at_k`` is
+    the mean over answered queries; ``recall_any`` the share of all queries whose kept
+    candidates include a relevant one."""
+    rows = []
+    for t in thresholds:
+        answered, precisions, hits = 0, [], 0
+        for candidates in relevances:
+            kept = [is_rel for rel, is_rel in candidates if rel >= t][:k]
+            if not kept:
+                continue
+            answered += 1
+            precisions.append(sum(kept) / len(kept))
+            hits += any(kept)
+        n = len(relevances) or 1
+        rows.append(
+            {
+                "threshold": t,
+                "answered": round(answered / n, 4),
+                "precision_at_k": round(statistics.fmean(precisions), 4) if precisions else 0.0,
+                "recall_any": round(hits / n, 4),
+                "k": k,
+            }
+        )
+    return rows
 
 
 def _percentile(values: list[float], pct: float) -> float:

@@ -329,7 +329,9 @@ class Pipeline:
                     "context": len(context.chunk_ids),
                 },
                 rerank=rerank_debug,
-                ranked=[[c.hit.chunk_id, c.hit.document_id] for c in ranked],
+                ranked=[
+                    [c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked
+                ],
                 relevance={
                     "definition": relevance_kind,
                     "min_relevance": min_relevance,
