@@ -183,7 +183,7 @@ class PolicySettings(BaseModel):
     # Agent guard rails (require_grounding): at most this many chunks, each at least this
     # relevant (question-chunk cosine), within this many seconds for the whole retrieval.
     max_chunks: int = Field(10, ge=1, le=10)
-    min_relevance: float = Field(0.35, ge=0.0, le=1.0, allow_inf_nan=False)
+    min_relevance: float = Field(0.3, ge=0.0, le=1.0, allow_inf_nan=False)
     timeout: float = Field(10.0, gt=0, description="seconds for a whole guarded retrieval")
     audit: bool = Field(True, description="append every retrieval to rag_retrieval_log")
 
