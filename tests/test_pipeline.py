@@ -984,7 +984,7 @@ def test_retrieve_cites_only_documents_of_its_scope(
             cited = {c.document_id for c in result.citations}
             assert cited <= matching, (scope, cited, matching)
             assert result.grounded == bool(matching)
-            ranked = {doc for _, doc in result.debug["ranked"]}
+            ranked = {doc for _, doc, _ in result.debug["ranked"]}
             assert ranked <= visible
 
 
@@ -1081,7 +1081,7 @@ def test_concurrent_aretrieve_in_different_sessions_never_mix(db_path: Path) -> 
         assert result.grounded and result.scope == Scope.session(s)
         assert {c.document_id for c in result.citations} <= own[s]
         assert {chunk_doc[cid] for cid in result.selected_chunk_ids} <= own[s]
-        assert {doc for _, doc in result.debug["ranked"]} <= own[s]
+        assert {doc for _, doc, _ in result.debug["ranked"]} <= own[s]
         assert result == expected[(s, q)]
         assert result.context == expected[(s, q)].context
 

@@ -123,7 +123,7 @@ class Tether:
         source: str | None = None,
         metadata: dict[str, Any] | None = None,
         tags: Tags | dict[str, Any] | None = None,
-        status: Literal["active", "draft", "pending"] = "active",
+        status: Literal["active", "draft", "pending"] | None = None,
         on_error: Literal["raise", "collect"] = "raise",
         progress: ProgressCallback | None = None,
     ) -> list[IndexResult]:
@@ -141,8 +141,9 @@ class Tether:
 
         ``tags`` (``domain``, ``source_type``, ``last_verified``, ``version``,
         ``project_id``; see :func:`tether.policy.validate_tags`) and ``status``
-        (``draft`` and ``pending`` documents are never searched until made ``active``)
-        apply to every file and to ``text=``; a TextSource carries its own. A bad or (with
+        (``draft`` and ``pending`` documents are never searched until made ``active``;
+        default: a document keeps its status, a new one is active) apply to every file
+        and to ``text=``; a TextSource carries its own. A bad or (with
         ``policy.require_tags``) missing tag fails that source with :class:`InvalidTag`.
         Re-adding unchanged content with new tags or status updates them in place.
         """

@@ -101,8 +101,12 @@ def add(
     ] = None,
     version: Annotated[str | None, typer.Option(help="Tag: document version.")] = None,
     status: Annotated[
-        str, typer.Option(help="active | draft | pending (draft and pending are not searched).")
-    ] = "active",
+        str | None,
+        typer.Option(
+            help="active | draft | pending (draft and pending are not searched);"
+            " default: keep the document's, new ones active."
+        ),
+    ] = None,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,

@@ -281,7 +281,6 @@ def evaluate(
     )
 
 
-
 def threshold_table(
     relevances: list[list[tuple[float, bool]]], thresholds: tuple[float, ...], k: int = 10
 ) -> list[dict[str, float]]:

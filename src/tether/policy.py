@@ -28,7 +28,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import (
@@ -36,7 +36,6 @@ from tether.errors import (
     InvalidArgument,
     InvalidTag,
     RetrievalTimeout,
-    TetherError,
 )
 from tether.models import Filters, RetrievalResult, Scope, Tags
 from tether.retrieve.decide import Decision
@@ -100,6 +99,8 @@ def validate_tags(
                 source, name, f"must be 1-{MAX_TAG_CHARS} printable characters, not {value!r:.60}"
             )
         clean[name] = value.strip()
+    if all(v is None for v in clean.values()):
+        return None
     if clean["domain"] is not None and clean["domain"] not in policy.domains:
         raise InvalidTag(
             source, "domain", f"{clean['domain']!r} is not one of {', '.join(policy.domains)}"
@@ -117,8 +118,8 @@ def _iso(source: str, value: Any) -> str:
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)
     elif isinstance(value, date):
-        moment = datetime(value.year, value.month, value.day, tzinfo=UTC)
-        if moment > datetime.now(UTC):
+        # A day of slack: "today" east of UTC is still tomorrow in UTC for a while.
+        if value > (datetime.now(UTC) + timedelta(days=1)).date():
             raise InvalidTag(source, "last_verified", f"{value.isoformat()} is in the future")
         return value.isoformat()
     elif isinstance(value, str):
@@ -138,7 +139,7 @@ def _iso(source: str, value: Any) -> str:
             source, "last_verified", f"must be an ISO-8601 date or time, not {type(value).__name__}"
         )
     moment = moment.astimezone(UTC)
-    if moment > datetime.now(UTC):
+    if moment > datetime.now(UTC) + timedelta(minutes=5):  # some clock skew
         raise InvalidTag(source, "last_verified", f"{moment.isoformat()} is in the future")
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -321,7 +322,7 @@ class require_grounding:
             raise
         except RetrievalTimeout as exc:
             raise _blocked_timeout(exc) from exc
-        except TetherError as exc:
+        except Exception as exc:  # any failure blocks: the store, the model, a bug
             raise _blocked_error(exc) from exc
         return _grounded(result)
 
@@ -334,7 +335,7 @@ class require_grounding:
             raise
         except RetrievalTimeout as exc:
             raise _blocked_timeout(exc) from exc
-        except TetherError as exc:
+        except Exception as exc:  # any failure blocks: the store, the model, a bug
             raise _blocked_error(exc) from exc
         return _grounded(result)
 
@@ -423,10 +424,12 @@ def _blocked_timeout(exc: RetrievalTimeout) -> GenerationBlocked:
     )
 
 
-def _blocked_error(exc: TetherError) -> GenerationBlocked:
-    logger.error("generation blocked: retrieval failed: %s", exc)
+def _blocked_error(exc: Exception) -> GenerationBlocked:
+    logger.error("generation blocked: retrieval failed: %s: %s", type(exc).__name__, exc)
     return GenerationBlocked(
-        "error", f"retrieval failed ({type(exc).__name__}: {exc}); fix it and retry."
+        "error",
+        f"retrieval failed ({type(exc).__name__}: {exc}); fix it and retry.",
+        retrieval_id=getattr(exc, "retrieval_id", None),
     )
 
 

@@ -33,7 +33,8 @@ GROUP_CHUNKS = 512
 
 
 #: ``active``: searchable. ``draft``: not yet published. ``pending``: user-submitted, not
-#: yet approved. Only active documents are ever searched (the policy's exclusions).
+#: yet approved. Only active documents are ever searched (the policy's exclusions). A
+#: source without a status keeps its document's (new documents are active).
 DOCUMENT_STATUSES = ("active", "draft", "pending")
 
 
@@ -41,7 +42,7 @@ DOCUMENT_STATUSES = ("active", "draft", "pending")
 class PathSource:
     path: str | Path
     tags: Tags | Mapping[str, Any] | None = None
-    status: str = "active"
+    status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class TextSource:
     source: str | None = None
     metadata: dict[str, Any] | None = None
     tags: Tags | Mapping[str, Any] | None = None
-    status: str = "active"
+    status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ class Indexer:
                 source_path, document_id = source.source, source.document_id
                 metadata = dict(source.metadata or {})
             tags = validate_tags(label, source.tags, self.policy)
-            if source.status not in DOCUMENT_STATUSES:
+            if source.status is not None and source.status not in DOCUMENT_STATUSES:
                 raise InvalidTag(
                     label,
                     "status",
@@ -209,11 +210,10 @@ class Indexer:
         if existing is not None and existing.content_hash == digest:
             self._check_workspace(existing.id, existing.workspace_id, placement)
             self._attach(existing.id, placement)
-            if (existing.tags, existing.status) != (tags, source.status) and (
-                tags is not None or source.status != existing.status
-            ):
+            status = source.status or existing.status
+            if (tags is not None and tags != existing.tags) or status != existing.status:
                 # Same content, new tags or status: no re-chunking, no re-embedding.
-                self.repo.set_tags_and_status(existing.id, tags or existing.tags, source.status)
+                self.repo.set_tags_and_status(existing.id, tags or existing.tags, status)
                 return IndexResult(label, "updated", existing.id, existing.chunk_count)
             return IndexResult(label, "skipped", existing.id, existing.chunk_count)
         chunks = chunk_sections(
@@ -224,7 +224,10 @@ class Indexer:
             title=loaded.title,
             count_tokens=self.count_tokens,
         )
-        return _Prepared(label, loaded, digest, lookup, metadata, chunks, tags, source.status)
+        return _Prepared(
+            label, loaded, digest, lookup, metadata, chunks, tags,
+            source.status or (existing.status if existing else "active"),
+        )  # fmt: skip
 
     def _embed_group(
         self, group: list[_Prepared]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -153,14 +154,15 @@ class Pipeline:
     async def _audited(self, request: Request, parent: Any) -> RetrievalResult:
         """:meth:`_run` within the request's time budget, with one audit row per call."""
         retrieval_id = uuid.uuid4().hex
+        budget = asyncio.timeout(request.timeout)
         try:
-            if request.timeout is None:
+            async with budget:
                 result = await self._run(request, parent, retrieval_id)
-            else:
-                result = await asyncio.wait_for(
-                    self._run(request, parent, retrieval_id), request.timeout
-                )
-        except TimeoutError:
+        except TimeoutError as exc:
+            if not budget.expired():  # a timeout inside (a socket, a provider): an error
+                await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
+                _tag(exc, retrieval_id)
+                raise
             message = f"retrieval took longer than its {request.timeout:g}s budget"
             logger.error("%s (retrieval %s)", message, retrieval_id)
             await self._audit(request, retrieval_id, None, "blocked" if request.guarded else
@@ -168,6 +170,7 @@ class Pipeline:
             raise RetrievalTimeout(message, retrieval_id=retrieval_id) from None
         except Exception as exc:
             await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
+            _tag(exc, retrieval_id)
             raise
         if not result.retrieved:
             outcome, reason = "skipped", result.debug["decision"]["reason"]
@@ -329,9 +332,7 @@ class Pipeline:
                     "context": len(context.chunk_ids),
                 },
                 rerank=rerank_debug,
-                ranked=[
-                    [c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked
-                ],
+                ranked=[[c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked],
                 relevance={
                     "definition": relevance_kind,
                     "min_relevance": min_relevance,
@@ -534,6 +535,12 @@ class Pipeline:
                 "global",
             )
         return f"{opening} Add documents that cover this to the library.", None
+
+
+def _tag(exc: BaseException, retrieval_id: str) -> None:
+    """Name the retrieval on an exception that escapes it (for the audit trail)."""
+    with contextlib.suppress(AttributeError):  # exceptions with __slots__
+        exc.retrieval_id = retrieval_id  # type: ignore[attr-defined]
 
 
 def _check_question(question: object) -> None:
