@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 from tether.embed import Embedder, embedder_from_settings
-from tether.errors import IndexingFailed, InvalidArgument
+from tether.errors import DocumentNotFound, IndexingFailed, InvalidArgument
 from tether.ingest import Indexer
 from tether.ingest.indexer import DOCUMENT_STATUSES, PathSource, ReembedReport, TextSource
+from tether.ingest.jobs import IndexJob, IndexWorker
+from tether.ingest.jobs import ProgressCallback as JobProgressCallback
+from tether.ingest.watcher import LibrarySync, SyncReport
 from tether.llm import ChatModel, chat_from_settings
 from tether.models import (
+    GLOBAL_WORKSPACE,
     Document,
     Filters,
     IndexResult,
@@ -29,6 +39,8 @@ from tether.retrieve.pipeline import Pipeline, Request
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
 from tether.store import Database, Repository, StoredChunk
+
+logger = logging.getLogger("tether")
 
 MAX_K = 1000
 PathLike = str | os.PathLike[str]
@@ -91,6 +103,8 @@ class Tether:
         if chat is None:
             chat, self.chat_unavailable = chat_from_settings(self.settings.llm)
         self.chat = chat
+        self._jobs: IndexWorker | None = None
+        self._jobs_lock = threading.Lock()
         self._pipeline = Pipeline(
             self.repo, self.settings, self._searcher, embedder, chat, self.chat_unavailable
         )
@@ -105,6 +119,9 @@ class Tether:
         self.close()
 
     def close(self) -> None:
+        """Finish running indexing jobs (queued ones are cancelled), then close the store."""
+        if self._jobs is not None:
+            self._jobs.shutdown(wait=True)
         self._pipeline.close()
         self.db.close()
 
@@ -174,12 +191,29 @@ class Tether:
                     "document_id=, source= and metadata= go with text= (or a TextSource)"
                 )
             assert sources is not None
-            many = [sources] if isinstance(sources, str | os.PathLike | TextSource) else sources
+            many = (
+                [sources]
+                if isinstance(sources, str | os.PathLike | TextSource | PathSource)
+                else sources
+            )
             items = [
-                s if isinstance(s, TextSource) else PathSource(s, tags=tags, status=status)
+                s
+                if isinstance(s, TextSource | PathSource)
+                else PathSource(s, tags=tags, status=status)
                 for s in many
             ]
         placement = self._indexer.place(workspace_id, session_id)
+        return self._index_now(items, placement, on_error=on_error, progress=progress)
+
+    def _index_now(
+        self,
+        items: list[PathSource | TextSource],
+        placement: Any,
+        *,
+        on_error: Literal["raise", "collect"],
+        progress: ProgressCallback | None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> list[IndexResult]:
         done = 0
 
         def report(result: IndexResult) -> None:
@@ -188,10 +222,142 @@ class Tether:
             if progress:
                 progress(done, len(items), result)
 
-        results = self._indexer.index(items, placement, progress=report)
+        # Small files first: the first results (and progress) come sooner.
+        order = sorted(range(len(items)), key=lambda i: _size(items[i]))
+        ranked = self._indexer.index(
+            [items[i] for i in order], placement, progress=report, cancelled=cancelled
+        )
+        results: list[IndexResult] = [ranked[0]] * len(items) if items else []
+        for position, i in enumerate(order):
+            results[i] = ranked[position]
         if on_error == "raise" and any(r.error is not None for r in results):
             raise IndexingFailed(results)
         return results
+
+    # -- background indexing and triggers ------------------------------------------------
+
+    def submit(
+        self,
+        sources: PathLike | TextSource | Iterable[PathLike | TextSource],
+        *,
+        workspace_id: str | None = None,
+        session_id: str | None = None,
+        tags: Tags | dict[str, Any] | None = None,
+        status: Literal["active", "draft", "pending"] | None = None,
+        on_progress: JobProgressCallback | None = None,
+        kind: str = "document",
+    ) -> IndexJob:
+        """:meth:`add` on a background thread: returns an :class:`IndexJob` at once.
+
+        Sources are checked here (bad arguments raise now); each one's own failure is in
+        the job's results, and fails only this job. ``on_progress(job, progress)`` runs
+        on the worker after each source; ``job.progress.description`` reads like
+        "Processing PDF 3 of 12"."""
+        many = (
+            [sources]
+            if isinstance(sources, str | os.PathLike | TextSource | PathSource)
+            else list(sources)
+        )
+        items: list[PathSource | TextSource] = [
+            s if isinstance(s, TextSource | PathSource) else PathSource(s, tags=tags, status=status)
+            for s in many
+        ]
+        placement = self._indexer.place(workspace_id, session_id)
+        labels = [str(i.path) if isinstance(i, PathSource) else i.title for i in items]
+        return self._worker().submit(
+            kind, labels, {"items": items, "placement": placement}, on_progress
+        )
+
+    def on_pdf_imported(
+        self,
+        path: PathLike,
+        session_id: str,
+        workspace_id: str | None = None,
+        *,
+        on_progress: JobProgressCallback | None = None,
+    ) -> IndexJob:
+        """A PDF was imported into a chat session: index it (skipped when its content is
+        unchanged) and attach it to the session, in the background."""
+        if not session_id:
+            raise InvalidArgument("on_pdf_imported needs the session_id the PDF belongs to")
+        # Marked as the session's ChatPDF document: closing the session makes it stale.
+        source = PathSource(path, metadata={"origin": "chatpdf", "session_id": session_id})
+        placement = self._indexer.place(workspace_id, session_id)
+        return self._worker().submit(
+            "PDF", [str(path)], {"items": [source], "placement": placement}, on_progress
+        )
+
+    def on_text_artifact_saved(
+        self,
+        artifact_id: str,
+        text: str,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+        *,
+        title: str | None = None,
+        on_progress: JobProgressCallback | None = None,
+    ) -> IndexJob | None:
+        """A text artifact (a note, a generated document) was saved: index it when
+        ``rag.index_text_artifacts`` is on (``None`` otherwise: nothing is done). The
+        artifact id is its stable key, so a changed text replaces the earlier version
+        and an unchanged one is skipped by hash."""
+        if not self.settings.rag.index_text_artifacts:
+            logger.debug("text artifact %s not indexed: rag.index_text_artifacts is off",
+                         artifact_id)  # fmt: skip
+            return None
+        if not isinstance(artifact_id, str) or not artifact_id.strip():
+            raise InvalidArgument("artifact_id must be a non-empty string")
+        if not isinstance(text, str):
+            raise InvalidArgument(f"text must be str, not {type(text).__name__}")
+        source = TextSource(text, title or artifact_id, source=f"artifact:{artifact_id}")
+        return self.submit(
+            source, workspace_id=workspace_id, session_id=session_id,
+            on_progress=on_progress, kind="text artifact",
+        )  # fmt: skip
+
+    def library(
+        self,
+        folder: PathLike,
+        *,
+        workspace_id: str = GLOBAL_WORKSPACE,
+        settle: float = 0.5,
+        backoff: float = 30.0,
+    ) -> LibrarySync:
+        """The files under ``folder`` as a library kept in ``workspace_id`` (default: the
+        global library): ``.scan()`` once, or ``.watch()`` for changes. See
+        :mod:`tether.ingest.watcher`."""
+        return LibrarySync(self, folder, workspace_id=workspace_id, settle=settle, backoff=backoff)
+
+    def scan(self, folder: PathLike, *, workspace_id: str = GLOBAL_WORKSPACE) -> SyncReport:
+        """One pass over ``folder``: index new and changed files, follow renames, delete
+        the documents of removed files, retry failures that are due."""
+        return self.library(folder, workspace_id=workspace_id).scan()
+
+    def watch(
+        self,
+        folder: PathLike,
+        *,
+        workspace_id: str = GLOBAL_WORKSPACE,
+        stop: threading.Event | None = None,
+        on_pass: Callable[[SyncReport], None] | None = None,
+    ) -> None:
+        """Keep ``folder`` indexed until ``stop`` is set (blocks; run it in a thread)."""
+        self.library(folder, workspace_id=workspace_id).watch(stop=stop, on_pass=on_pass)
+
+    def registry(self, folder: PathLike | None = None) -> list[dict[str, Any]]:
+        """What the library registry knows about each file (under ``folder``, if given)."""
+        under = str(Path(folder).expanduser().resolve()) if folder is not None else None
+        return self.repo.registry(under)
+
+    def jobs(self) -> list[IndexJob]:
+        """Every job submitted through this Tether, oldest first."""
+        return self._jobs.jobs() if self._jobs is not None else []
+
+    def _worker(self) -> IndexWorker:
+        with self._jobs_lock:
+            if self._jobs is None:
+                self._jobs = IndexWorker(self._index_now, self.settings.rag.index_workers)
+            return self._jobs
 
     # -- search -------------------------------------------------------------------------
 
@@ -430,7 +596,30 @@ class Tether:
         return self.repo.list_sessions(workspace_id)
 
     def close_session(self, session_id: str) -> Session:
-        return self.repo.close_session(session_id)
+        """Close a session. Its ChatPDF documents (imported with :meth:`on_pdf_imported`)
+        that no other open session uses are marked stale (``stale_at``), for
+        :meth:`cleanup` to delete once the retention window has passed."""
+        session, stale = self.repo.close_session(session_id)
+        if stale:
+            logger.info("session %s closed: %d document(s) marked stale", session_id, len(stale))
+        return session
+
+    def cleanup(self, retention: str | timedelta = "7d", *, dry_run: bool = False) -> CleanupReport:
+        """Delete documents that have been stale for longer than ``retention`` (``"7d"``,
+        ``"12h"``, ``"30m"``, ``"2w"`` or a timedelta), with their chunks, embeddings, FTS
+        rows and attachments. ``dry_run`` lists them and deletes nothing."""
+        window = parse_retention(retention)
+        cutoff = (datetime.now(UTC) - window).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        documents = self.repo.stale_documents(cutoff)
+        if not dry_run:
+            for document in documents:
+                try:
+                    self.repo.delete_document(document.id)
+                except DocumentNotFound:
+                    continue  # deleted meanwhile
+            if documents:
+                logger.info("cleanup deleted %d stale document(s)", len(documents))
+        return CleanupReport(documents=tuple(documents), deleted=not dry_run, cutoff=cutoff)
 
     def attach(self, document_id: str, session_id: str) -> bool:
         """Attach a document to a session; False if it already was."""
@@ -444,3 +633,49 @@ class Tether:
 def _require_id(value: object, name: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{name} must be a non-empty string, not {value!r}")
+
+
+def _size(item: PathSource | TextSource) -> int:
+    if isinstance(item, TextSource):
+        return len(item.text)
+    try:
+        return os.path.getsize(item.path)
+    except OSError:
+        return 0  # unreadable: fails fast, first
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    """What :meth:`Tether.cleanup` deleted (or, in a dry run, would delete)."""
+
+    documents: tuple[Document, ...]
+    deleted: bool
+    cutoff: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deleted": self.deleted,
+            "cutoff": self.cutoff,
+            "documents": [
+                {"id": d.id, "title": d.title, "workspace_id": d.workspace_id,
+                 "stale_at": d.stale_at, "chunk_count": d.chunk_count}
+                for d in self.documents
+            ],
+        }  # fmt: skip
+
+
+_RETENTION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_retention(value: str | timedelta) -> timedelta:
+    """``"7d"``, ``"12h"``, ``"30m"``, ``"45s"``, ``"2w"`` (or a timedelta) as a timedelta."""
+    if isinstance(value, timedelta):
+        window = value
+    elif isinstance(value, str) and (m := _RETENTION.fullmatch(value.lower())):
+        window = timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+    else:
+        raise InvalidArgument(f"retention must look like 7d, 12h, 30m, 45s or 2w, not {value!r}")
+    if window < timedelta(0):
+        raise InvalidArgument(f"retention must not be negative, not {value!r}")
+    return window

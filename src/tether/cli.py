@@ -139,8 +139,11 @@ def add(
 
             def advance(done: int, total: int, result: Any) -> None:
                 name = Path(result.source).name
+                kind = _KIND_NAMES.get(Path(result.source).suffix.lower(), "file")
                 progress.update(
-                    task, completed=done, description=f"Indexed {done} of {total}: {name}"
+                    task,
+                    completed=done,
+                    description=f"Processing {kind} {min(done + 1, total)} of {total} ({name})",
                 )
 
             results = tether.add(
@@ -294,6 +297,7 @@ def _pages(pages: tuple[int, ...]) -> str | None:
     return f"page {pages[0]}" if len(pages) == 1 else f"pages {pages[0]}-{pages[-1]}"
 
 
+_KIND_NAMES = {".pdf": "PDF", ".md": "Markdown", ".txt": "text", ".html": "HTML", ".htm": "HTML"}
 _KINDS = {"text/markdown": "md", "text/plain": "txt", "application/pdf": "pdf", "text/html": "html"}
 
 
@@ -393,6 +397,134 @@ def docs_approve(
         for document_id in document_ids:
             tether.approve(document_id)
             out.print(f"approved {document_id}", highlight=False)
+
+
+@app.command()
+def cleanup(
+    retention: Annotated[
+        str, typer.Option(help="How long a document stays stale before it goes: 7d, 12h, 2w.")
+    ] = "7d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete documents of closed sessions once they have been stale for --retention."""
+    with _tether(db, config) as tether:
+        report = tether.cleanup(retention, dry_run=dry_run)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    verb = "would delete" if dry_run else "deleted"
+    if not report.documents:
+        out.print(f"Nothing stale for longer than {retention}.", highlight=False)
+        return
+    for d in report.documents:
+        out.print(
+            f"{verb} {d.id}  {d.title}  ({d.chunk_count} chunks, stale since {d.stale_at})",
+            highlight=False,
+            markup=False,
+        )
+
+
+FolderArgument = Annotated[
+    Path, typer.Argument(help="The library folder.", exists=True, file_okay=False)
+]
+
+
+@app.command()
+def scan(
+    folder: FolderArgument,
+    workspace: Annotated[
+        str, typer.Option(help="Workspace the files go to (default: the global library).")
+    ] = GLOBAL_WORKSPACE,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index FOLDER once: new and changed files, renames, removals, due retries."""
+    with _tether(db, config) as tether:
+        report = tether.scan(folder, workspace_id=workspace)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_sync(report)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def watch(
+    folder: FolderArgument,
+    workspace: Annotated[
+        str, typer.Option(help="Workspace the files go to (default: the global library).")
+    ] = GLOBAL_WORKSPACE,
+    db: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Keep FOLDER indexed: scan it, then follow its changes until Ctrl-C."""
+    import threading
+
+    stop = threading.Event()
+    with _tether(db, config) as tether:
+        err.print(f"watching {folder.resolve()} (Ctrl-C to stop)", highlight=False)
+        try:
+            tether.watch(folder, workspace_id=workspace, stop=stop, on_pass=_print_sync)
+        except KeyboardInterrupt:
+            stop.set()
+            err.print("stopped", highlight=False)
+
+
+def _print_sync(report: Any) -> None:
+    for path in report.indexed:
+        out.print(f"[green]indexed[/]  {path}", highlight=False)
+    for old, new in report.renamed:
+        out.print(f"[cyan]renamed[/]  {old} -> {new}", highlight=False)
+    for path in report.deleted:
+        out.print(f"[yellow]deleted[/]  {path}", highlight=False)
+    for path in report.failed:
+        err.print(f"[red]failed[/]   {path}", highlight=False)
+    for path in report.refused:
+        err.print(f"[red]refused[/]  {path} (leads outside the folder)", highlight=False)
+    if report.unsettled:
+        err.print(
+            f"{len(report.unsettled)} file(s) still being written; next pass", highlight=False
+        )
+    if report.unchanged and not (report.indexed or report.renamed or report.deleted):
+        out.print(f"{len(report.unchanged)} file(s) unchanged", highlight=False)
+
+
+@app.command()
+def status(
+    folder: Annotated[
+        Path | None, typer.Argument(help="Only files under this folder.", show_default=False)
+    ] = None,
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the library registry: each file's status, retries, times and last error."""
+    with _tether(db, config) as tether:
+        rows = tether.registry(folder)
+    if as_json:
+        _print_json({"files": rows})
+        return
+    if not rows:
+        out.print("The library registry is empty (tether scan DIR fills it).")
+        return
+    table = Table()
+    for column in ("file", "status", "retries", "last indexed", "document", "error"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["source_path"],
+            row["status"],
+            str(row["retry_count"]),
+            (row["last_indexed_at"] or "-")[:19].replace("T", " "),
+            row["document_id"] or "-",
+            row["error"] or "",
+        )
+    out.print(table)
 
 
 @app.command("log")

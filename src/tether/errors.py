@@ -19,6 +19,7 @@
         ├── UnreadableFile
         ├── EmptyDocument
         ├── InvalidTag            a missing or invalid tag; ``.field`` names it
+        ├── IndexingCancelled     the job was cancelled before this source started
         └── IndexingFailed        a batch finished, some sources failed (``.results`` has all)
     GenerationBlocked             (also TetherError) a guarded generation may not run:
                                   nothing relevant, a timeout or an error; ``.advisory`` says why
@@ -194,3 +195,8 @@ class RetrievalTimeout(TetherError):
     def __init__(self, message: str, *, retrieval_id: str | None = None) -> None:
         super().__init__(message)
         self.retrieval_id = retrieval_id
+
+
+class IndexingCancelled(IngestError):
+    """The indexing job was cancelled before this source was started; nothing of it was
+    stored."""

@@ -173,6 +173,7 @@ class Document:
     session_ids: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
     tags: Tags | None = None
+    stale_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -191,6 +192,7 @@ class Document:
             "session_ids": list(self.session_ids),
             "metadata": self.metadata,
             "tags": self.tags.to_dict() if self.tags else None,
+            "stale_at": self.stale_at,
         }
 
 

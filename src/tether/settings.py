@@ -122,6 +122,7 @@ class RagSettings(BaseModel):
     rewrite_count: int = Field(3, ge=1, le=3, description="rewrites (queries = 1 + this)")
     enable_llm_rerank: bool = False
     index_text_artifacts: bool = False
+    index_workers: int = Field(2, ge=1, le=32, description="background indexing threads")
     min_relevance: float = Field(
         0.2, ge=0.0, le=1.0, description="chunks below this relevance never reach the context"
     )

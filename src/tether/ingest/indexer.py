@@ -13,6 +13,7 @@ from tether.embed import Embedder, to_blob
 from tether.errors import (
     EmbeddingError,
     EmbeddingsUnavailable,
+    IndexingCancelled,
     IngestError,
     InvalidTag,
     ScopeError,
@@ -43,6 +44,7 @@ class PathSource:
     path: str | Path
     tags: Tags | Mapping[str, Any] | None = None
     status: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,13 @@ class Indexer:
         placement: Placement,
         *,
         progress: Callable[[IndexResult], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> list[IndexResult]:
         """Index many sources, returning one result per source, in order.
+
+        ``cancelled`` is asked before each source: once it says yes, the documents
+        already prepared are finished (a document is never stored half-way) and every
+        source not yet started fails with :class:`IndexingCancelled`.
 
         Loading and chunking are per source. Embedding is batched across the sources of
         a group (up to ``GROUP_CHUNKS`` chunks), which is what makes many small files
@@ -162,6 +169,13 @@ class Indexer:
 
         for source in sources:
             results.append(None)
+            if cancelled is not None and cancelled():
+                label = str(source.path) if isinstance(source, PathSource) else source.title
+                report(
+                    len(results) - 1,
+                    IndexResult(label, "failed", error=IndexingCancelled(label, "cancelled")),
+                )
+                continue
             prepared = self._prepare(source, placement)
             if isinstance(prepared, IndexResult):
                 report(len(results) - 1, prepared)
@@ -184,7 +198,8 @@ class Indexer:
                 label = str(source.path)
                 resolved = Path(source.path).expanduser().resolve()
                 loaded = load_path(resolved)
-                source_path, document_id, metadata = str(resolved), None, {}
+                source_path, document_id = str(resolved), None
+                metadata = dict(source.metadata or {})
             else:
                 label = source.source or source.document_id or source.title
                 loaded = load_text(source.text, title=source.title, mime=source.mime)

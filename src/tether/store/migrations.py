@@ -197,11 +197,20 @@ ALTER TABLE rag_retrieval_log ADD COLUMN reason TEXT;
 CREATE UNIQUE INDEX rag_retrieval_log_id ON rag_retrieval_log(retrieval_id);
 """
 
+_0005_registry = """
+-- The library watcher's registry: which document a file became, and when to retry.
+ALTER TABLE rag_index_registry ADD COLUMN workspace_id TEXT;
+ALTER TABLE rag_index_registry ADD COLUMN document_id TEXT;
+ALTER TABLE rag_index_registry ADD COLUMN next_retry_at TEXT;
+CREATE INDEX rag_index_registry_hash ON rag_index_registry(content_hash);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
     Migration(3, "change counters for reader caches", _0003_change_counters),
     Migration(4, "governance: tag index, tag-aware cache counter, audit columns", _0004_governance),
+    Migration(5, "registry: document, workspace and retry columns", _0005_registry),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

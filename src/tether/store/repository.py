@@ -109,7 +109,7 @@ class StoredChunk:
 _DOCUMENT_COLUMNS = (
     "d.id, d.workspace_id, d.title, d.source_path, d.source_type, d.mime, d.content_hash,"
     " d.file_size, d.status, d.created_at, d.indexed_at, d.metadata,"
-    " d.project_id, d.domain, d.version, d.last_verified,"
+    " d.project_id, d.domain, d.version, d.last_verified, d.stale_at,"
     " (SELECT count(*) FROM rag_chunks c WHERE c.document_id = d.id) AS chunk_count,"
     " (SELECT group_concat(s.session_id, char(31)) FROM rag_document_sessions s"
     "   WHERE s.document_id = d.id) AS session_ids"
@@ -118,7 +118,7 @@ _DOCUMENT_COLUMNS = (
 
 def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
     (id_, ws, title, path, stype, mime, chash, size, status, created, indexed, meta) = row[:12]
-    project, domain, version, verified, n, sids = row[12:]
+    project, domain, version, verified, stale, n, sids = row[12:]
     tagged = any(v is not None for v in (stype, project, domain, version, verified))
     return Document(
         id=id_,
@@ -136,6 +136,7 @@ def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
         session_ids=tuple(sorted(sids.split("\x1f"))) if sids else (),
         metadata=json.loads(meta),
         tags=Tags(domain, stype, verified, version, project) if tagged else None,
+        stale_at=stale,
     )
 
 
@@ -197,6 +198,12 @@ _HIT_COLUMNS = (
     "c.id, c.document_id, d.title, c.section_title, c.page, c.content, c.ordinal,"
     " c.char_start, c.char_end, d.source_path, d.workspace_id"
 )
+
+
+_REGISTRY_KEYS = (
+    "source_path", "workspace_id", "document_id", "content_hash", "status", "retry_count",
+    "last_seen_at", "last_indexed_at", "next_retry_at", "error",
+)  # fmt: skip
 
 
 def _hit(row: Sequence[Any], score: float) -> Hit:
@@ -326,15 +333,39 @@ class Repository:
         with self.db.read() as conn:
             return [Session(*row) for row in conn.execute(sql + " ORDER BY created_at", params)]
 
-    def close_session(self, session_id: str) -> Session:
+    def close_session(self, session_id: str) -> tuple[Session, list[str]]:
+        """Close a session and mark its ChatPDF documents stale: those imported into it
+        (metadata ``origin = "chatpdf"``) that no other open session uses. Returns the
+        session and the ids of the documents marked."""
+        now = utcnow()
         with self.db.write() as conn:
             cur = conn.execute(
                 "UPDATE sessions SET closed_at = coalesce(closed_at, ?) WHERE id = ?",
-                (utcnow(), session_id),
+                (now, session_id),
             )
             if cur.rowcount == 0:
                 raise SessionNotFound(session_id)
-        return self.get_session(session_id)
+            rows = conn.execute(
+                "UPDATE rag_documents SET stale_at = ? WHERE stale_at IS NULL"
+                " AND json_extract(metadata, '$.origin') = 'chatpdf'"
+                " AND id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM rag_document_sessions ds"
+                "   JOIN sessions s ON s.id = ds.session_id"
+                "   WHERE ds.document_id = rag_documents.id AND s.closed_at IS NULL)"
+                " RETURNING id",
+                (now, session_id),
+            ).fetchall()
+        return self.get_session(session_id), sorted(r[0] for r in rows)
+
+    def stale_documents(self, cutoff: str) -> list[Document]:
+        """Documents marked stale at or before ``cutoff`` (ISO time), oldest first."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM rag_documents d"
+                " WHERE d.stale_at IS NOT NULL AND d.stale_at <= ? ORDER BY d.stale_at, d.id",
+                (cutoff,),
+            ).fetchall()
+        return [_document(row) for row in rows]
 
     # -- attachments --------------------------------------------------------------------
 
@@ -355,6 +386,10 @@ class Repository:
                 " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (document_id, session_id, utcnow()),
             )
+            if session.closed_at is None:  # in use again: no longer stale
+                conn.execute(
+                    "UPDATE rag_documents SET stale_at = NULL WHERE id = ?", (document_id,)
+                )
             return cur.rowcount > 0
 
     def detach_document_from_session(self, document_id: str, session_id: str) -> bool:
@@ -629,6 +664,58 @@ class Repository:
             }
             for r in rows
         ]
+
+    # -- the library registry -----------------------------------------------------------
+
+    def registry(self, under: str | None = None) -> list[dict[str, Any]]:
+        """Registry rows (for paths under the folder ``under``, if given), by path."""
+        sql = (
+            "SELECT source_path, workspace_id, document_id, content_hash, status, retry_count,"
+            " last_seen_at, last_indexed_at, next_retry_at, error FROM rag_index_registry"
+        )
+        params: list[Any] = []
+        if under is not None:
+            sql += " WHERE substr(source_path, 1, ?) = ?"
+            prefix = under.rstrip("/") + "/"
+            params = [len(prefix), prefix]
+        with self.db.read() as conn:
+            rows = conn.execute(sql + " ORDER BY source_path", params).fetchall()
+        return [dict(zip(_REGISTRY_KEYS, row, strict=True)) for row in rows]
+
+    def upsert_registry(self, source_path: str, **fields: Any) -> None:
+        """Create or update the registry row of ``source_path`` with ``fields``."""
+        allowed = {"workspace_id", "document_id", "content_hash", "status", "retry_count",
+                   "last_seen_at", "last_indexed_at", "next_retry_at", "error"}  # fmt: skip
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown registry fields {sorted(unknown)}")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in fields) or "status = status"
+        inserted = {"status": "queued", **fields}  # a new row needs a status
+        columns = ["source_path", *inserted]
+        with self.db.write() as conn:
+            conn.execute(
+                f"INSERT INTO rag_index_registry ({', '.join(columns)})"
+                f" VALUES ({', '.join('?' * len(columns))})"
+                f" ON CONFLICT (source_path) DO UPDATE SET {updates}",
+                [source_path, *inserted.values()],
+            )
+
+    def delete_registry(self, source_path: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM rag_index_registry WHERE source_path = ?", (source_path,))
+
+    def rename_source(self, old_path: str, new_path: str, document_id: str | None) -> None:
+        """A file moved: its document and registry row follow it (nothing is re-indexed)."""
+        with self.db.write() as conn:
+            if document_id is not None:
+                conn.execute(
+                    "UPDATE rag_documents SET source_path = ? WHERE id = ?", (new_path, document_id)
+                )
+            conn.execute("DELETE FROM rag_index_registry WHERE source_path = ?", (new_path,))
+            conn.execute(
+                "UPDATE rag_index_registry SET source_path = ? WHERE source_path = ?",
+                (new_path, old_path),
+            )
 
     def candidate_rows(
         self, chunk_ids: Sequence[int], session_id: str | None = None

@@ -1,0 +1,327 @@
+"""The global library: a folder whose files are kept indexed, once (scan) or live (watch).
+
+A pass over the folder (:meth:`LibrarySync.scan`) does, for every supported file under
+the root (``.md .markdown .txt .pdf .html .htm``):
+
+1. **Safety.** The path is resolved; a symlink or name that leads outside the root is
+   refused and logged, never read.
+2. **Settling.** A file is only read once its size and modification time have stayed
+   the same for ``settle`` seconds, so a file still being written is never indexed
+   half-way (it is picked up by the next pass or event).
+3. **Change detection.** The file's bytes are hashed (sha256); a file whose hash the
+   registry already has as indexed is left alone.
+4. **Renames.** A new path whose hash matches a registered file that has vanished is a
+   rename: the document's ``source_path`` and the registry row follow it, and nothing
+   is re-read or re-embedded.
+5. **Indexing** of new and changed files, smallest first, into the library's workspace
+   (``GLOBAL`` by default), embeddings batched across files.
+6. **Deletions.** A registered file that no longer exists has its document deleted.
+7. **Retries.** A file that fails is retried on later passes, up to 3 times, with
+   exponential backoff (``backoff`` x 2^(retries-1) seconds); then it stays ``failed``
+   until its content changes.
+
+``rag_index_registry`` records, per path: status (``indexed``, ``error``, ``failed``),
+content hash, document id, retries, when it was last seen and last indexed, when it
+will be retried, and the last error. :meth:`LibrarySync.watch` runs a pass, then one
+more for every debounced batch of file-system events (``watchfiles``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument
+from tether.ingest.indexer import PathSource
+from tether.models import GLOBAL_WORKSPACE
+from tether.store.repository import utcnow
+
+if TYPE_CHECKING:
+    from tether._tether import Tether
+
+logger = logging.getLogger("tether.watch")
+
+SUPPORTED = frozenset({".md", ".markdown", ".txt", ".pdf", ".html", ".htm"})
+MAX_RETRIES = 3
+
+
+@dataclass
+class SyncReport:
+    """What one pass did, by path."""
+
+    indexed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    unsettled: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # failed before; retry not due yet
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "indexed": self.indexed,
+            "unchanged": len(self.unchanged),
+            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
+            "deleted": self.deleted,
+            "failed": self.failed,
+            "refused": self.refused,
+            "unsettled": self.unsettled,
+            "waiting": self.waiting,
+        }
+
+
+class LibrarySync:
+    """Keeps the files under ``root`` indexed in ``workspace_id`` (default: GLOBAL)."""
+
+    def __init__(
+        self,
+        tether: Tether,
+        root: str | os.PathLike[str],
+        *,
+        workspace_id: str = GLOBAL_WORKSPACE,
+        settle: float = 0.5,
+        backoff: float = 30.0,
+        max_retries: int = MAX_RETRIES,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise InvalidArgument(f"{root} is not a directory")
+        self.tether = tether
+        self.root = path.resolve()
+        self.workspace_id = workspace_id
+        self.settle = settle
+        self.backoff = backoff
+        self.max_retries = max_retries
+        self.clock = clock
+        self._lock = threading.Lock()
+
+    # -- one pass -----------------------------------------------------------------------
+
+    def scan(self, paths: set[Path] | None = None) -> SyncReport:
+        """One pass over the whole folder (or, when ``paths`` is given, just those files
+        plus the registered files that have vanished). Passes never overlap."""
+        with self._lock:
+            return self._scan(paths)
+
+    def _scan(self, only: set[Path] | None) -> SyncReport:
+        report = SyncReport()
+        repo = self.tether.repo
+        registered = {row["source_path"]: row for row in repo.registry(str(self.root))}
+        present: dict[str, tuple[Path, str]] = {}  # resolved path -> (path, hash)
+        candidates = self._files() if only is None else sorted(only)
+        now = utcnow()
+        files: list[Path] = []
+        for path in candidates:
+            resolved = self._inside(path)
+            if resolved is None:
+                report.refused.append(str(path))
+                continue
+            if resolved.is_file() and resolved.suffix.lower() in SUPPORTED:
+                files.append(resolved)
+        for resolved in self._settled(files, report):
+            try:
+                digest = _hash_file(resolved)
+            except OSError as exc:
+                self._failed(str(resolved), registered.get(str(resolved)), f"unreadable: {exc}")
+                report.failed.append(str(resolved))
+                continue
+            present[str(resolved)] = (resolved, digest)
+            repo.upsert_registry(str(resolved), last_seen_at=now, workspace_id=self.workspace_id)
+
+        # Vanished files: every registered path that is not on disk any more.
+        vanished = {p: row for p, row in registered.items() if not Path(p).exists()}
+        by_hash = {
+            row["content_hash"]: p
+            for p, row in vanished.items()
+            if row["content_hash"] and row["status"] == "indexed"
+        }
+
+        to_index: list[tuple[Path, str]] = []
+        for key, (path, digest) in sorted(present.items()):
+            row = registered.get(key)
+            if row is not None and row["content_hash"] == digest and row["status"] == "indexed":
+                report.unchanged.append(key)
+                continue
+            if row is None and digest in by_hash:
+                old = by_hash.pop(digest)
+                repo.rename_source(old, key, vanished.pop(old)["document_id"])
+                report.renamed.append((old, key))
+                logger.info("renamed %s -> %s (not re-indexed)", old, key)
+                continue
+            if row is not None and row["content_hash"] == digest and row["status"] == "failed":
+                report.waiting.append(key)  # gave up on this content; a change retries
+                continue
+            if row is not None and row["status"] == "error" and row["content_hash"] == digest:
+                due = row["next_retry_at"]
+                if due is not None and due > self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ"):
+                    report.waiting.append(key)
+                    continue
+            to_index.append((path, digest))
+
+        if to_index:
+            self._index(to_index, registered, report)
+
+        for old, row in vanished.items():
+            if only is not None and Path(old) not in only and not _gone_under(old, only):
+                continue
+            if row["document_id"]:
+                with contextlib.suppress(DocumentNotFound):  # deleted by hand meanwhile
+                    repo.delete_document(row["document_id"])
+            repo.delete_registry(old)
+            report.deleted.append(old)
+            logger.info("deleted %s from the library (file removed)", old)
+        return report
+
+    def _index(
+        self, files: list[tuple[Path, str]], registered: dict[str, Any], report: SyncReport
+    ) -> None:
+        files.sort(key=lambda item: _size(item[0]))  # small files first
+        results = self.tether.add(
+            [PathSource(p) for p, _ in files], workspace_id=self.workspace_id, on_error="collect"
+        )
+        for (path, digest), result in zip(files, results, strict=True):
+            key = str(path)
+            if result.error is None:
+                self.tether.repo.upsert_registry(
+                    key, content_hash=digest, status="indexed", retry_count=0,
+                    document_id=result.document_id, last_indexed_at=utcnow(),
+                    next_retry_at=None, error=None,
+                )  # fmt: skip
+                report.indexed.append(key)
+            else:
+                row = registered.get(key)
+                if row is not None and row["content_hash"] != digest:
+                    row = None  # new content: the retry count starts again
+                self._failed(key, row, str(result.error), digest)
+                report.failed.append(key)
+
+    def _failed(
+        self, key: str, row: dict[str, Any] | None, error: str, digest: str | None = None
+    ) -> None:
+        retries = (row["retry_count"] if row else 0) + 1
+        gave_up = retries >= self.max_retries
+        delay = timedelta(seconds=self.backoff * 2 ** (retries - 1))
+        due = None if gave_up else (self.clock() + delay).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.tether.repo.upsert_registry(
+            key, content_hash=digest, status="failed" if gave_up else "error",
+            retry_count=retries, next_retry_at=due, error=error[:500],
+        )  # fmt: skip
+        log = logger.error if gave_up else logger.warning
+        log("%s failed (attempt %d of %d): %s", key, retries, self.max_retries, error)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _files(self) -> list[Path]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if not name.startswith(".") and Path(name).suffix.lower() in SUPPORTED:
+                    out.append(Path(dirpath) / name)
+        return sorted(out)
+
+    def _inside(self, path: Path) -> Path | None:
+        """``path`` resolved, when it stays under the root; else None (and a log line)."""
+        try:
+            resolved = Path(path).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            logger.warning("refused %s: cannot resolve it (%s)", path, exc)
+            return None
+        if resolved != self.root and self.root not in resolved.parents:
+            logger.warning("refused %s: it leads outside %s (to %s)", path, self.root, resolved)
+            return None
+        return resolved
+
+    def _settled(self, files: list[Path], report: SyncReport) -> list[Path]:
+        """The files whose size and mtime did not move during ``settle`` seconds (one
+        wait for all of them); the others are reported as unsettled."""
+
+        def stamp(path: Path) -> tuple[int, int] | None:
+            try:
+                st = path.stat()
+            except OSError:
+                return None
+            return st.st_size, st.st_mtime_ns
+
+        before = {p: stamp(p) for p in files}
+        if self.settle > 0 and files:
+            time.sleep(self.settle)
+        settled = []
+        for path in files:
+            now = stamp(path)
+            if now is not None and now == before[path]:
+                settled.append(path)
+            elif now is not None:
+                report.unsettled.append(str(path))
+        return settled
+
+    # -- live ---------------------------------------------------------------------------
+
+    def watch(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        debounce_ms: int = 800,
+        on_pass: Callable[[SyncReport], None] | None = None,
+        force_polling: bool | None = None,
+    ) -> None:
+        """Scan once, then after every debounced batch of changes, until ``stop`` is set.
+        Files that were still being written are looked at again on the next batch (and
+        on a timeout tick, so a quiet folder still settles)."""
+        try:
+            import watchfiles
+        except ImportError as exc:
+            raise ConfigurationError(
+                "watching a folder needs watchfiles: pip install 'tether[watch]'"
+            ) from exc
+        stop = stop or threading.Event()
+        report = self.scan()
+        if on_pass:
+            on_pass(report)
+        pending: set[Path] = {Path(p) for p in report.unsettled}
+        for changes in watchfiles.watch(
+            self.root,
+            debounce=debounce_ms,
+            stop_event=stop,
+            yield_on_timeout=True,
+            rust_timeout=max(1000, 2 * debounce_ms),
+            force_polling=force_polling,
+        ):
+            touched = pending | {Path(p) for _, p in changes}
+            if not touched:
+                continue
+            report = self.scan(touched)
+            pending = {Path(p) for p in report.unsettled}
+            if on_pass:
+                on_pass(report)
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _gone_under(old: str, touched: set[Path]) -> bool:
+    """A vanished registered file under a touched directory (a folder was removed)."""
+    return any(str(t) == old or old.startswith(str(t).rstrip("/") + "/") for t in touched)
