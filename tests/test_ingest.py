@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES, make_pdf
+from conftest import EXAMPLES, make_pdf, make_settings
 from tether import (
     EmptyDocument,
     IndexingFailed,
@@ -1112,3 +1112,35 @@ def test_the_same_file_in_another_workspace_is_another_document(
     assert (first.status, second.status) == ("indexed", "indexed")
     assert first.document_id != second.document_id
     assert [d.id for d in tether.documents(session_id="b1")] == [second.document_id]
+
+
+def test_a_file_that_loads_too_long_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rag.file_timeout: a file whose loader hangs fails with a clear error; the files
+    around it (loaded a few at a time) are indexed."""
+    import threading
+
+    from tether.ingest import indexer
+
+    release = threading.Event()
+    real_load = indexer.load_path
+
+    def load(path: Path):  # type: ignore[no-untyped-def]
+        if path.name == "stuck.md":
+            release.wait(10)  # a parser that hangs
+        return real_load(path)
+
+    monkeypatch.setattr(indexer, "load_path", load)
+    names = ["a.md", "stuck.md", "b.md", "c.md"]
+    for name in names:
+        (tmp_path / name).write_text(f"# {name}\n\nText of {name} about pumps.\n")
+    settings = make_settings(file_timeout=0.5, convert_workers=2)
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        results = t.add([tmp_path / n for n in names], on_error="collect")
+        release.set()
+        by_name = {Path(r.source).name: r for r in results}
+        assert by_name["stuck.md"].status == "failed"
+        assert "took longer than 0.5s" in str(by_name["stuck.md"].error)
+        assert all(by_name[n].status == "indexed" for n in ("a.md", "b.md", "c.md"))
+        assert [Path(r.source).name for r in results] == names  # results keep their order

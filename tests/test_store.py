@@ -111,6 +111,27 @@ def test_caller_owned_connection_and_memory(tmp_path: Path) -> None:
     with Tether(db=":memory:", settings=make_settings()) as t:
         t.add(text="memory works", title="Mem")
         assert t.search("memory", scope="global")
+        assert t.retrieve("memory works", scope="global").grounded
+
+
+def test_a_single_thread_connection_gets_a_clear_error_for_threaded_work(
+    tmp_path: Path,
+) -> None:
+    """retrieve and background jobs use threads: a check_same_thread connection is told
+    what to do; one opened with check_same_thread=False works."""
+    from tether import ConfigurationError
+
+    conn = sqlite3.connect(tmp_path / "owned.db")
+    with Tether(db=conn, settings=make_settings()) as t:
+        t.add(text="owned connection works", title="Owned")
+        with pytest.raises(ConfigurationError, match="check_same_thread=False"):
+            t.retrieve("owned connection", scope="global")
+        with pytest.raises(ConfigurationError, match="check_same_thread=False"):
+            t.submit([tmp_path / "x.md"])
+    shared = sqlite3.connect(tmp_path / "shared.db", check_same_thread=False)
+    with Tether(db=shared, settings=make_settings()) as t:
+        t.add(text="shared connection works", title="Shared")
+        assert t.retrieve("shared connection", scope="global").grounded
 
 
 def _doc_with_everything(t: Tether) -> str:

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether.embed import Embedder, embedder_from_settings
-from tether.errors import DocumentNotFound, IndexingFailed, InvalidArgument
+from tether.errors import (
+    ConfigurationError,
+    DocumentNotFound,
+    IndexingFailed,
+    InvalidArgument,
+)
 from tether.ingest import Indexer
 from tether.ingest.indexer import DOCUMENT_STATUSES, PathSource, ReembedReport, TextSource
 from tether.ingest.jobs import IndexJob, IndexWorker
@@ -354,6 +359,11 @@ class Tether:
         return self._jobs.jobs() if self._jobs is not None else []
 
     def _worker(self) -> IndexWorker:
+        if not self.db.cross_thread:
+            raise ConfigurationError(
+                "background indexing needs a store usable from other threads; open your"
+                " sqlite3 connection with check_same_thread=False, or pass a path"
+            )
         with self._jobs_lock:
             if self._jobs is None:
                 self._jobs = IndexWorker(self._index_now, self.settings.rag.index_workers)

@@ -123,6 +123,10 @@ class RagSettings(BaseModel):
     enable_llm_rerank: bool = False
     index_text_artifacts: bool = False
     index_workers: int = Field(2, ge=1, le=32, description="background indexing threads")
+    convert_workers: int = Field(3, ge=1, le=32, description="files loaded at a time")
+    file_timeout: float = Field(
+        300.0, gt=0, description="seconds a file may take to load and chunk before it fails"
+    )
     min_relevance: float = Field(
         0.2, ge=0.0, le=1.0, description="chunks below this relevance never reach the context"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,6 +18,7 @@ from tether.errors import (
     IngestError,
     InvalidTag,
     ScopeError,
+    UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
 from tether.ingest.loaders import LoadedDocument, load_path, load_text
@@ -167,23 +169,48 @@ class Indexer:
             group.clear()
             group_chunks = 0
 
-        for source in sources:
-            results.append(None)
-            if cancelled is not None and cancelled():
+        items = list(sources)
+        timeout = self.rag.file_timeout
+        # Loading and chunking (PDF parsing, mostly) run a few files at a time, ahead of
+        # the writer; each file gets ``file_timeout`` seconds once its turn comes.
+        pool: Any = (
+            concurrent.futures.ThreadPoolExecutor(
+                max(1, min(self.rag.convert_workers, len(items))), thread_name_prefix="tether-load"
+            )
+            if self.repo.db.cross_thread
+            else _InlineExecutor()  # a caller's single-thread connection: no helpers
+        )
+        ahead = 2 * self.rag.convert_workers
+        futures: dict[int, concurrent.futures.Future[_Prepared | IndexResult]] = {}
+        try:
+            for i, source in enumerate(items):
+                results.append(None)
                 label = str(source.path) if isinstance(source, PathSource) else source.title
-                report(
-                    len(results) - 1,
-                    IndexResult(label, "failed", error=IndexingCancelled(label, "cancelled")),
-                )
-                continue
-            prepared = self._prepare(source, placement)
-            if isinstance(prepared, IndexResult):
-                report(len(results) - 1, prepared)
-                continue
-            group.append((len(results) - 1, prepared))
-            group_chunks += len(prepared.chunks)
-            if group_chunks >= GROUP_CHUNKS:
-                flush()
+                if cancelled is not None and cancelled():
+                    report(
+                        i, IndexResult(label, "failed", error=IndexingCancelled(label, "cancelled"))
+                    )
+                    continue
+                for j in range(i, min(len(items), i + ahead)):
+                    if j not in futures:
+                        futures[j] = pool.submit(self._prepare, items[j], placement)
+                try:
+                    prepared = futures.pop(i).result(timeout=timeout)
+                except concurrent.futures.TimeoutError:
+                    problem = f"loading took longer than {timeout:g}s (rag.file_timeout); skipped"
+                    logger.error("%s: %s", label, problem)
+                    report(i, IndexResult(label, "failed", error=UnreadableFile(label, problem)))
+                    continue
+                if isinstance(prepared, IndexResult):
+                    report(i, prepared)
+                    continue
+                group.append((i, prepared))
+                group_chunks += len(prepared.chunks)
+                if group_chunks >= GROUP_CHUNKS:
+                    flush()
+        finally:
+            # A file stuck in its loader is abandoned, not waited for.
+            pool.shutdown(wait=False, cancel_futures=True)
         if group:
             flush()
         assert all(r is not None for r in results)
@@ -397,3 +424,18 @@ class Indexer:
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
             self.repo.attach_document_to_session(document_id, placement.session_id)
+
+
+class _InlineExecutor:
+    """``submit`` runs the call at once, in this thread (no timeout can apply)."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, **_: Any) -> None:
+        return None

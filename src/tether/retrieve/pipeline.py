@@ -39,7 +39,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from tether.embed import Embedder
-from tether.errors import EmbeddingError, InvalidArgument, LLMError, RetrievalTimeout
+from tether.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    InvalidArgument,
+    LLMError,
+    RetrievalTimeout,
+)
 from tether.llm import ChatModel
 from tether.models import Exclusions, Filters, RetrievalResult, Scope, ScopeKind
 from tether.retrieve.context import build_context
@@ -129,13 +135,23 @@ class Pipeline:
     def close(self) -> None:
         self._loop.close()
 
+    def _check_threads(self) -> None:
+        if not self.repo.db.cross_thread:
+            raise ConfigurationError(
+                "retrieve runs its searches in threads, and this store was opened on your own"
+                " sqlite3 connection made with check_same_thread=True; open it with"
+                " sqlite3.connect(..., check_same_thread=False), or pass a path"
+            )
+
     def retrieve(self, request: Request) -> RetrievalResult:
         _check_question(request.question)
+        self._check_threads()
         parent = otel_context.get_current()
         return self._loop.run(self._audited(request, parent))
 
     async def aretrieve(self, request: Request) -> RetrievalResult:
         _check_question(request.question)
+        self._check_threads()
         return await self._audited(request, otel_context.get_current())
 
     def decide(self, question: str) -> tuple[Decision, list[str]]:

@@ -36,11 +36,13 @@ class Database:
         self._connections_lock = threading.Lock()
         self._shared: sqlite3.Connection | None = None
         self._shared_lock = threading.RLock()
+        self.cross_thread = True
         if isinstance(target, sqlite3.Connection):
             self.path = "<connection>"
             target.isolation_level = None
             self._shared = target
             self._prepare(target, self.path)
+            self.cross_thread = _usable_from_another_thread(target)
         else:
             self.path = os.fspath(target)
             if self.path == ":memory:" or self.path == "":
@@ -171,3 +173,20 @@ def _apply(conn: sqlite3.Connection, migration: Migration) -> None:
             f"migration {migration.version} ({migration.name}) failed: {exc}; the file was"
             " left at the previous version"
         ) from exc
+
+
+def _usable_from_another_thread(conn: sqlite3.Connection) -> bool:
+    """False for a connection opened with ``check_same_thread=True`` (the default)."""
+    outcome: list[bool] = []
+
+    def probe() -> None:
+        try:
+            conn.execute("SELECT 1").fetchone()
+            outcome.append(True)
+        except sqlite3.ProgrammingError:
+            outcome.append(False)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return bool(outcome and outcome[0])
