@@ -380,10 +380,7 @@ def docs_rm(
     config: ConfigOption = None,
 ) -> None:
     """Delete documents with their chunks, embeddings and session attachments."""
-    with _tether(db, config) as tether:
-        for document_id in document_ids:
-            tether.delete_document(document_id)
-            out.print(f"deleted {document_id}", highlight=False)
+    _each_document(db, config, document_ids, "deleted", lambda t, d: t.delete_document(d))
 
 
 @docs_app.command("approve")
@@ -393,10 +390,20 @@ def docs_approve(
     config: ConfigOption = None,
 ) -> None:
     """Make draft or pending (user-submitted) documents active, i.e. searchable."""
+    _each_document(db, config, document_ids, "approved", lambda t, d: t.approve(d))
+
+
+def _each_document(
+    db: Path | None,
+    config: Path | None,
+    document_ids: list[str],
+    verb: str,
+    action: Callable[[Tether, str], object],
+) -> None:
     with _tether(db, config) as tether:
         for document_id in document_ids:
-            tether.approve(document_id)
-            out.print(f"approved {document_id}", highlight=False)
+            action(tether, document_id)
+            out.print(f"{verb} {document_id}", highlight=False)
 
 
 @app.command()

@@ -51,23 +51,6 @@ GLOBAL_NODE = "global_rag_node"
 SKIP_NODE = "skip_rag"
 
 
-class RagState(TypedDict, total=False):
-    """The state the RAG subgraph reads and writes. Extend it in your own graph's state
-    (``class ChatState(RagState): ...``); the subgraph writes only the ``rag_*`` keys."""
-
-    messages: list[Any]
-    question: str
-    active_pdf_document_id: str | None
-    rag_context: str
-    rag_citations: list[dict[str, Any]]
-    rag_grounded: bool
-    rag_used: RagUsed
-    rag_scope: dict[str, str] | None
-    rag_selected_chunk_ids: list[int]
-    rag_queries: list[str]
-    rag_debug: dict[str, Any]
-
-
 class RagOutput(TypedDict, total=False):
     """What the subgraph hands back to its parent: the ``rag_*`` keys and nothing else."""
 
@@ -79,6 +62,15 @@ class RagOutput(TypedDict, total=False):
     rag_selected_chunk_ids: list[int]
     rag_queries: list[str]
     rag_debug: dict[str, Any]
+
+
+class RagState(RagOutput, total=False):
+    """The state the RAG subgraph reads and writes. Extend it in your own graph's state
+    (``class ChatState(RagState): ...``); the subgraph writes only the ``rag_*`` keys."""
+
+    messages: list[Any]
+    question: str
+    active_pdf_document_id: str | None
 
 
 class _Internal(RagState, total=False):

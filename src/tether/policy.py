@@ -22,11 +22,12 @@ retrieval is in the audit log; a blocked one with outcome ``blocked``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -316,27 +317,15 @@ class require_grounding:
     def run(self, question: str) -> Grounding:
         """Retrieve for ``question``; the :class:`Grounding`, or GenerationBlocked."""
         _check(question)
-        try:
+        with _blocking_failures():
             result = self.tether._pipeline.retrieve(self._request(question))
-        except (InvalidArgument, GenerationBlocked):
-            raise
-        except RetrievalTimeout as exc:
-            raise _blocked_timeout(exc) from exc
-        except Exception as exc:  # any failure blocks: the store, the model, a bug
-            raise _blocked_error(exc) from exc
         return _grounded(result)
 
     async def arun(self, question: str) -> Grounding:
         _check(question)
-        try:
+        with _blocking_failures():
             request = await asyncio.to_thread(self._request, question)
             result = await self.tether._pipeline.aretrieve(request)
-        except (InvalidArgument, GenerationBlocked):
-            raise
-        except RetrievalTimeout as exc:
-            raise _blocked_timeout(exc) from exc
-        except Exception as exc:  # any failure blocks: the store, the model, a bug
-            raise _blocked_error(exc) from exc
         return _grounded(result)
 
     # -- context manager --
@@ -397,6 +386,20 @@ class require_grounding:
             return fn(*args, **kwargs)
 
         return wrapper
+
+
+@contextlib.contextmanager
+def _blocking_failures() -> Iterator[None]:
+    """Any failure of a guarded retrieval blocks the generation; a bad query does not
+    (it is the caller's error, raised as InvalidArgument)."""
+    try:
+        yield
+    except (InvalidArgument, GenerationBlocked):
+        raise
+    except RetrievalTimeout as exc:
+        raise _blocked_timeout(exc) from exc
+    except Exception as exc:  # the store, the model, a bug
+        raise _blocked_error(exc) from exc
 
 
 def _check(question: object) -> None:
