@@ -270,11 +270,6 @@ def test_on_pdf_imported_missing_file_fails_the_job_not_the_caller(
     assert store.documents() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: submit()/on_pdf_imported() do not check sources; a non-path crashes the "
-    "job with TypeError on the worker instead of raising InvalidArgument at call time",
-)
 def test_a_source_that_is_not_a_path_raises_invalid_argument_at_call_time(
     store: Tether,
 ) -> None:
@@ -383,11 +378,6 @@ def test_progress_callbacks_after_each_source(store: Tether, tmp_path: Path) -> 
     assert len(store.documents()) == 6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: IndexJob.progress pluralizes the kind ('Processing documents 2 of 3', "
-    "'Processing PDFs 2 of 3'); documented as 'Processing PDF 3 of 12'",
-)
 def test_progress_description_reads_processing_kind_n_of_total(
     store: Tether, tmp_path: Path
 ) -> None:
@@ -398,11 +388,6 @@ def test_progress_description_reads_processing_kind_n_of_total(
     assert seen[0] == "Processing PDF 2 of 3"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: IndexJob.progress.current indexes the labels in submission order, but "
-    "sources run smallest first, so it names a source that already finished",
-)
 def test_progress_current_names_a_source_not_yet_finished(store: Tether, tmp_path: Path) -> None:
     big = write(tmp_path / "big.md", "# Big\n\n" + "Basalt columns cool slowly. " * 400)
     small = write(tmp_path / "small.md", "# Small\n\nA pebble.")
@@ -581,15 +566,10 @@ def test_small_files_run_first(store: Tether, tmp_path: Path) -> None:
     job = store.submit([big, small], on_progress=lambda j, p: order.append(j.results[-1].source))
     job.wait(WAIT)
     assert [Path(s).name for s in order] == ["small.md", "big.md"]
-    # ``results`` is documented as "in the order they finished".
-    assert [Path(r.source).name for r in job.results] == ["small.md", "big.md"]
+    # Once the job has ended, ``results`` (like ``wait()``) are in submission order.
+    assert [Path(r.source).name for r in job.results] == ["big.md", "small.md"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: IndexJob.wait() returns self.results (finish order, smallest first), not "
-    "the submission order that add() and the job's own future return",
-)
 def test_wait_returns_results_in_submission_order(store: Tether, tmp_path: Path) -> None:
     big = write(tmp_path / "big.md", "# Big\n\n" + "Dolomite weathers. " * 500)
     small = write(tmp_path / "small.md", "# Small\n\nChalk.")
@@ -998,12 +978,6 @@ def test_watch_follows_creations_edits_renames_and_deletions(
     store.repo.fts_integrity_check()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with native (inotify) watching, a folder moved into the library yields one "
-    "event for the folder; LibrarySync._scan(only=...) skips non-files, so none of the "
-    "folder's files is indexed",
-)
 def test_watch_indexes_a_folder_moved_into_the_library(
     store: Tether, root: Path, tmp_path: Path
 ) -> None:
@@ -1018,11 +992,6 @@ def test_watch_indexes_a_folder_moved_into_the_library(
         assert indexed_row(store, root, "x.md") and indexed_row(store, root, "y.md")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: LibrarySync.watch scans first and only then starts watchfiles; a file "
-    "created in between (e.g. while a long first scan runs) is never indexed",
-)
 def test_watch_indexes_a_file_created_while_the_first_pass_finishes(
     store: Tether, root: Path
 ) -> None:
@@ -1237,12 +1206,6 @@ def test_reusing_a_stale_document_clears_stale_at(store: Tether, tmp_path: Path)
     assert store.get_document(document_id).session_ids == ("s1", "s3", "s4")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a library file imported into a chat is the same GLOBAL document; closing "
-    "the chat marks it stale, cleanup deletes it, and later scans call the file 'unchanged' "
-    "(the registry row is trusted without checking its document exists): it is lost",
-)
 def test_cleanup_of_a_chat_import_does_not_lose_a_library_file(store: Tether, root: Path) -> None:
     pdf = make_pdf(root / "manual.pdf", ["The variscite handbook, chapter one."])
     _import(store, pdf, "chat")  # the user opened a library file in a chat

@@ -11,7 +11,7 @@ scoped to a session, a workspace or the global library inside SQL.
         print(hit.title, hit.page, hit.text[:80])
 """
 
-from tether._tether import Tether
+from tether._tether import CleanupReport, Tether
 from tether.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from tether.errors import (
     ConfigurationError,
@@ -20,6 +20,7 @@ from tether.errors import (
     EmbeddingsUnavailable,
     EmptyDocument,
     GenerationBlocked,
+    IndexingCancelled,
     IndexingFailed,
     IngestError,
     InvalidArgument,
@@ -37,6 +38,8 @@ from tether.errors import (
     WorkspaceNotFound,
 )
 from tether.ingest.indexer import ReembedReport, TextSource
+from tether.ingest.jobs import IndexJob, JobProgress
+from tether.ingest.watcher import LibrarySync, SyncReport
 from tether.llm import ChatModel, OpenAIChat
 from tether.models import (
     GLOBAL_WORKSPACE,
@@ -61,6 +64,7 @@ __all__ = [
     "GLOBAL_WORKSPACE",
     "ChatModel",
     "Citation",
+    "CleanupReport",
     "ConfigurationError",
     "Decision",
     "Document",
@@ -72,12 +76,16 @@ __all__ = [
     "Filters",
     "GenerationBlocked",
     "Hit",
+    "IndexJob",
     "IndexResult",
+    "IndexingCancelled",
     "IndexingFailed",
     "IngestError",
     "InvalidArgument",
     "InvalidTag",
+    "JobProgress",
     "LLMError",
+    "LibrarySync",
     "LocalEmbedder",
     "NotFound",
     "OpenAIChat",
@@ -93,6 +101,7 @@ __all__ = [
     "SessionNotFound",
     "Settings",
     "StoreError",
+    "SyncReport",
     "Tags",
     "Tether",
     "TetherError",

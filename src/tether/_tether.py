@@ -196,17 +196,7 @@ class Tether:
                     "document_id=, source= and metadata= go with text= (or a TextSource)"
                 )
             assert sources is not None
-            many = (
-                [sources]
-                if isinstance(sources, str | os.PathLike | TextSource | PathSource)
-                else sources
-            )
-            items = [
-                s
-                if isinstance(s, TextSource | PathSource)
-                else PathSource(s, tags=tags, status=status)
-                for s in many
-            ]
+            items = _sources(sources, tags, status)
         placement = self._indexer.place(workspace_id, session_id)
         return self._index_now(items, placement, on_error=on_error, progress=progress)
 
@@ -258,19 +248,12 @@ class Tether:
         the job's results, and fails only this job. ``on_progress(job, progress)`` runs
         on the worker after each source; ``job.progress.description`` reads like
         "Processing PDF 3 of 12"."""
-        many = (
-            [sources]
-            if isinstance(sources, str | os.PathLike | TextSource | PathSource)
-            else list(sources)
-        )
-        items: list[PathSource | TextSource] = [
-            s if isinstance(s, TextSource | PathSource) else PathSource(s, tags=tags, status=status)
-            for s in many
-        ]
+        items = _sources(sources, tags, status)
         placement = self._indexer.place(workspace_id, session_id)
         labels = [str(i.path) if isinstance(i, PathSource) else i.title for i in items]
+        order = sorted(range(len(items)), key=lambda i: _size(items[i]))
         return self._worker().submit(
-            kind, labels, {"items": items, "placement": placement}, on_progress
+            kind, labels, {"items": items, "placement": placement}, on_progress, order
         )
 
     def on_pdf_imported(
@@ -286,6 +269,8 @@ class Tether:
         if not session_id:
             raise InvalidArgument("on_pdf_imported needs the session_id the PDF belongs to")
         # Marked as the session's ChatPDF document: closing the session makes it stale.
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgument(f"path must be a path, not {type(path).__name__}")
         source = PathSource(path, metadata={"origin": "chatpdf", "session_id": session_id})
         placement = self._indexer.place(workspace_id, session_id)
         return self._worker().submit(
@@ -306,14 +291,14 @@ class Tether:
         ``rag.index_text_artifacts`` is on (``None`` otherwise: nothing is done). The
         artifact id is its stable key, so a changed text replaces the earlier version
         and an unchanged one is skipped by hash."""
-        if not self.settings.rag.index_text_artifacts:
-            logger.debug("text artifact %s not indexed: rag.index_text_artifacts is off",
-                         artifact_id)  # fmt: skip
-            return None
         if not isinstance(artifact_id, str) or not artifact_id.strip():
             raise InvalidArgument("artifact_id must be a non-empty string")
         if not isinstance(text, str):
             raise InvalidArgument(f"text must be str, not {type(text).__name__}")
+        if not self.settings.rag.index_text_artifacts:
+            logger.debug("text artifact %s not indexed: rag.index_text_artifacts is off",
+                         artifact_id)  # fmt: skip
+            return None
         source = TextSource(text, title or artifact_id, source=f"artifact:{artifact_id}")
         return self.submit(
             source, workspace_id=workspace_id, session_id=session_id,
@@ -689,3 +674,28 @@ def parse_retention(value: str | timedelta) -> timedelta:
     if window < timedelta(0):
         raise InvalidArgument(f"retention must not be negative, not {value!r}")
     return window
+
+
+def _sources(sources: Any, tags: Any, status: str | None) -> list[PathSource | TextSource]:
+    """The sources of an add or submit, checked now: paths, TextSources or PathSources."""
+    single = str | os.PathLike | TextSource | PathSource
+    if isinstance(sources, single):
+        many = [sources]
+    elif isinstance(sources, Iterable) and not isinstance(sources, bytes):
+        many = list(sources)
+    else:
+        raise InvalidArgument(
+            f"sources must be a path, a TextSource or a list of them, not {type(sources).__name__}"
+        )
+    items: list[PathSource | TextSource] = []
+    for source in many:
+        if isinstance(source, TextSource | PathSource):
+            items.append(source)
+        elif isinstance(source, str | os.PathLike):
+            items.append(PathSource(source, tags=tags, status=status))
+        else:
+            raise InvalidArgument(
+                f"a source must be a path or a TextSource, not {type(source).__name__}"
+                f" ({source!r:.60})"
+            )
+    return items

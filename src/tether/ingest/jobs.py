@@ -23,12 +23,14 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tether.errors import InvalidArgument
+from tether.errors import IndexingCancelled, InvalidArgument
 from tether.models import IndexResult
 
 logger = logging.getLogger("tether.jobs")
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+#: Finished jobs kept for :meth:`Tether.jobs` (older ones are forgotten).
+KEEP_FINISHED = 1000
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,15 @@ ProgressCallback = Callable[["IndexJob", JobProgress], None]
 class IndexJob:
     """A handle on background indexing. Thread-safe; cheap to poll."""
 
-    def __init__(self, kind: str, labels: Sequence[str]) -> None:
+    def __init__(
+        self, kind: str, labels: Sequence[str], order: Sequence[int] | None = None
+    ) -> None:
         self.id = uuid.uuid4().hex[:12]
         self.kind = kind
-        self._labels = list(labels)
+        self._labels = list(labels)  # in submission order
+        # The order the sources are processed in (smallest first), for ``current``.
+        self._order = list(order) if order is not None else list(range(len(labels)))
+        self._final: list[IndexResult] | None = None
         self._lock = threading.Lock()
         self._status: JobStatus = "queued"
         self._results: list[IndexResult] = []
@@ -71,9 +78,10 @@ class IndexJob:
 
     @property
     def results(self) -> list[IndexResult]:
-        """The results of the sources finished so far, in the order they finished."""
+        """The results: once the job has ended, one per source in submission order; while
+        it runs, those of the sources finished so far, in the order they finished."""
         with self._lock:
-            return list(self._results)
+            return list(self._final if self._final is not None else self._results)
 
     @property
     def error(self) -> BaseException | None:
@@ -84,10 +92,14 @@ class IndexJob:
     def progress(self) -> JobProgress:
         with self._lock:
             done, total = len(self._results), len(self._labels)
-        current = self._labels[done] if self._status == "running" and done < total else None
+            finished = {r.source for r in self._results}
+        current = None
+        if self._status == "running":
+            current = next(
+                (self._labels[i] for i in self._order if self._labels[i] not in finished), None
+            )
         shown = min(done + 1, total) if self._status == "running" else done
-        noun = self.kind if total == 1 else f"{self.kind}s"
-        return JobProgress(done, total, current, f"Processing {noun} {shown} of {total}")
+        return JobProgress(done, total, current, f"Processing {self.kind} {shown} of {total}")
 
     def done(self) -> bool:
         return self._done.is_set()
@@ -135,12 +147,19 @@ class IndexJob:
             self._status = "running"
             return True
 
-    def _finish(self, status: JobStatus, error: BaseException | None = None) -> None:
+    def _finish(
+        self,
+        status: JobStatus,
+        error: BaseException | None = None,
+        results: list[IndexResult] | None = None,
+    ) -> None:
         with self._lock:
             if self._done.is_set():
                 return
             self._status = status
             self._error = error
+            if results is not None:
+                self._final = results
         self._done.set()
 
 
@@ -163,8 +182,10 @@ class IndexWorker:
         labels: Sequence[str],
         call: dict[str, Any],
         on_progress: ProgressCallback | None = None,
+        order: Sequence[int] | None = None,
     ) -> IndexJob:
-        job = IndexJob(kind, labels)
+        job = IndexJob(kind, labels, order)
+        self._prune()
         self._jobs[job.id] = job
 
         def progress(done: int, total: int, result: IndexResult) -> None:
@@ -187,12 +208,13 @@ class IndexWorker:
                 logger.exception("indexing job %s crashed", job.id)
                 job._finish("failed", exc)
                 raise
-            if job._cancel.is_set():
-                job._finish("cancelled")
+            stopped = any(isinstance(r.error, IndexingCancelled) for r in results)
+            if job._cancel.is_set() and stopped:
+                job._finish("cancelled", results=results)
             elif any(r.error is not None for r in results):
-                job._finish("failed")
-            else:
-                job._finish("succeeded")
+                job._finish("failed", results=results)
+            else:  # a cancel that came after the last source started changes nothing
+                job._finish("succeeded", results=results)
             return results
 
         job._future = self._pool.submit(run)
@@ -200,6 +222,12 @@ class IndexWorker:
 
     def jobs(self) -> list[IndexJob]:
         return list(self._jobs.values())
+
+    def _prune(self) -> None:
+        """Forget the oldest finished jobs beyond :data:`KEEP_FINISHED`."""
+        finished = [j for j in self._jobs.values() if j.done()]
+        for job in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            self._jobs.pop(job.id, None)
 
     def shutdown(self, *, wait: bool = True) -> None:
         """Cancel queued jobs; with ``wait``, let running ones finish their current source."""

@@ -15,7 +15,9 @@ the root (``.md .markdown .txt .pdf .html .htm``):
    is re-read or re-embedded.
 5. **Indexing** of new and changed files, smallest first, into the library's workspace
    (``GLOBAL`` by default), embeddings batched across files.
-6. **Deletions.** A registered file that no longer exists has its document deleted.
+6. **Deletions.** A registered file that no longer exists has its document deleted
+   (while watching, after a grace of max(1 s, 2 x settle), so that a rename reported as
+   a removal and a later addition is still a rename).
 7. **Retries.** A file that fails is retried on later passes, up to 3 times, with
    exponential backoff (``backoff`` x 2^(retries-1) seconds); then it stays ``failed``
    until its content changes.
@@ -104,6 +106,8 @@ class LibrarySync:
         self.backoff = backoff
         self.max_retries = max_retries
         self.clock = clock
+        self.grace = max(1.0, 2 * settle)
+        self._missing_since: dict[str, float] = {}
         self._lock = threading.Lock()
 
     # -- one pass -----------------------------------------------------------------------
@@ -119,7 +123,7 @@ class LibrarySync:
         repo = self.tether.repo
         registered = {row["source_path"]: row for row in repo.registry(str(self.root))}
         present: dict[str, tuple[Path, str]] = {}  # resolved path -> (path, hash)
-        candidates = self._files() if only is None else sorted(only)
+        candidates = self._files() if only is None else self._expand(only)
         now = utcnow()
         files: list[Path] = []
         for path in candidates:
@@ -147,15 +151,22 @@ class LibrarySync:
             if row["content_hash"] and row["status"] == "indexed"
         }
 
+        existing = {d.id for d in repo.list_documents(workspace_id=self.workspace_id)}
         to_index: list[tuple[Path, str]] = []
         for key, (path, digest) in sorted(present.items()):
             row = registered.get(key)
-            if row is not None and row["content_hash"] == digest and row["status"] == "indexed":
+            if (
+                row is not None
+                and row["content_hash"] == digest
+                and row["status"] == "indexed"
+                and row["document_id"] in existing  # deleted meanwhile: index it again
+            ):
                 report.unchanged.append(key)
                 continue
             if row is None and digest in by_hash:
                 old = by_hash.pop(digest)
                 repo.rename_source(old, key, vanished.pop(old)["document_id"])
+                self._missing_since.pop(old, None)
                 report.renamed.append((old, key))
                 logger.info("renamed %s -> %s (not re-indexed)", old, key)
                 continue
@@ -175,6 +186,15 @@ class LibrarySync:
         for old, row in vanished.items():
             if only is not None and Path(old) not in only and not _gone_under(old, only):
                 continue
+            if only is not None:
+                # While watching, a rename can reach us as a removal in one batch and an
+                # addition in the next: wait ``grace`` seconds before deleting, so that
+                # the addition is still recognised as a rename (nothing re-indexed).
+                since = self._missing_since.setdefault(old, time.monotonic())
+                if time.monotonic() - since < self.grace:
+                    report.unsettled.append(old)
+                    continue
+            self._missing_since.pop(old, None)
             if row["document_id"]:
                 with contextlib.suppress(DocumentNotFound):  # deleted by hand meanwhile
                     repo.delete_document(row["document_id"])
@@ -222,9 +242,19 @@ class LibrarySync:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _files(self) -> list[Path]:
+    def _expand(self, touched: set[Path]) -> list[Path]:
+        """Touched paths, with a touched folder (say, one moved in) standing for its files."""
+        out: set[Path] = set()
+        for path in touched:
+            if path.is_dir() and not path.is_symlink() and self._inside(path) is not None:
+                out.update(self._files(path))
+            else:
+                out.add(path)
+        return sorted(out)
+
+    def _files(self, top: Path | None = None) -> list[Path]:
         out = []
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+        for dirpath, dirnames, filenames in os.walk(top or self.root, followlinks=False):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for name in filenames:
                 if not name.startswith(".") and Path(name).suffix.lower() in SUPPORTED:
@@ -290,6 +320,10 @@ class LibrarySync:
         if on_pass:
             on_pass(report)
         pending: set[Path] = {Path(p) for p in report.unsettled}
+        # The watcher starts with its first iteration, after that first scan: the first
+        # batch (or timeout tick) rescans everything, so that nothing created in between
+        # is missed.
+        first = True
         for changes in watchfiles.watch(
             self.root,
             debounce=debounce_ms,
@@ -299,9 +333,10 @@ class LibrarySync:
             force_polling=force_polling,
         ):
             touched = pending | {Path(p) for _, p in changes}
-            if not touched:
+            if not touched and not first:
                 continue
-            report = self.scan(touched)
+            report = self.scan(None if first else touched)
+            first = False
             pending = {Path(p) for p in report.unsettled}
             if on_pass:
                 on_pass(report)

@@ -348,6 +348,9 @@ class Repository:
             rows = conn.execute(
                 "UPDATE rag_documents SET stale_at = ? WHERE stale_at IS NULL"
                 " AND json_extract(metadata, '$.origin') = 'chatpdf'"
+                # A file of a watched library folder is the library's, not the chat's.
+                " AND NOT EXISTS (SELECT 1 FROM rag_index_registry r"
+                "   WHERE r.document_id = rag_documents.id)"
                 " AND id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
                 " AND NOT EXISTS (SELECT 1 FROM rag_document_sessions ds"
                 "   JOIN sessions s ON s.id = ds.session_id"
