@@ -1269,3 +1269,46 @@ def test_library_rejects_a_folder_that_does_not_exist(store: Tether, tmp_path: P
     file = write(tmp_path / "file.md", "x")
     with pytest.raises(InvalidArgument):
         store.library(file)
+
+
+def test_watch_indexes_a_burst_of_100_files(store: Tether, root: Path) -> None:
+    """100 files written at once while watching: every one is indexed, once."""
+    with watching(store, root, force_polling=False):
+        for i in range(100):
+            write(root / "burst" / f"note-{i:03}.md", f"# Note {i}\n\nBurst note number {i}.")
+        wait_until(
+            lambda: (
+                sum(
+                    1
+                    for name, row in registry_by_name(store, root).items()
+                    if name.startswith("note-") and row["status"] == "indexed"
+                )
+                == 100
+            )
+        )
+    titles = [d.title for d in store.documents(workspace_id=GLOBAL_WORKSPACE)]
+    assert sorted(t for t in titles if t.startswith("Note ")) == sorted(
+        f"Note {i}" for i in range(100)
+    )
+    store.repo.fts_integrity_check()
+
+
+def test_watch_never_indexes_a_file_half_written(store: Tether, root: Path) -> None:
+    """A file still being written (changing within the settle window) is not indexed
+    until it holds still: it is indexed once, complete."""
+    target = root / "slow.md"
+    parts = [f"Part {i} of the slow report on basalt." for i in range(12)]
+    with watching(store, root, force_polling=False) as passes:
+        with target.open("w") as fh:
+            fh.write("# Slow report\n\n")
+            for part in parts:
+                fh.write(part + "\n")
+                fh.flush()
+                time.sleep(0.03)  # faster than the 0.1 s settle window
+        row = wait_until(lambda: indexed_row(store, root, "slow.md"))
+        time.sleep(0.5)  # any later pass would show up below
+    indexed_in = [p for p in passes if str(target) in p.indexed]
+    assert len(indexed_in) == 1, [p.to_dict() for p in passes]
+    text = " ".join(c.content for c in store.chunks(row["document_id"]))
+    assert all(part in text for part in parts)
+    assert [d.title for d in store.documents() if d.title == "Slow report"] == ["Slow report"]
