@@ -863,6 +863,7 @@ def run_tether(
     res.extra["tether_settings"] = {
         "k_lexical": rag.k_lexical,
         "k_vector": rag.k_vector,
+        "fusion": rag.fusion,
         "rrf_k": rag.rrf_k,
     }
     with t.db.read() as conn:
@@ -888,7 +889,7 @@ def run_tether(
         ids[mode] = [[h.chunk_id - 1 for h in hits] for hits in out]
         note = ""
         if mode == "hybrid":
-            note = f"RRF of FTS5 top-{rag.k_lexical} + vector top-{rag.k_vector}"
+            note = f"{rag.fusion} fusion of FTS5 top-{rag.k_lexical} + vector top-{rag.k_vector}"
         res.add(mode, Latency(f"tether search(mode={mode})", ms, note))
         p50, p95 = np.percentile(ms, [50, 95])
         log(f"  tether {mode}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
