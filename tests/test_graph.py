@@ -825,7 +825,6 @@ def test_retriever_returns_nothing_when_ungrounded_or_skipped(store: Store) -> N
 EXAMPLE = REPO_ROOT / "examples" / "chat_graph.py"
 
 
-@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/chat_graph.py is not there")
 def test_the_example_prints_the_grounded_prompt_without_an_llm(tmp_path: Path) -> None:
     db = tmp_path / "demo" / "chat.db"
     proc = subprocess.run(

@@ -55,6 +55,10 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (stable key
 WorkspaceOption = Annotated[
     str | None, typer.Option("--workspace", "-w", help="Workspace id.", show_default=False)
 ]
+ScopeOption = Annotated[
+    str | None,
+    typer.Option("--scope", help="session | workspace | global (default: rag.scope)."),
+]
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Session id.", show_default=False)
 ]
@@ -174,10 +178,7 @@ def add(
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for (any text is safe).")],
-    scope: Annotated[
-        str | None,
-        typer.Option("--scope", help="session | workspace | global (default: rag.scope)."),
-    ] = None,
+    scope: ScopeOption = None,
     session: SessionOption = None,
     workspace: WorkspaceOption = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many chunks.", min=1, max=1000)] = 10,
@@ -241,10 +242,7 @@ def search(
 @app.command()
 def context(
     question: Annotated[str, typer.Argument(help="The user's question or message.")],
-    scope: Annotated[
-        str | None,
-        typer.Option("--scope", help="session | workspace | global (default: rag.scope)."),
-    ] = None,
+    scope: ScopeOption = None,
     session: SessionOption = None,
     workspace: WorkspaceOption = None,
     db: DbOption = None,
