@@ -432,6 +432,9 @@ def cleanup(
         )
 
 
+LibraryWorkspaceOption = Annotated[
+    str, typer.Option(help="Workspace the files go to (default: the global library).")
+]
 FolderArgument = Annotated[
     Path, typer.Argument(help="The library folder.", exists=True, file_okay=False)
 ]
@@ -440,9 +443,7 @@ FolderArgument = Annotated[
 @app.command()
 def scan(
     folder: FolderArgument,
-    workspace: Annotated[
-        str, typer.Option(help="Workspace the files go to (default: the global library).")
-    ] = GLOBAL_WORKSPACE,
+    workspace: LibraryWorkspaceOption = GLOBAL_WORKSPACE,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -461,9 +462,7 @@ def scan(
 @app.command()
 def watch(
     folder: FolderArgument,
-    workspace: Annotated[
-        str, typer.Option(help="Workspace the files go to (default: the global library).")
-    ] = GLOBAL_WORKSPACE,
+    workspace: LibraryWorkspaceOption = GLOBAL_WORKSPACE,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:

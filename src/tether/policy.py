@@ -493,33 +493,22 @@ def verify_citations(
     documents = {c.document_id for c in res.citations}
     chunks = set(res.selected_chunk_ids)
     violations: list[Violation] = []
-    cited_n: list[int] = []
-    cited_d: list[str] = []
-    cited_c: list[int] = []
+    # pattern, how a match reads as an id, the retrieval set, the violation and its words
+    checks = (
+        (_CITATION, int, numbers, "unknown_citation", "[{}] is not a retrieved source"),
+        (_DOC_REF, str, documents, "unknown_document", "document {!r} was not retrieved"),
+        (_CHUNK_REF, int, chunks, "unknown_chunk", "chunk {} was not retrieved"),
+    )
+    cited: list[list[Any]] = [[], [], []]
     lines = text.splitlines()
     for lineno, line in enumerate(lines, start=1):
-        for m in _CITATION.finditer(line):
-            n = int(m.group(1))
-            cited_n.append(n)
-            if n not in numbers:
-                violations.append(
-                    Violation("unknown_citation", f"[{n}] is not a retrieved source", lineno)
-                )
-        for m in _DOC_REF.finditer(line):
-            cited_d.append(m.group(1))
-            if m.group(1) not in documents:
-                violations.append(
-                    Violation(
-                        "unknown_document", f"document {m.group(1)!r} was not retrieved", lineno
-                    )
-                )
-        for m in _CHUNK_REF.finditer(line):
-            cid = int(m.group(1))
-            cited_c.append(cid)
-            if cid not in chunks:
-                violations.append(
-                    Violation("unknown_chunk", f"chunk {cid} was not retrieved", lineno)
-                )
+        for found, (pattern, parse, allowed, kind, words) in zip(cited, checks, strict=True):
+            for m in pattern.finditer(line):
+                value = parse(m.group(1))
+                found.append(value)
+                if value not in allowed:
+                    violations.append(Violation(kind, words.format(value), lineno))
+    cited_n, cited_d, cited_c = cited
     findings = 0
     if review:
         items = [
