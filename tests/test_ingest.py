@@ -23,6 +23,7 @@ from tether import (
     IngestError,
     Settings,
     Tether,
+    TextSource,
     UnreadableFile,
     UnsupportedFileType,
 )
@@ -687,12 +688,17 @@ def _corrupt_pdf(tmp_path: Path) -> Path:
     return write(tmp_path / "broken.pdf", b"%PDF-1.7\nthis is not a pdf")
 
 
-BAD_SOURCES = [_missing, _unsupported, _empty, _corrupt_pdf]
+def _name_too_long(tmp_path: Path) -> Path:
+    return tmp_path / f"{'n' * 300}.md"  # the OS refuses even to look it up
+
+
+BAD_SOURCES = [_missing, _unsupported, _empty, _corrupt_pdf, _name_too_long]
 BAD_ERRORS = {
     _missing: UnreadableFile,
     _unsupported: UnsupportedFileType,
     _empty: EmptyDocument,
     _corrupt_pdf: UnreadableFile,
+    _name_too_long: UnreadableFile,
 }
 
 
@@ -738,6 +744,88 @@ def test_batch_raises_at_the_end_after_storing_the_good_ones(
     with pytest.raises(IndexingFailed) as again:
         tether.add([first, bad, second])
     assert [r.status for r in again.value.results] == ["skipped", "failed", "skipped"]
+
+
+def test_a_text_that_cannot_go_where_it_is_sent_fails_alone(tether: Tether) -> None:
+    """Problems found only against the store (a document id of another workspace, a source
+    key that is another document's) fail that source with a typed error; the sources
+    before and after it in the batch are still stored."""
+    from tether import InvalidArgument, ScopeError
+
+    tether.add(text="owned by the lab workspace", title="Lab", document_id="lab-1",
+               workspace_id="lab")  # fmt: skip
+    tether.add(text="the artifact's first version", title="Artifact", source="artifact:7")
+    middles = [
+        (TextSource("new text for lab-1", "Lab", document_id="lab-1"), ScopeError, "'lab'"),
+        (
+            TextSource(
+                "a new id for a taken key", "Other", document_id="new-id", source="artifact:7"
+            ),
+            InvalidArgument,
+            "already document",
+        ),
+    ]
+    for n, (middle, error, message) in enumerate(middles):
+        batch = [
+            TextSource(f"zeppelin note {n}", "A"),
+            middle,
+            TextSource(f"xylophone note {n}", "C"),
+        ]
+        results = tether.add(batch, on_error="collect")
+        assert [r.status for r in results] == ["indexed", "failed", "indexed"]
+        assert isinstance(results[1].error, error) and message in str(results[1].error)
+        assert f"zeppelin note {n}" in search_texts(tether, "zeppelin")
+        assert f"xylophone note {n}" in search_texts(tether, "xylophone")
+    assert tether.get_document("lab-1").workspace_id == "lab"
+    assert search_texts(tether, "first version") == ["the artifact's first version"]
+    assert tether.repo.counts()["rag_documents"] == 6
+
+
+def test_a_document_that_fails_to_store_fails_alone(
+    tether: Tether, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents of a group share one write transaction; each is a savepoint of it, so
+    a store failure in one (injected here) rolls back that document only."""
+    from tether import StoreError
+
+    files = [write(tmp_path / f"f{i}.md", f"# F{i}\n\nThe gyroscope note {i}.\n") for i in range(3)]
+    real_insert = tether.repo.insert_document
+
+    def insert(record, chunks, vectors=None):  # type: ignore[no-untyped-def]
+        real_insert(record, chunks, vectors)  # the rows are written, then it fails
+        if record.title == "F1":
+            raise StoreError("disk said no")
+
+    monkeypatch.setattr(tether.repo, "insert_document", insert)
+    results = tether.add(files, on_error="collect")
+    assert [r.status for r in results] == ["indexed", "failed", "indexed"]
+    assert isinstance(results[1].error, StoreError)
+    assert sorted(d.title for d in tether.documents()) == ["F0", "F2"]
+    assert sorted(h.title for h in tether.search("gyroscope", scope="global")) == ["F0", "F2"]
+    tether.repo.fts_integrity_check()
+    monkeypatch.undo()
+    assert [r.status for r in tether.add(files)] == ["skipped", "indexed", "skipped"]
+
+
+def test_a_new_front_matter_title_updates_the_document(tether: Tether, tmp_path: Path) -> None:
+    path = write(tmp_path / "note.md", "---\ntitle: Draft name\n---\n# Pumps\n\nPrime it.\n")
+    [first] = tether.add(path)
+    chunks = tether.chunks(first.document_id)
+    write(path, "---\ntitle: Final name\n---\n# Pumps\n\nPrime it.\n")
+    [second] = tether.add(path)
+    assert (second.status, second.document_id) == ("updated", first.document_id)
+    assert tether.get_document(first.document_id).title == "Final name"
+    assert tether.chunks(first.document_id) == chunks
+    assert tether.search("prime", scope="global")[0].title == "Final name"
+
+
+def test_the_same_text_as_markdown_is_chunked_again(tether: Tether) -> None:
+    text = "# Setup\n\nPlug it in.\n\n# Care\n\nWipe the lens.\n"
+    [plain] = tether.add(text=text, title="Guide", document_id="guide")
+    assert {c.section_title for c in tether.chunks("guide")} == {None}
+    [markdown] = tether.add(text=text, title="Guide", document_id="guide", mime="text/markdown")
+    assert (plain.status, markdown.status) == ("indexed", "replaced")
+    assert [c.section_title for c in tether.chunks("guide")] == ["Setup", "Care"]
 
 
 # -- chunking: split_span -----------------------------------------------------------------
@@ -938,7 +1026,7 @@ def test_long_markdown_section_is_split_under_its_title(tmp_path: Path) -> None:
     [
         (lambda s: len(s.split()), lambda content: len(content.split())),
         (len, len),
-        (None, lambda content: None),
+        (lambda s: None, lambda content: None),
     ],
     ids=["words", "chars", "none"],
 )
@@ -956,6 +1044,27 @@ def test_token_counts_are_stored(
         chunks = t.chunks(result.document_id) + t.chunks(text_result.document_id)
     assert len(chunks) > 2
     assert [c.token_count for c in chunks] == [expected(c.content) for c in chunks]
+
+
+def test_token_counts_default_to_the_packaged_tokenizer_with_embeddings_off(
+    tmp_path: Path,
+) -> None:
+    """No embedder (the suite runs with embeddings off), yet the packaged model's
+    tokenizer is installed: chunks get its WordPiece counts, which the context budget uses."""
+    from tether.embed import TokenCounter, resolve_model_path
+
+    wordpiece = TokenCounter(resolve_model_path())
+    path = write(tmp_path / "doc.md", "# Doc\n\nTokenization splits unbelievably long words.\n")
+    with Tether(db=tmp_path / "tok.db", settings=Settings.load()) as t:
+        assert t.embedder is None
+        [result] = t.add(path)
+        chunks = t.chunks(result.document_id)
+    counts = [c.token_count for c in chunks]
+    assert counts == [wordpiece(c.content) for c in chunks]
+    # WordPiece splits rare words: more tokens than words, so this is not a word count.
+    assert all(
+        n is not None and n > len(c.content.split()) for n, c in zip(counts, chunks, strict=True)
+    )
 
 
 # -- hash skip / replace ------------------------------------------------------------------
@@ -1044,9 +1153,15 @@ def test_whitespace_only_changes_are_skipped(tether: Tether, tmp_path: Path, var
 
 def test_adding_the_same_text_twice_is_skipped(tether: Tether) -> None:
     [first] = tether.add(text="A note about barometers.", title="Note")
-    [second] = tether.add(text="A note about barometers.\r\n  ", title="Note again")
+    [second] = tether.add(text="A note about barometers.\r\n  ", title="Note")
     assert first.status == "indexed"
     assert (second.status, second.document_id) == ("skipped", first.document_id)
+    chunks = tether.chunks(first.document_id)
+    # The same text under a new title: the title follows, nothing is re-chunked.
+    [renamed] = tether.add(text="A note about barometers.", title="Barometer note")
+    assert (renamed.status, renamed.document_id) == ("updated", first.document_id)
+    assert tether.get_document(first.document_id).title == "Barometer note"
+    assert tether.chunks(first.document_id) == chunks
     [third] = tether.add(text="A different note about anemometers.", title="Note")
     assert third.status == "indexed" and third.document_id != first.document_id
     assert len(tether.documents()) == 2
@@ -1144,3 +1259,23 @@ def test_a_file_that_loads_too_long_fails_alone(
         assert "took longer than 0.5s" in str(by_name["stuck.md"].error)
         assert all(by_name[n].status == "indexed" for n in ("a.md", "b.md", "c.md"))
         assert [Path(r.source).name for r in results] == names  # results keep their order
+
+
+def test_new_chunk_settings_chunk_unchanged_text_again(tmp_path: Path) -> None:
+    """The same text added again after rag.chunk_size (or chunk_overlap) changed is chunked
+    with the new settings ("replaced"); with the same settings it is "skipped". Vectors of
+    chunk texts that did not change are reused (same hash)."""
+    body = "\n\n".join(f"Paragraph {i} is about the centrifuge rotor." for i in range(40))
+    path = write(tmp_path / "rotor.md", f"# Rotor\n\n{body}\n")
+    db = tmp_path / "chunking.db"
+    with Tether(db=db, settings=make_settings(chunk_size=1000, chunk_overlap=100)) as t:
+        [first] = t.add(path)
+        assert [r.status for r in t.add(path)] == ["skipped"]
+        wide = len(t.chunks(first.document_id))
+    with Tether(db=db, settings=make_settings(chunk_size=300, chunk_overlap=0)) as t:
+        [second] = t.add(path)
+        assert (second.status, second.document_id) == ("replaced", first.document_id)
+        narrow = t.chunks(first.document_id)
+        assert len(narrow) > wide and max(c.char_end - c.char_start for c in narrow) <= 300
+        assert [r.status for r in t.add(path)] == ["skipped"]
+        t.repo.fts_integrity_check()

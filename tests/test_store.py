@@ -310,3 +310,204 @@ def test_database_class_opens_one_connection_per_thread(db_path: Path) -> None:
     grab()
     assert len(ids) == 4
     db.close()
+
+
+@pytest.mark.parametrize("start", range(1, LATEST_VERSION))
+def test_every_older_version_migrates_forward(db_path: Path, start: int) -> None:
+    """A file left at any earlier version (not only the first) reaches the latest one with
+    its documents searchable and its FTS index consistent."""
+    with Tether(db=db_path, settings=make_settings()) as t:
+        t.add(text="the centrifuge protocol for plasma", title="Protocol", workspace_id="lab")
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    # Rebuild the file at ``start``: a fresh schema up to it, then the rows of the old one.
+    rows = conn.execute("SELECT id, workspace_id, title, mime, content_hash, created_at"
+                        " FROM rag_documents").fetchall()  # fmt: skip
+    chunks = conn.execute("SELECT document_id, ordinal, content, char_start, char_end,"
+                          " content_hash FROM rag_chunks").fetchall()  # fmt: skip
+    conn.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    assert migrate(conn, to=start) == start
+    conn.execute("INSERT INTO workspaces VALUES ('lab', 'Lab', '2024-01-01T00:00:00Z')")
+    conn.executemany("INSERT INTO rag_documents (id, workspace_id, title, mime, content_hash,"
+                     " created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)  # fmt: skip
+    conn.executemany("INSERT INTO rag_chunks (document_id, ordinal, content, char_start,"
+                     " char_end, content_hash) VALUES (?, ?, ?, ?, ?, ?)", chunks)  # fmt: skip
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == start
+    conn.close()
+
+    with Tether(db=db_path, settings=make_settings()) as t:
+        assert t.db.schema_version() == LATEST_VERSION
+        assert [h.title for h in t.search("centrifuge", scope="workspace", workspace_id="lab")] == [
+            "Protocol"
+        ]
+        t.repo.fts_integrity_check()
+        (again,) = t.add(text="a second protocol", title="Second", workspace_id="lab")
+        assert again.status == "indexed"
+
+
+def test_a_failed_migration_leaves_the_file_at_its_version(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.store import database, migrations
+
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    migrate(conn, to=2)
+    conn.close()
+    broken = (*MIGRATIONS[:3], migrations.Migration(4, "broken", "CREATE TABLE t(x);\nNOPE;"))
+    monkeypatch.setattr(database, "MIGRATIONS", broken)
+    with pytest.raises(StoreError, match=r"migration 4 \(broken\) failed.*left at version 2"):
+        Database(db_path)
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "t" not in tables and "rag_state" not in tables  # migration 3 rolled back too
+    conn.close()
+
+
+def _open_and_close(path: str, barrier: object, out: object) -> None:
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        Database(path).close()
+        out.put("ok")  # type: ignore[attr-defined]
+    except Exception as exc:  # reported to the test, which shows it
+        out.put(f"{type(exc).__name__}: {exc}")  # type: ignore[attr-defined]
+
+
+def test_processes_opening_a_new_file_together_migrate_it_once(tmp_path: Path) -> None:
+    """Several processes (an app and its CLI, say) open a file that does not exist yet at
+    the same moment: one migrates it, the others wait for the write lock and find it done."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    failures = []
+    for round_ in range(4):
+        path = str(tmp_path / f"race-{round_}.db")
+        barrier, out = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_close, args=(path, barrier, out)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        outcomes = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        failures += [o for o in outcomes if o != "ok"]
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+        assert conn.execute("SELECT id FROM workspaces").fetchall() == [(GLOBAL_WORKSPACE,)]
+        conn.close()
+    assert failures == []
+
+
+def test_a_newer_file_with_a_pending_wal_is_left_unchanged(db_path: Path) -> None:
+    """A newer tether that stopped without checkpointing leaves committed pages in the WAL.
+    Refusing the file must not fold them into the main file (closing the last read-write
+    connection would): the main file and the WAL stay byte for byte as they were."""
+    import subprocess
+    import sys
+
+    Database(db_path).close()
+    script = (
+        "import os, sqlite3\n"
+        f"c = sqlite3.connect({str(db_path)!r}, isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        f"c.execute('PRAGMA user_version = {LATEST_VERSION + 1}')\n"
+        "c.execute('CREATE TABLE a_future_feature (x)')\n"
+        "os._exit(0)\n"  # no close: the WAL keeps the commits
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    wal = Path(f"{db_path}-wal")
+    assert wal.stat().st_size > 0
+    before = (sha256(db_path), sha256(wal))
+    with pytest.raises(SchemaVersionError):
+        Database(db_path)
+    with pytest.raises(SchemaVersionError):
+        Tether(db=db_path, settings=make_settings())
+    assert (sha256(db_path), sha256(wal)) == before
+
+
+def test_a_refused_caller_connection_is_not_reconfigured(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path)
+    conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+    assert conn.isolation_level == ""
+    with pytest.raises(SchemaVersionError):
+        Database(conn)
+    assert conn.isolation_level == ""
+    conn.close()
+
+
+def test_a_write_inside_a_read_transaction_is_refused(tether: Tether) -> None:
+    """A deferred read transaction cannot safely become a write one (it would not hold the
+    write lock from its start): it is a programming error, said at once."""
+    with (
+        tether.db.read(),
+        pytest.raises(StoreError, match="inside a read transaction"),
+        tether.db.write(),
+    ):
+        pass
+    with tether.db.write(), tether.db.read() as conn:  # a read inside a write is fine
+        conn.execute("SELECT 1")
+    tether.add(text="still writable", title="After")
+
+
+_WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER"}
+
+
+def test_every_write_of_the_library_runs_in_begin_immediate(db_path: Path, tmp_path: Path) -> None:
+    """Trace every statement of every connection through the write paths of the facade:
+    no INSERT, UPDATE or DELETE runs outside a BEGIN IMMEDIATE transaction."""
+    statements: list[tuple[int, str]] = []
+    real_connect = sqlite3.connect
+
+    def traced_connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        key = id(conn)
+        conn.set_trace_callback(lambda sql: statements.append((key, sql)))
+        return conn
+
+    note = tmp_path / "note.md"
+    note.write_text("# Pumps\n\nThe pump primes in ten seconds.\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sqlite3, "connect", traced_connect)
+        with Tether(db=db_path, settings=make_settings()) as t:
+            t.create_session("chat", workspace_id="ws")
+            (r,) = t.add(note, session_id="chat")
+            t.add(note, session_id="chat")  # skipped
+            note.write_text("# Pumps\n\nThe pump primes in five seconds.\n")
+            t.add(note, session_id="chat")  # replaced
+            t.add(text="a global note on pumps", title="Global")
+            t.create_session("other", workspace_id="ws")
+            t.attach(r.document_id, "other")
+            t.detach(r.document_id, "other")
+            t.set_tags(r.document_id, {"domain": "global", "version": "2"})
+            t.set_status(r.document_id, "draft")
+            t.approve(r.document_id)
+            t.retrieve("how fast does the pump prime?", scope="session", session_id="chat")
+            t.close_session("chat")
+            t.cleanup(retention="0d")
+            t.delete_document(t.add(text="doomed", title="Doomed")[0].document_id)
+    assert len(statements) > 50
+    state: dict[int, str | None] = {}
+    outside = []
+    for conn_id, sql in statements:
+        head = sql.lstrip().split(None, 2)
+        verb = " ".join(head[:2]).upper().rstrip(";")
+        if verb.startswith("BEGIN"):
+            state[conn_id] = verb
+        elif verb.startswith(("COMMIT", "ROLLBACK")):
+            state[conn_id] = None
+        elif head[0].upper() in _WRITES and state.get(conn_id) != "BEGIN IMMEDIATE":
+            outside.append(sql[:80])
+    assert outside == []
+
+
+def test_a_nested_write_is_a_savepoint(tether: Tether) -> None:
+    """write() inside write(): the inner block's failure undoes the inner block only; the
+    outer transaction still commits what it did before and after."""
+    with tether.db.write() as conn:
+        conn.execute("INSERT INTO workspaces VALUES ('before', 'B', '2024-01-01T00:00:00Z')")
+        with pytest.raises(ScopeError), tether.db.write():
+            conn.execute("INSERT INTO workspaces VALUES ('inner', 'I', '2024-01-01T00:00:00Z')")
+            raise ScopeError("inner part fails")
+        conn.execute("INSERT INTO workspaces VALUES ('after', 'A', '2024-01-01T00:00:00Z')")
+    assert {w.id for w in tether.workspaces()} == {GLOBAL_WORKSPACE, "before", "after"}

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.embed import Embedder, embedder_from_settings
+from tether.embed import Embedder, default_token_counter, embedder_from_settings
 from tether.errors import (
     ConfigurationError,
     DocumentNotFound,
@@ -77,9 +77,11 @@ class Tether:
 
         ``embedder`` defaults to the one the settings describe (the local
         all-MiniLM-L6-v2); when embeddings are disabled or cannot run, retrieval is
-        lexical-only and ``embeddings_unavailable`` says why. ``count_tokens`` defaults to
-        the embedder's tokenizer, when it has one. ``chat`` (decide, rewrite and rerank
-        by LLM, when the settings turn them on) defaults to the ``[llm]`` endpoint.
+        lexical-only and ``embeddings_unavailable`` says why. ``count_tokens`` (stored
+        per chunk, used by the context budget) defaults to the embedder's tokenizer, else
+        the packaged all-MiniLM-L6-v2 tokenizer when it is installed. ``chat`` (decide,
+        rewrite and rerank by LLM, when the settings turn them on) defaults to the
+        ``[llm]`` endpoint.
         """
         self.settings = settings if settings is not None else Settings.load()
         self.db = Database(db if db is not None else self.settings.db)
@@ -88,8 +90,8 @@ class Tether:
         if embedder is None:
             embedder, self.embeddings_unavailable = embedder_from_settings(self.settings)
         self.embedder = embedder
-        if count_tokens is None and embedder is not None:
-            count_tokens = embedder.count_tokens
+        if count_tokens is None:
+            count_tokens = default_token_counter(embedder)
         self._indexer = Indexer(
             self.repo,
             self.settings.rag,
@@ -375,7 +377,8 @@ class Tether:
         ``"vector"`` run one side. Without embeddings, hybrid runs lexical-only and
         ``results.debug["degradations"]`` says why. The scope is part of both queries, so
         top-k is exact within it. Hit scores are the fused score in hybrid mode, -bm25 for
-        lexical, cosine for vector.
+        lexical, cosine for vector. When nothing is found in a session or workspace scope,
+        ``debug["scope_exists"]`` says whether that session or workspace exists at all.
         """
         if not isinstance(query, str):
             raise InvalidArgument(f"query must be str, not {type(query).__name__}")
@@ -386,7 +389,12 @@ class Tether:
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
         if filters is not None and not isinstance(filters, Filters):
             raise InvalidArgument(f"filters must be a tether.Filters, not {type(filters).__name__}")
-        return self._searcher.search(query, resolved, k, mode, filters)
+        results = self._searcher.search(query, resolved, k, mode, filters)
+        if not results and resolved.kind != "global":
+            # Nothing found: say whether the session or workspace exists at all (a typo in
+            # an id otherwise looks like an empty scope).
+            results.debug["scope_exists"] = self.repo.scope_exists(resolved)
+        return results
 
     def retrieve(
         self,

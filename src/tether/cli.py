@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tether._tether import Tether
 from tether.errors import TetherError
@@ -56,14 +60,20 @@ WorkspaceOption = Annotated[
     str | None, typer.Option("--workspace", "-w", help="Workspace id.", show_default=False)
 ]
 ScopeOption = Annotated[
-    str | None,
-    typer.Option("--scope", help="session | workspace | global (default: rag.scope)."),
+    Literal["session", "workspace", "global"] | None,
+    typer.Option("--scope", help="Where to look (default: rag.scope).", show_default=False),
 ]
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Session id.", show_default=False)
 ]
 
 T = TypeVar("T")
+
+
+@app.callback()
+def _quiet_parsers() -> None:
+    # pypdf logs each defect of a malformed PDF; the file's typed error already says it.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 def main() -> None:
@@ -79,7 +89,7 @@ def _tether(db: Path | None, config: Path | None, **overrides: Any) -> Iterator[
         with Tether(settings=Settings.load(config, **overrides)) as tether:
             yield tether
     except TetherError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
 
 
@@ -142,12 +152,10 @@ def add(
             task = progress.add_task("Indexing", total=len(paths))
 
             def advance(done: int, total: int, result: Any) -> None:
-                name = Path(result.source).name
+                name = escape(Path(result.source).name)
                 kind = _KIND_NAMES.get(Path(result.source).suffix.lower(), "file")
                 progress.update(
-                    task,
-                    completed=done,
-                    description=f"Processing {kind} {min(done + 1, total)} of {total} ({name})",
+                    task, completed=done, description=f"{kind} {done} of {total} done ({name})"
                 )
 
             results = tether.add(
@@ -164,10 +172,10 @@ def add(
     else:
         for r in results:
             if r.error is not None:
-                err.print(f"[red]failed[/]   {r.error}", highlight=False)
+                err.print(f"[red]failed[/]   {escape(str(r.error))}", highlight=False)
             else:
                 out.print(
-                    f"[green]{r.status:<8}[/] {r.source} -> {r.document_id}"
+                    f"[green]{r.status:<8}[/] {escape(r.source)} -> {r.document_id}"
                     f" ({r.chunk_count} chunks)",
                     highlight=False,
                 )
@@ -183,7 +191,8 @@ def search(
     workspace: WorkspaceOption = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many chunks.", min=1, max=1000)] = 10,
     mode: Annotated[
-        str, typer.Option("--mode", help="hybrid (FTS5 + vectors, fused) | lexical | vector.")
+        Literal["hybrid", "lexical", "vector"],
+        typer.Option("--mode", help="hybrid: FTS5 and vectors, fused; or one of them alone."),
     ] = "hybrid",
     db: DbOption = None,
     config: ConfigOption = None,
@@ -192,7 +201,7 @@ def search(
     """Search chunks inside a scope; print the cited hits."""
     with _tether(db, config) as tether:
         resolved = tether.resolve_scope(scope, session_id=session, workspace_id=workspace)
-        hits = tether.search(query, scope=resolved, k=k, mode=mode)  # type: ignore[arg-type]
+        hits = tether.search(query, scope=resolved, k=k, mode=mode)
     if as_json:
         debug = {key: value for key, value in hits.debug.items() if key != "ranks"}
         _print_json(
@@ -206,12 +215,20 @@ def search(
         )
         return
     for degradation in hits.debug["degradations"]:
-        err.print(f"[yellow]note:[/] {degradation}", highlight=False)
+        err.print(f"[yellow]note:[/] {escape(str(degradation))}", highlight=False)
+    if hits.debug.get("scope_exists") is False:
+        err.print(
+            f"[yellow]note:[/] there is no {resolved.kind} {escape(repr(resolved.id))} in this"
+            f" store (`tether {'sessions' if resolved.kind == 'session' else 'docs'} list`"
+            " shows what there is)",
+            highlight=False,
+        )
     if not hits:
         out.print(
             f"No matches in {resolved.kind} {resolved.id!r}. Try a wider scope"
             " (session -> workspace -> global) or add documents.",
             highlight=False,
+            markup=False,
         )
         return
     for number, hit in enumerate(hits, start=1):
@@ -225,8 +242,8 @@ def search(
             if part
         )
         out.print(
-            f"[bold][{number}][/] [cyan]{hit.title}[/]  [dim]{where}[/]  "
-            f"[dim]score {hit.score:.3f} · {hit.document_id}#{hit.chunk_id}[/]",
+            f"[bold]\\[{number}][/] [cyan]{escape(hit.title)}[/]  [dim]{escape(where)}[/]  "
+            f"[dim]score {hit.score:.3f} · {escape(hit.document_id)}#{hit.chunk_id}[/]",
             highlight=False,
             soft_wrap=True,
         )
@@ -261,12 +278,14 @@ def context(
         _print_json(result.to_dict())
         return
     for degradation in result.debug["degradations"]:
-        err.print(f"[yellow]note:[/] {degradation}", highlight=False)
+        err.print(f"[yellow]note:[/] {escape(str(degradation))}", highlight=False)
     if not result.retrieved:
-        out.print(f"No retrieval: {result.debug['decision']['reason']}.", highlight=False)
+        out.print(
+            f"No retrieval: {result.debug['decision']['reason']}.", highlight=False, markup=False
+        )
         return
     if not result.grounded:
-        out.print(f"Not grounded. {result.guidance}", highlight=False)
+        out.print(f"Not grounded. {result.guidance}", highlight=False, markup=False)
         return
     out.print(result.context, highlight=False, markup=False, soft_wrap=True)
     out.print()
@@ -282,8 +301,9 @@ def context(
         )
         chunks = ",".join(str(c) for c in citation.chunk_ids)
         out.print(
-            f"[bold]{citation.label}[/] [cyan]{citation.title}[/]  [dim]{where}[/]  "
-            f"[dim]{citation.document_id}#{chunks} · relevance {citation.relevance:.2f}[/]",
+            f"[bold]{escape(citation.label)}[/] [cyan]{escape(citation.title)}[/]"
+            f"  [dim]{escape(where)}[/]  [dim]{escape(citation.document_id)}#{chunks}"
+            f" · relevance {citation.relevance:.2f}[/]",
             highlight=False,
             soft_wrap=True,
         )
@@ -299,6 +319,11 @@ _KIND_NAMES = {".pdf": "PDF", ".md": "Markdown", ".txt": "text", ".html": "HTML"
 _KINDS = {"text/markdown": "md", "text/plain": "txt", "application/pdf": "pdf", "text/html": "html"}
 
 
+def _cells(*values: str) -> list[Text]:
+    """Table cells shown as they are: a title like ``[red] notes`` is text, not markup."""
+    return [Text(value) for value in values]
+
+
 def _documents_table(documents: list[Document]) -> Table:
     table = Table("title", "kind", "chunks", "workspace", "sessions")
     table.columns[0].ratio = 3
@@ -306,7 +331,7 @@ def _documents_table(documents: list[Document]) -> Table:
     for d in documents:
         kind = _KINDS.get(d.mime, d.mime)
         sessions = ", ".join(d.session_ids)
-        table.add_row(d.title, kind, str(d.chunk_count), d.workspace_id, sessions, d.id)
+        table.add_row(*_cells(d.title, kind, str(d.chunk_count), d.workspace_id, sessions, d.id))
     return table
 
 
@@ -363,12 +388,14 @@ def docs_show(
     out.print(_documents_table([document]))
     if document.tags is not None:
         tags = " · ".join(f"{k} {v}" for k, v in document.tags.to_dict().items() if v)
-        out.print(f"tags: {tags}", highlight=False)
+        out.print(f"tags: {tags}", highlight=False, markup=False)
     if document.status != "active":
         out.print(f"status: {document.status} (not searched until approved)", highlight=False)
     for c in chunks:
         where = " · ".join(p for p in (c.section_title, c.page and f"page {c.page}") if p)
-        out.print(f"[bold]#{c.id}[/] [dim]{c.char_start}-{c.char_end} {where}[/]", highlight=False)
+        out.print(
+            f"[bold]#{c.id}[/] [dim]{c.char_start}-{c.char_end} {escape(where)}[/]", highlight=False
+        )
 
 
 @docs_app.command("rm")
@@ -399,9 +426,11 @@ def _each_document(
     action: Callable[[Tether, str], object],
 ) -> None:
     with _tether(db, config) as tether:
+        for document_id in document_ids:  # all of them exist, or nothing is done
+            tether.get_document(document_id)
         for document_id in document_ids:
             action(tether, document_id)
-            out.print(f"{verb} {document_id}", highlight=False)
+            out.print(f"{verb} {document_id}", highlight=False, markup=False)
 
 
 @app.command()
@@ -422,7 +451,7 @@ def cleanup(
         return
     verb = "would delete" if dry_run else "deleted"
     if not report.documents:
-        out.print(f"Nothing stale for longer than {retention}.", highlight=False)
+        out.print(f"Nothing stale for longer than {retention}.", highlight=False, markup=False)
         return
     for d in report.documents:
         out.print(
@@ -471,7 +500,7 @@ def watch(
 
     stop = threading.Event()
     with _tether(db, config) as tether:
-        err.print(f"watching {folder.resolve()} (Ctrl-C to stop)", highlight=False)
+        err.print(f"watching {folder.resolve()} (Ctrl-C to stop)", highlight=False, markup=False)
         try:
             tether.watch(folder, workspace_id=workspace, stop=stop, on_pass=_print_sync)
         except KeyboardInterrupt:
@@ -481,15 +510,15 @@ def watch(
 
 def _print_sync(report: Any) -> None:
     for path in report.indexed:
-        out.print(f"[green]indexed[/]  {path}", highlight=False)
+        out.print(f"[green]indexed[/]  {escape(path)}", highlight=False)
     for old, new in report.renamed:
-        out.print(f"[cyan]renamed[/]  {old} -> {new}", highlight=False)
+        out.print(f"[cyan]renamed[/]  {escape(old)} -> {escape(new)}", highlight=False)
     for path in report.deleted:
-        out.print(f"[yellow]deleted[/]  {path}", highlight=False)
+        out.print(f"[yellow]deleted[/]  {escape(path)}", highlight=False)
     for path in report.failed:
-        err.print(f"[red]failed[/]   {path}", highlight=False)
+        err.print(f"[red]failed[/]   {escape(path)}", highlight=False)
     for path in report.refused:
-        err.print(f"[red]refused[/]  {path} (leads outside the folder)", highlight=False)
+        err.print(f"[red]refused[/]  {escape(path)} (leads outside the folder)", highlight=False)
     if report.unsettled:
         err.print(
             f"{len(report.unsettled)} file(s) still being written; next pass", highlight=False
@@ -521,12 +550,14 @@ def status(
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(
-            row["source_path"],
-            row["status"],
-            str(row["retry_count"]),
-            (row["last_indexed_at"] or "-")[:19].replace("T", " "),
-            row["document_id"] or "-",
-            row["error"] or "",
+            *_cells(
+                row["source_path"],
+                row["status"],
+                str(row["retry_count"]),
+                (row["last_indexed_at"] or "-")[:19].replace("T", " "),
+                row["document_id"] or "-",
+                row["error"] or "",
+            )
         )
     out.print(table)
 
@@ -558,12 +589,14 @@ def log_(
         scope = f"{row['scope']['kind']}:{row['scope']['id']}"
         outcome_text = row["outcome"] + (f" ({row['reason']})" if row["reason"] else "")
         table.add_row(
-            row["created_at"][:19].replace("T", " "),
-            outcome_text,
-            scope,
-            row["query"],
-            ",".join(str(c) for c in row["chunk_ids"]) or "-",
-            row["retrieval_id"],
+            *_cells(
+                row["created_at"][:19].replace("T", " "),
+                outcome_text,
+                scope,
+                row["query"],
+                ",".join(str(c) for c in row["chunk_ids"]) or "-",
+                row["retrieval_id"],
+            )
         )
     out.print(table)
 
@@ -587,7 +620,7 @@ def sessions_list(
         return
     table = Table("id", "workspace", "created", "closed")
     for s in sessions:
-        table.add_row(s.id, s.workspace_id, s.created_at[:19], (s.closed_at or "")[:19])
+        table.add_row(*_cells(s.id, s.workspace_id, s.created_at[:19], (s.closed_at or "")[:19]))
     out.print(table if sessions else "No sessions.")
 
 
@@ -600,7 +633,7 @@ def sessions_create(
 ) -> None:
     """Create a session in a workspace."""
     s = _session_call(db, config, lambda t: t.create_session(session_id, workspace_id=workspace))
-    out.print(f"session {s.id} in workspace {s.workspace_id}", highlight=False)
+    out.print(f"session {s.id} in workspace {s.workspace_id}", highlight=False, markup=False)
 
 
 @sessions_app.command("close")
@@ -611,7 +644,7 @@ def sessions_close(
 ) -> None:
     """Mark a session closed."""
     s = _session_call(db, config, lambda t: t.close_session(session_id))
-    out.print(f"session {s.id} closed at {s.closed_at}", highlight=False)
+    out.print(f"session {s.id} closed at {s.closed_at}", highlight=False, markup=False)
 
 
 @sessions_app.command("attach")
@@ -626,6 +659,7 @@ def sessions_attach(
     out.print(
         f"{'attached' if new else 'already attached'}: {document_id} -> {session_id}",
         highlight=False,
+        markup=False,
     )
 
 
@@ -641,6 +675,7 @@ def sessions_detach(
     out.print(
         f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}",
         highlight=False,
+        markup=False,
     )
 
 
@@ -652,7 +687,10 @@ def reembed(
     """Embed every chunk that has no vector for the configured model (after a model switch)."""
     with _tether(db, config) as tether:
         if tether.embedder is None:
-            err.print(f"[bold red]error:[/] {tether.embeddings_unavailable}", highlight=False)
+            err.print(
+                f"[bold red]error:[/] {escape(str(tether.embeddings_unavailable))}",
+                highlight=False,
+            )
             raise typer.Exit(1)
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -715,18 +753,35 @@ def eval_(
                 disable=not err.is_terminal,
             ) as progress:
                 task = progress.add_task(f"Indexing {dataset.name}", total=None)
-                beir.index_dataset(
+                indexing = beir.index_dataset(
                     tether, dataset, progress=lambda n: progress.update(task, completed=n)
                 )
             report = beir.evaluate(
                 tether, dataset, mode="lexical" if lexical_only else "hybrid", pipeline=pipeline
             )
+            report = dataclasses.replace(report, unindexed=len(indexing.failed))
+    if indexing.failed:
+        shown = "; ".join(f"{entry}: {reason}" for entry, reason in indexing.failed[:3])
+        more = f" and {len(indexing.failed) - 3} more" if len(indexing.failed) > 3 else ""
+        err.print(
+            f"note: {len(indexing.failed)} corpus entries could not be indexed and count as"
+            f" never retrieved ({shown}{more})",
+            highlight=False,
+            markup=False,
+        )
     if as_json:
         _print_json(report.to_dict())
         return
     out.print(
         f"{report.dataset}: {report.queries} queries, {report.documents} documents,"
-        f" {report.method} retrieval"
+        f" {report.method} retrieval",
+        markup=False,
+    )
+    out.print(
+        "settings: "
+        + (f"not the defaults: {', '.join(report.settings)}" if report.settings else "defaults"),
+        markup=False,
+        highlight=False,
     )
     table = Table()
     table.add_column("metric")

@@ -22,6 +22,7 @@ from tether.errors import InvalidArgument
 from tether.ingest.indexer import TextSource
 from tether.models import Scope
 from tether.retrieve.search import SearchMode
+from tether.settings import RagSettings, Settings
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,10 @@ class EvalReport:
     latency_ms_p50: float
     latency_ms_p95: float
     pipeline: PipelineReport | None = None
+    #: Corpus entries that could not be indexed (they count as never retrieved).
+    unindexed: int = 0
+    #: ``rag.key=value`` for every setting that is not tether's default.
+    settings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -109,6 +114,8 @@ class EvalReport:
             "recall@100": round(self.recall_at_100, 4),
             "latency_ms_p50": round(self.latency_ms_p50, 3),
             "latency_ms_p95": round(self.latency_ms_p95, 3),
+            "unindexed": self.unindexed,
+            "settings": list(self.settings),
         } | pipeline
 
 
@@ -141,23 +148,40 @@ def eval_workspace(dataset: BeirDataset) -> str:
     return f"eval-{dataset.name}"
 
 
+@dataclass(frozen=True)
+class CorpusIndexing:
+    """What indexing a corpus did: ``entries`` seen, and the ``failed`` ones as
+    ``(corpus id, reason)`` (an empty entry, say); these count as never retrieved."""
+
+    entries: int
+    failed: tuple[tuple[str, str], ...]
+
+
 def index_dataset(
     tether: Tether,
     dataset: BeirDataset,
     *,
     progress: Callable[[int], None] | None = None,
     batch: int = 256,
-) -> int:
-    """Index every corpus entry as a document of the dataset's workspace; return the count.
+) -> CorpusIndexing:
+    """Index every corpus entry as a document of the dataset's workspace.
+
     Entries already stored with the same content are skipped by hash (so a second run on
-    the same ``--db`` reuses the stored chunks and embeddings)."""
+    the same ``--db`` reuses the stored chunks and embeddings). An entry that cannot be
+    indexed is reported, not fatal: the evaluation still runs over the others."""
     workspace = eval_workspace(dataset)
     count = 0
+    failed: list[tuple[str, str]] = []
     pending: list[TextSource] = []
 
     def flush() -> None:
         nonlocal count
-        tether.add(pending, workspace_id=workspace)
+        results = tether.add(pending, workspace_id=workspace, on_error="collect")
+        failed.extend(
+            (source.document_id.removeprefix(f"{workspace}:"), str(result.error))  # type: ignore[union-attr]
+            for source, result in zip(pending, results, strict=True)
+            if result.error is not None
+        )
         count += len(pending)
         pending.clear()
         if progress:
@@ -172,7 +196,25 @@ def index_dataset(
             flush()
     if pending:
         flush()
-    return count
+    return CorpusIndexing(count, tuple(failed))
+
+
+def non_default_settings(settings: Settings) -> tuple[str, ...]:
+    """The ``[rag]`` settings that differ from tether's defaults, as ``rag.key=value``: an
+    evaluation says what it measured (a tether.toml or TETHER_RAG__* variables apply)."""
+    return tuple(
+        f"rag.{key}={value if isinstance(value, str) else json.dumps(value)}"
+        for key, value in _flat(settings.rag.model_dump(mode="json"))
+        if value != dict(_flat(RagSettings().model_dump(mode="json"))).get(key)
+    )
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 def rank_documents(
@@ -258,6 +300,7 @@ def evaluate(
     documents = len(tether.documents(workspace_id=workspace))
     method = tether.search(next(iter(dataset.queries.values())), scope=scope, k=1, mode=mode)
     return EvalReport(
+        settings=non_default_settings(tether.settings),
         dataset=dataset.name,
         method=method.debug["method"],
         queries=len(ndcgs),

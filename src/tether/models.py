@@ -174,6 +174,9 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
     tags: Tags | None = None
     stale_at: str | None = None
+    #: The chunk settings it was chunked with, ``"size/overlap"`` (None: stored before
+    #: tether recorded them).
+    chunking: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

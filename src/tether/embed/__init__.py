@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from tether.embed.base import Embedder, from_blob, to_blob
-from tether.embed.local import DEFAULT_LOCAL_MODEL, LocalEmbedder, resolve_model_path
+from tether.embed.local import (
+    DEFAULT_LOCAL_MODEL,
+    LocalEmbedder,
+    TokenCounter,
+    packaged_token_counter,
+    resolve_model_path,
+)
 from tether.embed.openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from tether.errors import EmbeddingsUnavailable
 from tether.settings import Settings
@@ -18,6 +25,8 @@ __all__ = [
     "Embedder",
     "LocalEmbedder",
     "OpenAIEmbedder",
+    "TokenCounter",
+    "default_token_counter",
     "embedder_from_settings",
     "from_blob",
     "resolve_model_path",
@@ -54,3 +63,16 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
         logger.warning(reason)
         return None, reason
     return embedder, None
+
+
+def default_token_counter(embedder: Embedder | None) -> Callable[[str], int | None] | None:
+    """What chunk token counts come from: the embedder's own tokenizer when it has one
+    here, else the packaged all-MiniLM-L6-v2 tokenizer when installed, else nothing (the
+    context budget then estimates 4 characters per token)."""
+    has_own = embedder is not None and (
+        isinstance(embedder, LocalEmbedder)
+        or type(embedder).count_tokens is not Embedder.count_tokens
+    )
+    if embedder is not None and has_own:
+        return embedder.count_tokens
+    return packaged_token_counter()

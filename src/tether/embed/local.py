@@ -72,6 +72,53 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
+class TokenCounter:
+    """Counts tokens with a sentence-transformers model's ``tokenizer.json`` through the
+    ``tokenizers`` package alone: no torch, no weights. Loads on first use; counts are
+    ``None`` when the package or the file is missing."""
+
+    def __init__(self, model_path: str) -> None:
+        self.path = Path(model_path) / "tokenizer.json"
+        self._tokenizer: Any = None
+        self._missing = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TokenCounter({str(self.path.parent)!r})"
+
+    def __call__(self, text: str) -> int | None:
+        tokenizer = self._load()
+        if tokenizer is None:
+            return None
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._tokenizer is None and not self._missing:
+                try:
+                    from tokenizers import Tokenizer
+                except ImportError:
+                    self._missing = True
+                    return None
+                if not self.path.is_file():
+                    self._missing = True
+                    return None
+                tokenizer = Tokenizer.from_file(str(self.path))
+                tokenizer.no_truncation()
+                tokenizer.no_padding()
+                self._tokenizer = tokenizer
+            return self._tokenizer
+
+
+def packaged_token_counter() -> TokenCounter | None:
+    """The packaged all-MiniLM-L6-v2 tokenizer as a token counter, when it is installed:
+    chunks get token counts even with embeddings off or a remote embedder."""
+    try:
+        return TokenCounter(resolve_model_path())
+    except EmbeddingsUnavailable:
+        return None
+
+
 class LocalEmbedder(Embedder):
     """Sentence-transformers on this machine. The model loads on first use, not here."""
 
@@ -91,7 +138,7 @@ class LocalEmbedder(Embedder):
         self.device = device
         self.encode_batch_size = encode_batch_size
         self._model: Any = None
-        self._tokenizer: Any = None
+        self._tokens = TokenCounter(self.model_path)
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
@@ -121,26 +168,7 @@ class LocalEmbedder(Embedder):
         )
 
     def count_tokens(self, text: str) -> int | None:
-        tokenizer = self._load_tokenizer()
-        if tokenizer is None:
-            return None
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
-
-    def _load_tokenizer(self) -> Any:
-        # The fast tokenizer alone (no torch) is enough to count tokens while chunking.
-        if self._tokenizer is None:
-            path = Path(self.model_path) / "tokenizer.json"
-            try:
-                from tokenizers import Tokenizer
-            except ImportError:
-                return None
-            if not path.is_file():
-                return None
-            tokenizer = Tokenizer.from_file(str(path))
-            tokenizer.no_truncation()
-            tokenizer.no_padding()
-            self._tokenizer = tokenizer
-        return self._tokenizer
+        return self._tokens(text)
 
     @property
     def max_tokens(self) -> int:

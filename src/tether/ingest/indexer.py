@@ -15,15 +15,16 @@ from tether.errors import (
     EmbeddingError,
     EmbeddingsUnavailable,
     IndexingCancelled,
-    IngestError,
+    InvalidArgument,
     InvalidTag,
     ScopeError,
+    TetherError,
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
 from tether.ingest.loaders import LoadedDocument, load_path, load_text
 from tether.ingest.text import content_hash
-from tether.models import GLOBAL_WORKSPACE, IndexResult, Tags
+from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.policy import validate_tags
 from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, NewDocument, Repository, StoredChunk
@@ -107,6 +108,7 @@ class Indexer:
         self.policy = policy or PolicySettings()
         self.embedder = embedder
         self.count_tokens = count_tokens
+        self._chunking = f"{rag.chunk_size}/{rag.chunk_overlap}"
 
     def place(self, workspace_id: str | None, session_id: str | None) -> Placement:
         """Resolve (and create on first use) the workspace and session for new documents.
@@ -160,8 +162,10 @@ class Indexer:
             nonlocal group_chunks
             embedded = self._embed_group([p for _, p in group])
             with self.repo.db.write():
+                # Each document is a savepoint of the group's transaction: one that cannot
+                # be stored fails alone, and the others still commit.
                 written = [
-                    self._write(prepared, placement, vectors, warning)
+                    self._write_or_fail(prepared, placement, vectors, warning)
                     for prepared, vectors, warning in embedded
                 ]
             for (slot, _), result in zip(group, written, strict=True):
@@ -219,28 +223,39 @@ class Indexer:
     def _prepare(
         self, source: PathSource | TextSource, placement: Placement
     ) -> _Prepared | IndexResult:
-        """Load, hash, and chunk; an unchanged source is answered here ("skipped")."""
+        """Load, hash, and chunk; an unchanged source is answered here ("skipped").
+
+        Anything wrong with this one source is its failed result, never the batch's end."""
+        label = str(source.path) if isinstance(source, PathSource) else (
+            source.source or source.document_id or source.title
+        )  # fmt: skip
         try:
-            if isinstance(source, PathSource):
-                label = str(source.path)
-                resolved = Path(source.path).expanduser().resolve()
-                loaded = load_path(resolved)
-                source_path, document_id = str(resolved), None
-                metadata = dict(source.metadata or {})
-            else:
-                label = source.source or source.document_id or source.title
-                loaded = load_text(source.text, title=source.title, mime=source.mime)
-                source_path, document_id = source.source, source.document_id
-                metadata = dict(source.metadata or {})
-            tags = validate_tags(label, source.tags, self.policy)
-            if source.status is not None and source.status not in DOCUMENT_STATUSES:
-                raise InvalidTag(
-                    label,
-                    "status",
-                    f"must be one of {', '.join(DOCUMENT_STATUSES)}, not {source.status!r}",
-                )
-        except IngestError as exc:
+            return self._prepare_source(source, label, placement)
+        except TetherError as exc:
             return IndexResult(source=label, status="failed", error=exc)
+        except OSError as exc:  # a name too long, a permission, a vanished folder...
+            problem = f"cannot read it: {exc.strerror or exc}"
+            return IndexResult(label, "failed", error=UnreadableFile(label, problem))
+
+    def _prepare_source(
+        self, source: PathSource | TextSource, label: str, placement: Placement
+    ) -> _Prepared | IndexResult:
+        if isinstance(source, PathSource):
+            resolved = Path(source.path).expanduser().resolve()
+            loaded = load_path(resolved)
+            source_path, document_id = str(resolved), None
+            metadata = dict(source.metadata or {})
+        else:
+            loaded = load_text(source.text, title=source.title, mime=source.mime)
+            source_path, document_id = source.source, source.document_id
+            metadata = dict(source.metadata or {})
+        tags = validate_tags(label, source.tags, self.policy)
+        if source.status is not None and source.status not in DOCUMENT_STATUSES:
+            raise InvalidTag(
+                label,
+                "status",
+                f"must be one of {', '.join(DOCUMENT_STATUSES)}, not {source.status!r}",
+            )
         digest = content_hash(loaded.text)
         lookup = {
             "workspace_id": placement.workspace_id,
@@ -248,14 +263,20 @@ class Indexer:
             "source_path": source_path,
             "content_hash": digest,
         }
-        existing = self.repo.find_document(**lookup)
-        if existing is not None and existing.content_hash == digest:
-            self._check_workspace(existing.id, existing.workspace_id, placement)
+        existing = self._existing(lookup, placement)
+        if existing is not None and _unchanged(existing, digest, loaded, self._chunking):
             self._attach(existing.id, placement)
             status = source.status or existing.status
-            if (tags is not None and tags != existing.tags) or status != existing.status:
-                # Same content, new tags or status: no re-chunking, no re-embedding.
-                self.repo.set_tags_and_status(existing.id, tags or existing.tags, status)
+            retitled = loaded.title != existing.title
+            if (
+                retitled
+                or (tags is not None and tags != existing.tags)
+                or status != existing.status
+            ):
+                # Same text, new title, tags or status: no re-chunking, no re-embedding.
+                self.repo.set_tags_and_status(
+                    existing.id, tags or existing.tags, status, title=loaded.title
+                )
                 return IndexResult(label, "updated", existing.id, existing.chunk_count)
             return IndexResult(label, "skipped", existing.id, existing.chunk_count)
         chunks = chunk_sections(
@@ -302,10 +323,10 @@ class Indexer:
     ) -> IndexResult:
         with self.repo.db.write():
             # Look again inside the transaction: another writer may have got here first.
-            existing = self.repo.find_document(**prepared.lookup)
-            if existing is not None:
-                self._check_workspace(existing.id, existing.workspace_id, placement)
-            if existing is not None and existing.content_hash == prepared.digest:
+            existing = self._existing(prepared.lookup, placement)
+            if existing is not None and _unchanged(
+                existing, prepared.digest, prepared.loaded, self._chunking
+            ):
                 self._attach(existing.id, placement)
                 return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
             document_id = prepared.lookup["document_id"]
@@ -326,6 +347,7 @@ class Indexer:
                 version=tags.version,
                 last_verified=tags.last_verified,
                 status=prepared.status,
+                chunking=self._chunking,
             )
             if existing is None:
                 self.repo.insert_document(record, prepared.chunks, vectors)
@@ -338,13 +360,39 @@ class Indexer:
             prepared.label, status, record.id, len(prepared.chunks), warnings=warnings
         )
 
-    @staticmethod
-    def _check_workspace(document_id: str, workspace_id: str, placement: Placement) -> None:
-        if workspace_id != placement.workspace_id:
+    def _write_or_fail(
+        self,
+        prepared: _Prepared,
+        placement: Placement,
+        vectors: ChunkVectors | None,
+        warning: str | None,
+    ) -> IndexResult:
+        try:
+            return self._write(prepared, placement, vectors, warning)
+        except TetherError as exc:
+            logger.error("%s: not indexed: %s", prepared.label, exc)
+            return IndexResult(prepared.label, "failed", error=exc)
+
+    def _existing(self, lookup: dict[str, Any], placement: Placement) -> Document | None:
+        """The stored document a source updates, after checking that it may: it is in the
+        placement's workspace, and a ``source`` key is not another document's."""
+        existing = self.repo.find_document(**lookup)
+        if existing is not None and existing.workspace_id != placement.workspace_id:
             raise ScopeError(
-                f"document {document_id!r} belongs to workspace {workspace_id!r},"
+                f"document {existing.id!r} belongs to workspace {existing.workspace_id!r},"
                 f" not {placement.workspace_id!r}"
             )
+        source_path = lookup["source_path"]
+        if lookup["document_id"] is not None and source_path is not None:
+            holder = self.repo.find_document(
+                workspace_id=placement.workspace_id, source_path=source_path
+            )
+            if holder is not None and holder.id != lookup["document_id"]:
+                raise InvalidArgument(
+                    f"source {source_path!r} is already document {holder.id!r}; pass"
+                    f" document_id={holder.id!r} to update it, or use another source key"
+                )
+        return existing
 
     def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
         """Give every chunk without a vector for the configured model one, a document at a
@@ -424,6 +472,17 @@ class Indexer:
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
             self.repo.attach_document_to_session(document_id, placement.session_id)
+
+
+def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:
+    """Nothing to re-chunk: the same normalized text, read as the same type (the same
+    text as Markdown rather than plain text has other sections), chunked with the same
+    settings (documents stored before tether recorded them count as the same)."""
+    return (
+        existing.content_hash == digest
+        and existing.mime == loaded.mime
+        and existing.chunking in (None, chunking)
+    )
 
 
 class _InlineExecutor:

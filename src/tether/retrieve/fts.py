@@ -4,8 +4,12 @@ User text is never passed to FTS5 as syntax. It is cut into terms (runs of lette
 digits, which is also where FTS5's unicode61 tokenizer cuts), case-folded, stripped of
 stopwords, de-duplicated and capped; every term is then double-quoted and the terms are
 joined with ``OR``, so bm25 ranks chunks by how many and how rare the terms they hold are.
-Operators (``AND``, ``NEAR(``), prefixes (``*``), column filters (``col:term``), quotes
-and brackets in the input are thereby plain text, never syntax.
+
+FTS5 syntax in the input is dropped, never passed on: column filters (``col:term``,
+``{a b}:term``, ``-col:term``) keep only their terms, ``NEAR(a b, 5)`` keeps ``a b``
+without the keyword and the distance, and operators (``AND``, ``OR``, ``NOT``), prefix
+stars, ``^``, ``+``, quotes and brackets are not terms. ("Note: see the manual" is
+prose, not a filter: a filter has no space after its colon.)
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ STOPWORDS = frozenset(
 )
 
 _TERM = re.compile(r"[^\W_]+")
+# FTS5 syntax that carries words which are not search terms.
+_NEAR = re.compile(r"\bNEAR\s*\(([^()]*?)(?:,\s*\d+\s*)?\)")
+_COLUMN_FILTER = re.compile(r"(?:(?<=\s)|^)-?(?:\{[^{}]*\}|[^\W\d_][\w]*)\s*:(?=[^\s:/])")
 
 
 def query_terms(text: str) -> list[str]:
@@ -61,10 +68,8 @@ def _terms(text: str) -> list[tuple[str, str]]:
     query ("A" + combining grave, Hangul jamo) is cut into the same terms as the text."""
     if not isinstance(text, str):
         raise TypeError(f"query must be str, not {type(text).__name__}")
-    tokens = [
-        (t.casefold(), t.casefold() if t.isascii() else t)
-        for t in _TERM.findall(normalize_text(text[:MAX_QUERY_CHARS]))
-    ]
+    plain = _COLUMN_FILTER.sub(" ", _NEAR.sub(r" \1 ", normalize_text(text[:MAX_QUERY_CHARS])))
+    tokens = [(t.casefold(), t.casefold() if t.isascii() else t) for t in _TERM.findall(plain)]
     tokens = [(key, t) for key, t in tokens if len(key) <= MAX_TERM_CHARS]
     content = [(key, t) for key, t in tokens if key not in STOPWORDS] or tokens
     first: dict[str, str] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +40,7 @@ class Database:
         self.cross_thread = True
         if isinstance(target, sqlite3.Connection):
             self.path = "<connection>"
+            _check_version(target, self.path)  # before anything changes the connection
             target.isolation_level = None
             self._shared = target
             self._prepare(target, self.path)
@@ -49,9 +51,12 @@ class Database:
                 self.path = ":memory:"
                 self._shared = self._connect()
             else:
-                parent = Path(self.path).expanduser().resolve().parent
-                if not parent.is_dir():
-                    raise StoreError(f"cannot open {self.path}: the folder {parent} does not exist")
+                file = Path(self.path).expanduser().resolve()
+                if not file.parent.is_dir():
+                    raise StoreError(
+                        f"cannot open {self.path}: the folder {file.parent} does not exist"
+                    )
+                _probe_version(file, self.path)
                 self.connection()  # open, check the version and migrate now, not on first use
 
     def _connect(self) -> sqlite3.Connection:
@@ -75,19 +80,14 @@ class Database:
 
     def _prepare(self, conn: sqlite3.Connection, label: str) -> None:
         # Read the version before anything writes to the file: a newer file stays untouched.
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{label} is not a SQLite database ({exc})") from exc
-        if version > LATEST_VERSION:
-            raise SchemaVersionError(label, version, LATEST_VERSION)
+        version = _check_version(conn, label)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn, self.busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         if version < LATEST_VERSION:
             with self._write_lock:
-                migrate(conn)
+                migrate(conn)  # reads the version again under the file's write lock
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection."""
@@ -108,18 +108,44 @@ class Database:
                 yield conn
                 return
             conn.execute("BEGIN")
+            self._local.reading = True
             try:
                 yield conn
             finally:
+                self._local.reading = False
                 conn.execute("COMMIT")
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it."""
+        """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
+
+        Inside another write transaction it is a savepoint of it: an exception rolls back
+        only the inner block, and the outer transaction decides whether to go on."""
         with self._shared_lock if self._shared is not None else _nullcontext():
             conn = self.connection()
             if conn.in_transaction:
-                yield conn
+                if getattr(self._local, "reading", False):
+                    # A deferred read transaction would take the write lock only at its first
+                    # write, and fail with "database is locked" if another writer got there.
+                    raise StoreError(
+                        "a write cannot start inside a read transaction (Database.read());"
+                        " open the write transaction first"
+                    )
+                # Nested: a savepoint inside the enclosing write transaction, so a failure
+                # here undoes only this part (and still raises); the outer one goes on.
+                depth = getattr(self._local, "savepoints", 0) + 1
+                self._local.savepoints = depth
+                name = f"tether_nested_{depth}"
+                conn.execute(f"SAVEPOINT {name}")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                    raise
+                finally:
+                    self._local.savepoints = depth - 1
+                conn.execute(f"RELEASE {name}")
                 return
             with self._write_lock:
                 conn.execute("BEGIN IMMEDIATE")
@@ -149,30 +175,100 @@ def _nullcontext() -> Iterator[None]:
 
 
 def migrate(conn: sqlite3.Connection, *, to: int = LATEST_VERSION) -> int:
-    """Apply every migration above the file's ``user_version`` up to ``to``; return it."""
-    current = conn.execute("PRAGMA user_version").fetchone()[0]
-    for migration in MIGRATIONS:
-        if current < migration.version <= to:
-            _apply(conn, migration)
-            current = migration.version
+    """Apply every migration above the file's ``user_version`` up to ``to``, in one
+    ``BEGIN IMMEDIATE`` transaction; return the version reached.
+
+    The version is read inside the transaction, under the file's write lock, so processes
+    opening a new file at the same time migrate it once: the others wait, then find it done.
+    A failure rolls everything back and leaves the file at the version it had.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot migrate the store: {exc}") from exc
+    try:
+        start = current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > LATEST_VERSION:  # a newer tether got here between the check and the lock
+            raise SchemaVersionError("the store", current, LATEST_VERSION)
+        for migration in MIGRATIONS:
+            if current < migration.version <= to:
+                _apply(conn, migration, start)
+                current = migration.version
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
     return current
 
 
-def _apply(conn: sqlite3.Connection, migration: Migration) -> None:
-    # executescript would COMMIT a pending transaction first, so the script carries its own
-    # BEGIN IMMEDIATE ... COMMIT and the version bump, and any failure rolls all of it back.
-    script = (
-        f"BEGIN IMMEDIATE;\n{migration.sql}\nPRAGMA user_version = {migration.version};\nCOMMIT;"
-    )
+def _apply(conn: sqlite3.Connection, migration: Migration, start: int) -> None:
+    # Statement by statement inside the open transaction (executescript would commit it).
     try:
-        conn.executescript(script)
+        for statement in _statements(migration.sql):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {migration.version}")
     except sqlite3.Error as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
         raise StoreError(
             f"migration {migration.version} ({migration.name}) failed: {exc}; the file was"
-            " left at the previous version"
+            f" left at version {start}"
         ) from exc
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of ``script``, split where SQLite itself sees one end (so a
+    trigger's ``BEGIN ... END;`` body stays whole)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer
+            buffer = ""
+    leftover = "\n".join(
+        line for line in buffer.splitlines() if line.strip() and not line.strip().startswith("--")
+    )
+    if leftover:
+        raise StoreError(f"unterminated statement in a migration: {leftover[:80]!r}")
+
+
+def _check_version(conn: sqlite3.Connection, label: str) -> int:
+    """The file's schema version; raises for a file of a newer tether or not SQLite."""
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{label} is not a SQLite database ({exc})") from exc
+    if version > LATEST_VERSION:
+        raise SchemaVersionError(label, version, LATEST_VERSION)
+    return version
+
+
+def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to WAL (it stays so). The switch needs the file to itself, and
+    SQLite answers "locked" at once instead of waiting when another connection is opening
+    it too, so wait here, up to the busy timeout; a file already in WAL needs nothing."""
+    deadline = time.monotonic() + timeout
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return  # ":memory:" answers "memory": nothing more to do
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise StoreError(f"cannot switch the store to WAL: {exc}") from exc
+            time.sleep(0.01)
+
+
+def _probe_version(file: Path, label: str) -> None:
+    """Refuse a newer (or non-SQLite) file through a read-only connection, which cannot
+    change it: closing the last read-write connection would checkpoint its WAL into it."""
+    if not file.exists():
+        return
+    try:
+        probe = sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return  # unreadable here: the read-write open reports why
+    try:
+        _check_version(probe, label)
+    finally:
+        probe.close()
 
 
 def _usable_from_another_thread(conn: sqlite3.Connection) -> bool:

@@ -205,12 +205,19 @@ ALTER TABLE rag_index_registry ADD COLUMN next_retry_at TEXT;
 CREATE INDEX rag_index_registry_hash ON rag_index_registry(content_hash);
 """
 
+_0006_chunking = """
+-- How a document was chunked (rag.chunk_size/rag.chunk_overlap): the same text indexed
+-- with other chunk settings is chunked again. NULL (documents stored before): as is.
+ALTER TABLE rag_documents ADD COLUMN chunking TEXT;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
     Migration(3, "change counters for reader caches", _0003_change_counters),
     Migration(4, "governance: tag index, tag-aware cache counter, audit columns", _0004_governance),
     Migration(5, "registry: document, workspace and retry columns", _0005_registry),
+    Migration(6, "the chunk settings each document was chunked with", _0006_chunking),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -90,6 +90,8 @@ class NewDocument:
     version: str | None = None
     last_verified: str | None = None
     status: str = "active"
+    #: The chunk settings used, e.g. ``"1000/150"`` (size/overlap).
+    chunking: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class StoredChunk:
 _DOCUMENT_COLUMNS = (
     "d.id, d.workspace_id, d.title, d.source_path, d.source_type, d.mime, d.content_hash,"
     " d.file_size, d.status, d.created_at, d.indexed_at, d.metadata,"
-    " d.project_id, d.domain, d.version, d.last_verified, d.stale_at,"
+    " d.project_id, d.domain, d.version, d.last_verified, d.stale_at, d.chunking,"
     " (SELECT count(*) FROM rag_chunks c WHERE c.document_id = d.id) AS chunk_count,"
     " (SELECT group_concat(s.session_id, char(31)) FROM rag_document_sessions s"
     "   WHERE s.document_id = d.id) AS session_ids"
@@ -118,7 +120,7 @@ _DOCUMENT_COLUMNS = (
 
 def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
     (id_, ws, title, path, stype, mime, chash, size, status, created, indexed, meta) = row[:12]
-    project, domain, version, verified, stale, n, sids = row[12:]
+    project, domain, version, verified, stale, chunking, n, sids = row[12:]
     tagged = any(v is not None for v in (stype, project, domain, version, verified))
     return Document(
         id=id_,
@@ -137,6 +139,7 @@ def _document(row: sqlite3.Row | tuple[Any, ...]) -> Document:
         metadata=json.loads(meta),
         tags=Tags(domain, stype, verified, version, project) if tagged else None,
         stale_at=stale,
+        chunking=chunking,
     )
 
 
@@ -324,6 +327,15 @@ class Repository:
         except SessionNotFound:
             return None
 
+    def scope_exists(self, scope: Scope) -> bool:
+        """Whether the session or workspace a scope names exists (the global one always)."""
+        table = {"session": "sessions", "workspace": "workspaces"}.get(scope.kind)
+        if table is None:
+            return True
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (scope.id,)).fetchone()
+        return row is not None
+
     def list_sessions(self, workspace_id: str | None = None) -> list[Session]:
         sql = "SELECT id, workspace_id, created_at, closed_at FROM sessions"
         params: tuple[Any, ...] = ()
@@ -477,10 +489,10 @@ class Repository:
             conn.execute(
                 "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
                 " mime, content_hash, file_size, metadata, created_at, indexed_at,"
-                " project_id, domain, version, last_verified, status)"
+                " project_id, domain, version, last_verified, status, chunking)"
                 " VALUES (:id, :workspace_id, :title, :source_path, :source_type, :mime,"
                 " :content_hash, :file_size, :metadata, :now, :now,"
-                " :project_id, :domain, :version, :last_verified, :status)",
+                " :project_id, :domain, :version, :last_verified, :status, :chunking)",
                 _document_params(document),
             )
             self._insert_chunks(conn, document.id, chunks, vectors)
@@ -499,7 +511,7 @@ class Repository:
                 " source_type = :source_type, mime = :mime, content_hash = :content_hash,"
                 " file_size = :file_size, metadata = :metadata, indexed_at = :now,"
                 " project_id = :project_id, domain = :domain, version = :version,"
-                " last_verified = :last_verified, status = :status"
+                " last_verified = :last_verified, status = :status, chunking = :chunking"
                 " WHERE id = :id",
                 _document_params(document),
             )
@@ -600,15 +612,19 @@ class Repository:
             ).fetchall()
         return [r[0] for r in rows]
 
-    def set_tags_and_status(self, document_id: str, tags: Tags | None, status: str) -> None:
-        """Change a document's tags and status in place (its content is unchanged)."""
+    def set_tags_and_status(
+        self, document_id: str, tags: Tags | None, status: str, *, title: str | None = None
+    ) -> None:
+        """Change a document's tags and status (and title, when given) in place: its
+        content, chunks and vectors are unchanged."""
         t = tags or Tags()
         with self.db.write() as conn:
             cur = conn.execute(
                 "UPDATE rag_documents SET source_type = ?, project_id = ?, domain = ?,"
-                " version = ?, last_verified = ?, status = ? WHERE id = ?",
+                " version = ?, last_verified = ?, status = ?, title = coalesce(?, title)"
+                " WHERE id = ?",
                 (t.source_type, t.project_id, t.domain, t.version, t.last_verified, status,
-                 document_id),
+                 title, document_id),
             )  # fmt: skip
             if cur.rowcount == 0:
                 raise DocumentNotFound(document_id)
