@@ -7,6 +7,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -83,23 +84,42 @@ class Layout:
         )
 
 
+def without_fts_syntax(query: str) -> str:
+    """``query`` less what the compiler documents as syntax, not words: a column filter's
+    name (``col:term``, no space after the colon), a NEAR group's keyword and distance."""
+    query = re.sub(r"\bNEAR\s*\(([^()]*?)(?:,\s*\d+\s*)?\)", r" \1 ", query)
+    return re.sub(r"(?:(?<=\s)|^)-?(?:\{[^{}]*\}|[^\W\d_]\w*)\s*:(?=[^\s:/])", " ", query)
+
+
 def matching(query: str, docs: tuple[Doc, ...]) -> set[str]:
     """Documents sharing a search word with ``query``, computed without FTS5."""
-    words = re.findall(r"[a-z0-9]+", query.lower())
+    words = re.findall(r"[a-z0-9]+", without_fts_syntax(query).lower())
     content = {w for w in words if w not in STOPWORDS} or set(words)
     return {d.id for d in docs if content & set(d.words)}
 
 
-@st.composite
-def layouts(draw: st.DrawFn) -> Layout:
+def draw_workspaces_and_sessions(
+    draw: st.DrawFn,
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """2-3 workspaces plus the global one, and 2-4 sessions, each in one of them."""
     n_ws = draw(st.integers(2, 3))
     workspaces = (*(f"ws{i}" for i in range(n_ws)), GLOBAL_WORKSPACE)
     n_sessions = draw(st.integers(2, 4))
-    sessions = {f"s{i}": draw(st.sampled_from(workspaces)) for i in range(n_sessions)}
+    return workspaces, {f"s{i}": draw(st.sampled_from(workspaces)) for i in range(n_sessions)}
+
+
+def sessions_that_may_attach(sessions: dict[str, str], workspace: str) -> list[str]:
+    """The sessions a document of ``workspace`` may be attached to."""
+    return sorted(s for s, sw in sessions.items() if workspace in (sw, GLOBAL_WORKSPACE))
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> Layout:
+    workspaces, sessions = draw_workspaces_and_sessions(draw)
     docs = []
     for i in range(draw(st.integers(0, 16))):
         ws = draw(st.sampled_from(workspaces))
-        eligible = sorted(s for s, sw in sessions.items() if ws in (sw, GLOBAL_WORKSPACE))
+        eligible = sessions_that_may_attach(sessions, ws)
         attached = (
             draw(st.lists(st.sampled_from(eligible), max_size=2, unique=True)) if eligible else []
         )
@@ -119,17 +139,23 @@ def build(t: Tether, layout: Layout) -> None:
     for session, ws in layout.sessions.items():
         t.create_session(session, workspace_id=ws)
     for doc in layout.docs:
-        first, *rest = doc.sessions or (None,)
-        [result] = t.add(
-            text=doc.text,
-            title=doc.id,
-            workspace_id=doc.workspace_id,
-            session_id=first,
-            document_id=doc.id,
-        )
-        assert result.status == "indexed"
-        for session in rest:
-            assert t.attach(doc.id, session) is True
+        add_and_attach(t, doc)
+
+
+def add_and_attach(t: Tether, doc: Any) -> None:
+    """Add a layout's document into its workspace through its first session, and attach it
+    to the others (``doc`` has ``id``, ``text``, ``workspace_id`` and ``sessions``)."""
+    first, *rest = doc.sessions or (None,)
+    [result] = t.add(
+        text=doc.text,
+        title=doc.id,
+        workspace_id=doc.workspace_id,
+        session_id=first,
+        document_id=doc.id,
+    )
+    assert result.status == "indexed"
+    for session in rest:
+        assert t.attach(doc.id, session) is True
 
 
 @given(layout=layouts(), queries=st.lists(QUERIES, min_size=1, max_size=3), data=st.data())

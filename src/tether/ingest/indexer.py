@@ -165,7 +165,7 @@ class Indexer:
                 # Each document is a savepoint of the group's transaction: one that cannot
                 # be stored fails alone, and the others still commit.
                 written = [
-                    self._write_or_fail(prepared, placement, vectors, warning)
+                    self._write(prepared, placement, vectors, warning)
                     for prepared, vectors, warning in embedded
                 ]
             for (slot, _), result in zip(group, written, strict=True):
@@ -321,54 +321,47 @@ class Indexer:
         vectors: ChunkVectors | None,
         warning: str | None,
     ) -> IndexResult:
-        with self.repo.db.write():
-            # Look again inside the transaction: another writer may have got here first.
-            existing = self._existing(prepared.lookup, placement)
-            if existing is not None and _unchanged(
-                existing, prepared.digest, prepared.loaded, self._chunking
-            ):
-                self._attach(existing.id, placement)
-                return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
-            document_id = prepared.lookup["document_id"]
-            # New content keeps the document's tags unless new ones are given.
-            tags = prepared.tags or (existing.tags if existing else None) or Tags()
-            record = NewDocument(
-                id=existing.id if existing else (document_id or uuid.uuid4().hex[:16]),
-                workspace_id=placement.workspace_id,
-                title=prepared.loaded.title,
-                source_path=prepared.lookup["source_path"],
-                source_type=tags.source_type,
-                mime=prepared.loaded.mime,
-                content_hash=prepared.digest,
-                file_size=prepared.loaded.file_size,
-                metadata={**(existing.metadata if existing else {}), **prepared.metadata},
-                project_id=tags.project_id,
-                domain=tags.domain,
-                version=tags.version,
-                last_verified=tags.last_verified,
-                status=prepared.status,
-                chunking=self._chunking,
-            )
-            if existing is None:
-                self.repo.insert_document(record, prepared.chunks, vectors)
-            else:
-                self.repo.replace_document(record, prepared.chunks, vectors)
-            self._attach(record.id, placement)
-        status = "indexed" if existing is None else "replaced"
-        warnings = (warning,) if warning else ()
-        return IndexResult(
-            prepared.label, status, record.id, len(prepared.chunks), warnings=warnings
-        )
-
-    def _write_or_fail(
-        self,
-        prepared: _Prepared,
-        placement: Placement,
-        vectors: ChunkVectors | None,
-        warning: str | None,
-    ) -> IndexResult:
+        """Store one prepared document, inside the group's transaction when there is one
+        (as a savepoint of it: a failure here rolls back this document only)."""
         try:
-            return self._write(prepared, placement, vectors, warning)
+            with self.repo.db.write():
+                # Look again inside the transaction: another writer may have got here first.
+                existing = self._existing(prepared.lookup, placement)
+                if existing is not None and _unchanged(
+                    existing, prepared.digest, prepared.loaded, self._chunking
+                ):
+                    self._attach(existing.id, placement)
+                    return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
+                document_id = prepared.lookup["document_id"]
+                # New content keeps the document's tags unless new ones are given.
+                tags = prepared.tags or (existing.tags if existing else None) or Tags()
+                record = NewDocument(
+                    id=existing.id if existing else (document_id or uuid.uuid4().hex[:16]),
+                    workspace_id=placement.workspace_id,
+                    title=prepared.loaded.title,
+                    source_path=prepared.lookup["source_path"],
+                    source_type=tags.source_type,
+                    mime=prepared.loaded.mime,
+                    content_hash=prepared.digest,
+                    file_size=prepared.loaded.file_size,
+                    metadata={**(existing.metadata if existing else {}), **prepared.metadata},
+                    project_id=tags.project_id,
+                    domain=tags.domain,
+                    version=tags.version,
+                    last_verified=tags.last_verified,
+                    status=prepared.status,
+                    chunking=self._chunking,
+                )
+                if existing is None:
+                    self.repo.insert_document(record, prepared.chunks, vectors)
+                else:
+                    self.repo.replace_document(record, prepared.chunks, vectors)
+                self._attach(record.id, placement)
+            status = "indexed" if existing is None else "replaced"
+            warnings = (warning,) if warning else ()
+            return IndexResult(
+                prepared.label, status, record.id, len(prepared.chunks), warnings=warnings
+            )
         except TetherError as exc:
             logger.error("%s: not indexed: %s", prepared.label, exc)
             return IndexResult(prepared.label, "failed", error=exc)
