@@ -69,10 +69,8 @@ def default_token_counter(embedder: Embedder | None) -> Callable[[str], int | No
     """What chunk token counts come from: the embedder's own tokenizer when it has one
     here, else the packaged all-MiniLM-L6-v2 tokenizer when installed, else nothing (the
     context budget then estimates 4 characters per token)."""
-    has_own = embedder is not None and (
-        isinstance(embedder, LocalEmbedder)
-        or type(embedder).count_tokens is not Embedder.count_tokens
-    )
-    if embedder is not None and has_own:
+    if isinstance(embedder, LocalEmbedder):
+        return embedder.token_counter
+    if embedder is not None and type(embedder).count_tokens is not Embedder.count_tokens:
         return embedder.count_tokens
     return packaged_token_counter()

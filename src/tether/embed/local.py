@@ -92,7 +92,17 @@ class TokenCounter:
             return None
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def count_many(self, texts: list[str]) -> list[int | None]:
+        """Counts for many texts in one batch (the tokenizer spreads it over the cores)."""
+        tokenizer = self._load()
+        if tokenizer is None:
+            return [None] * len(texts)
+        encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encoded]
+
     def _load(self) -> Any:
+        if self._tokenizer is not None:
+            return self._tokenizer
         with self._lock:
             if self._tokenizer is None and not self._missing:
                 try:
@@ -169,6 +179,11 @@ class LocalEmbedder(Embedder):
 
     def count_tokens(self, text: str) -> int | None:
         return self._tokens(text)
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """This model's tokenizer as a counter (``count_many`` batches)."""
+        return self._tokens
 
     @property
     def max_tokens(self) -> int:

@@ -199,22 +199,32 @@ def chunk_sections(
     """Chunks for every section, numbered in document order.
 
     A chunk's ``content_hash`` is the hash of its :func:`embedding_text`: two chunks with
-    the same hash get the same vector, so it is embedded once per model.
+    the same hash get the same vector, so it is embedded once per model. ``count_tokens``
+    gives each chunk its token count; one with a ``count_many(texts)`` method counts the
+    document's chunks in one call (the packaged tokenizer's batch runs on every core).
     """
-    chunks: list[NewChunk] = []
-    for section in sections:
-        for start, end in split_span(text, section.start, section.end, size, overlap):
-            content = text[start:end]
-            chunks.append(
-                NewChunk(
-                    ordinal=len(chunks),
-                    content=content,
-                    section_title=section.title,
-                    char_start=start,
-                    char_end=end,
-                    page=section.page,
-                    content_hash=content_hash(embedding_text(title, section.title, content)),
-                    token_count=count_tokens(content) if count_tokens else None,
-                )
-            )
-    return chunks
+    spans: list[tuple[Section, int, int]] = [
+        (section, start, end)
+        for section in sections
+        for start, end in split_span(text, section.start, section.end, size, overlap)
+    ]
+    contents = [text[start:end] for _, start, end in spans]
+    counts: list[int | None] = [None] * len(spans)
+    if count_tokens is not None:
+        many = getattr(count_tokens, "count_many", None)
+        counts = many(contents) if many else [count_tokens(c) for c in contents]
+    return [
+        NewChunk(
+            ordinal=ordinal,
+            content=content,
+            section_title=section.title,
+            char_start=start,
+            char_end=end,
+            page=section.page,
+            content_hash=content_hash(embedding_text(title, section.title, content)),
+            token_count=count,
+        )
+        for ordinal, ((section, start, end), content, count) in enumerate(
+            zip(spans, contents, counts, strict=True)
+        )
+    ]
