@@ -106,7 +106,7 @@ def main() -> None:
         if query_id not in dataset.qrels:
             continue
         match = compile_match(text)
-        lexical = t.repo.search_lexical_scores(scope, match, max(DEPTHS)) if match else []
+        lexical = t.store.search_lexical_scores(scope, match, max(DEPTHS)) if match else []
         vector = searcher.vectors.search(scope, t.embedder.embed_query(text), max(DEPTHS))
         lists[query_id] = (lexical, vector)
 

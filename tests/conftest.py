@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tether import Embedder, LocalEmbedder, Settings, Tether
+from tether import LocalEmbedder, Settings, Tether
+
+# Re-exported for test modules that still import it from here; new code imports it from
+# tether.testing.
+from tether.testing import HashEmbedder as HashEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples" / "docs"
@@ -23,7 +24,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
     Embeddings are off unless a test turns them on: loading a model per test would make
     the suite slow. Tests of vectors use the ``local_embedder`` fixture (one real model
-    for the whole session) or a deterministic Embedder subclass.
+    for the whole session) or ``tether.testing.HashEmbedder``.
     """
     import os
 
@@ -46,32 +47,6 @@ def local_embedder() -> LocalEmbedder:
     embedder = LocalEmbedder()
     embedder.embed(["warm up"])
     return embedder
-
-
-class HashEmbedder(Embedder):
-    """A deterministic bag-of-words embedder (hashed word counts): texts that share words
-    are close. Real arithmetic, no model: for tests of storage, scope and fusion."""
-
-    batch_size = 16
-
-    def __init__(self, dims: int = 64, model: str = "hash-64") -> None:
-        self.dims = dims
-        self.model = model
-        self.calls: list[list[str]] = []
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                digest = hashlib.blake2b(word.encode(), digest_size=4).digest()
-                out[row, int.from_bytes(digest, "little") % self.dims] += 1.0
-            out[row, 0] += 0.01  # no all-zero vectors
-        return out
-
-    @property
-    def embedded_texts(self) -> list[str]:
-        return [t for call in self.calls for t in call]
 
 
 @pytest.fixture

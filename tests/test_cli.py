@@ -197,6 +197,27 @@ def test_library_errors_become_one_line_and_exit_1(db: str, args: list[str], mes
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "message", "hint"),
+    [
+        (["docs", "show", "nope"], "no document with id 'nope'",
+         "list them with `tether docs list`"),
+        (["sessions", "close", "nope"], "no session with id 'nope'",
+         "create it with `tether sessions create`, or pass --session when adding a document"),
+        (["context", "x", "--scope", "workspace", "--workspace", "nope"],
+         "no workspace with id 'nope'", "create it by adding a document with --workspace"),
+    ],
+    ids=["document", "session", "workspace"],
+)  # fmt: skip
+def test_a_missing_id_names_the_command_that_fixes_it(
+    db: str, args: list[str], message: str, hint: str
+) -> None:
+    """The library says what is missing; the CLI adds which command to run."""
+    result = runner.invoke(app, [*args, "--db", db])
+    assert result.exit_code == 1
+    assert message in result.output and hint in result.output
+
+
 def test_docs_and_sessions_commands(indexed: str) -> None:
     docs = run_json("docs", "list", "--db", indexed, "--session", "chat")["documents"]
     assert len(docs) == 4

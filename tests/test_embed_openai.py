@@ -16,11 +16,10 @@ import openai
 import pytest
 
 from openai_fake import FakeOpenAI, Fault, fake_vector
-from tether import Settings, Tether
+from tether import Settings, Tether, TextSource
 from tether.embed import OpenAIEmbedder, embedder_from_settings
 from tether.errors import EmbeddingError, EmbeddingsUnavailable
 from tether.ingest.chunking import embedding_text
-from tether.ingest.indexer import TextSource
 
 MODEL = "fake-embed"
 
@@ -422,7 +421,7 @@ def open_tether(db_path: Path, fake: FakeOpenAI) -> Tether:
 
 def embedded_chunk_count(tether: Tether, document_id: str) -> int:
     """Chunks of the document that have their own stored vector of MODEL."""
-    with tether.db.read() as conn:
+    with tether.store.db.read() as conn:
         return conn.execute(
             "SELECT count(*) FROM rag_embeddings e JOIN rag_chunks c ON c.id = e.chunk_id"
             " WHERE c.document_id = ? AND e.model = ?",
@@ -438,7 +437,7 @@ def test_facade_end_to_end_with_outage_and_reembed(db_path: Path, fake: FakeOpen
         results = tether.add([TextSource(text, title) for title, text in DOCS.items()])
         assert [r.status for r in results] == ["indexed"] * 3
         assert all(r.warnings == () for r in results)
-        counts = tether.repo.counts()
+        counts = tether.store.counts()
         assert counts["rag_chunks"] > len(DOCS)  # chunk_size 120: several chunks each
         assert counts["rag_embeddings"] == counts["rag_chunks"]
         assert fake.embedding_requests, "the facade embedded through the fake"
@@ -476,7 +475,7 @@ def test_facade_end_to_end_with_outage_and_reembed(db_path: Path, fake: FakeOpen
         assert stored.document_id is not None
         assert stored.chunk_count >= 1
         assert embedded_chunk_count(tether, stored.document_id) == 0
-        counts = tether.repo.counts()
+        counts = tether.store.counts()
         assert counts["rag_embeddings"] == counts["rag_chunks"] - stored.chunk_count
         lexical = tether.search("lighthouse trawler ledger", mode="lexical")
         assert [h.document_id for h in lexical] == [stored.document_id]
@@ -488,9 +487,9 @@ def test_facade_end_to_end_with_outage_and_reembed(db_path: Path, fake: FakeOpen
         assert report.documents == 1
         assert report.chunks_embedded == stored.chunk_count
         assert embedded_chunk_count(tether, stored.document_id) == stored.chunk_count
-        counts = tether.repo.counts()
+        counts = tether.store.counts()
         assert counts["rag_embeddings"] == counts["rag_chunks"]
-        assert tether.repo.documents_missing_embeddings(MODEL) == []
+        assert tether.store.documents_missing_embeddings(MODEL) == []
         found = tether.search("lighthouse keeper trawler", mode="vector", k=1)
         assert found.debug["method"] == "vector"
         assert found[0].document_id == stored.document_id
@@ -502,7 +501,7 @@ def test_facade_survives_malformed_answers(db_path: Path, fake: FakeOpenAI) -> N
         fake.inject(Fault.malformed_json())
         (result,) = tether.add(text=DOCS["Sensors"], title="Sensors")
         assert result.status == "indexed" and result.warnings
-        assert tether.repo.counts()["rag_embeddings"] == 0
+        assert tether.store.counts()["rag_embeddings"] == 0
 
         fake.inject(Fault.null_values())
         results = tether.search("recessed pin", mode="hybrid")
@@ -524,7 +523,7 @@ def test_same_content_in_two_documents_is_embedded_once(db_path: Path, fake: Fak
         assert second.status == "indexed" and second.document_id == "second"
         assert fake.embedded_inputs == sent  # nothing new was sent
         assert embedded_chunk_count(tether, "second") == second.chunk_count
-        counts = tether.repo.counts()
+        counts = tether.store.counts()
         assert counts["rag_embeddings"] == counts["rag_chunks"] == 2 * first.chunk_count
 
         # In one batch: two new documents with the same new content, each chunk sent once.

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, HashEmbedder, make_settings
+from conftest import EXAMPLES, make_settings
 from tether import (
     EmbeddingError,
     EmbeddingsUnavailable,
@@ -20,6 +20,7 @@ from tether import (
     TextSource,
 )
 from tether.embed import from_blob, resolve_model_path
+from tether.testing import HashEmbedder
 
 PARAGRAPHS = [
     "The pump moves coolant through the primary loop of the reactor.",
@@ -35,7 +36,7 @@ def open_store(path: Path, embedder: HashEmbedder, **rag: object) -> Tether:
 
 
 def stored_vectors(t: Tether, document_id: str, model: str) -> list[np.ndarray]:
-    conn = t.db.connection()
+    conn = t.store.db.connection()
     rows = conn.execute(
         "SELECT e.dims, e.vector FROM rag_embeddings e JOIN rag_chunks c ON c.id = e.chunk_id"
         " WHERE c.document_id = ? AND e.model = ? ORDER BY c.ordinal",
@@ -53,7 +54,9 @@ def test_one_unit_vector_per_chunk_and_model(db_path: Path) -> None:
         for v in vectors:
             assert v.dtype == np.float32 and v.shape == (64,)
             assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
-        dims = t.db.connection().execute("SELECT DISTINCT dims FROM rag_embeddings").fetchall()
+        dims = (
+            t.store.db.connection().execute("SELECT DISTINCT dims FROM rag_embeddings").fetchall()
+        )
         assert dims == [(64,)]
 
 
@@ -125,7 +128,7 @@ def test_switching_models_and_reembed(db_path: Path) -> None:
         report = t.reembed()
         assert (report.model, report.documents) == ("hash-32", 2)
         assert report.chunks_embedded == len(t.chunks("plant")) + 1
-        assert t.repo.embedding_counts() == {"hash-64": report.chunks_embedded,
+        assert t.store.embedding_counts() == {"hash-64": report.chunks_embedded,
                                              "hash-32": report.chunks_embedded}  # fmt: skip
         hits = t.search("coolant chemistry sampled", mode="vector", k=1)
         assert hits[0].document_id == "lab"  # 32-dim query over 32-dim vectors only
@@ -176,9 +179,9 @@ def test_reader_never_sees_a_partly_embedded_document(db_path: Path) -> None:
 
     def watch() -> None:
         with Tether(db=db_path, settings=make_settings()) as reader:
-            conn = reader.db.connection()
+            conn = reader.store.db.connection()
             while not stop.is_set():
-                with reader.db.read():
+                with reader.store.db.read():
                     chunks = conn.execute(
                         "SELECT count(*) FROM rag_chunks WHERE document_id = 'big'"
                     ).fetchone()[0]
@@ -292,11 +295,13 @@ def test_disabled_embeddings_mean_lexical_only_with_one_log_line(
     settings = Settings.load(rag={"embeddings": {"enabled": False}})
     with caplog.at_level("INFO", logger="tether"):
         t = Tether(db=db_path, settings=settings)
+        t.add(text="\n\n".join(PARAGRAPHS), title="Plant")
+        assert t.store.counts()["rag_embeddings"] == 0
+        results = t.search("turbines", mode="hybrid")
+        t.search("turbines", mode="hybrid")
+    # Said once, when the embedder was first asked for (not per search).
     lines = [r for r in caplog.records if "lexical-only" in r.getMessage()]
     assert len(lines) == 1
-    t.add(text="\n\n".join(PARAGRAPHS), title="Plant")
-    assert t.repo.counts()["rag_embeddings"] == 0
-    results = t.search("turbines", mode="hybrid")
     assert results and results.debug["method"] == "lexical"
     assert "disabled" in results.debug["degradations"][0]
     assert len([r for r in caplog.records if "lexical-only" in r.getMessage()]) == 1
@@ -340,7 +345,7 @@ def test_local_embedder_finds_meaning_without_shared_words(
         assert hybrid.debug["method"] == "hybrid"
         chunk = t.chunks(vector[0].document_id)[0]
         assert chunk.token_count == local_embedder.count_tokens(chunk.content) > 0
-        model = t.db.connection().execute("SELECT DISTINCT model, dims FROM rag_embeddings")
+        model = t.store.db.connection().execute("SELECT DISTINCT model, dims FROM rag_embeddings")
         assert model.fetchall() == [("all-MiniLM-L6-v2", 384)]
 
 
@@ -348,7 +353,7 @@ def test_inconsistent_stored_vectors_are_reported_not_misread(db_path: Path) -> 
     with open_store(db_path, HashEmbedder()) as t:
         t.add(text="\n\n".join(PARAGRAPHS), title="Plant", document_id="plant")
         chunk_id = t.chunks("plant")[0].id
-        with t.db.write() as conn:
+        with t.store.db.write() as conn:
             conn.execute(
                 "UPDATE rag_embeddings SET dims = 32, vector = ? WHERE chunk_id = ?",
                 (b"\x00" * 128, chunk_id),

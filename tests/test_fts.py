@@ -215,21 +215,21 @@ def _check_hostile(store: Tether, query: str, expected: str | None) -> None:
     ("query", "expected"), HOSTILE, ids=[repr(q[:24]) + f"-{len(q)}" for q, _ in HOSTILE]
 )
 def test_hostile_query_never_raises(store: Tether, query: str, expected: str | None) -> None:
-    before = store.repo.counts()
+    before = store.store.counts()
     _check_hostile(store, query, expected)
-    store.repo.fts_integrity_check()
-    assert store.repo.counts() == before
+    store.store.fts_integrity_check()
+    assert store.store.counts() == before
 
 
 def test_store_is_intact_after_every_hostile_query(store: Tether) -> None:
-    before = store.repo.counts()
+    before = store.store.counts()
     docs_before = {d.id for d in store.documents()}
     for query, expected in HOSTILE:
         _check_hostile(store, query, expected)
         for scope in ("session", "workspace"):
             assert store.search(query, scope=scope, session_id="nope", workspace_id="nope") == []
-    store.repo.fts_integrity_check()
-    assert store.repo.counts() == before
+    store.store.fts_integrity_check()
+    assert store.store.counts() == before
     assert {d.id for d in store.documents()} == docs_before
     assert len(docs_before) == len(CORPUS)
     # and search still works

@@ -778,7 +778,7 @@ def test_a_text_that_cannot_go_where_it_is_sent_fails_alone(tether: Tether) -> N
         assert f"xylophone note {n}" in search_texts(tether, "xylophone")
     assert tether.get_document("lab-1").workspace_id == "lab"
     assert search_texts(tether, "first version") == ["the artifact's first version"]
-    assert tether.repo.counts()["rag_documents"] == 6
+    assert tether.store.counts()["rag_documents"] == 6
 
 
 def test_a_document_that_fails_to_store_fails_alone(
@@ -789,20 +789,20 @@ def test_a_document_that_fails_to_store_fails_alone(
     from tether import StoreError
 
     files = [write(tmp_path / f"f{i}.md", f"# F{i}\n\nThe gyroscope note {i}.\n") for i in range(3)]
-    real_insert = tether.repo.insert_document
+    real_insert = tether.store.insert_document
 
     def insert(record, chunks, vectors=None):  # type: ignore[no-untyped-def]
         real_insert(record, chunks, vectors)  # the rows are written, then it fails
         if record.title == "F1":
             raise StoreError("disk said no")
 
-    monkeypatch.setattr(tether.repo, "insert_document", insert)
+    monkeypatch.setattr(tether.store, "insert_document", insert)
     results = tether.add(files, on_error="collect")
     assert [r.status for r in results] == ["indexed", "failed", "indexed"]
     assert isinstance(results[1].error, StoreError)
     assert sorted(d.title for d in tether.documents()) == ["F0", "F2"]
     assert sorted(h.title for h in tether.search("gyroscope", scope="global")) == ["F0", "F2"]
-    tether.repo.fts_integrity_check()
+    tether.store.fts_integrity_check()
     monkeypatch.undo()
     assert [r.status for r in tether.add(files)] == ["skipped", "indexed", "skipped"]
 
@@ -1278,4 +1278,4 @@ def test_new_chunk_settings_chunk_unchanged_text_again(tmp_path: Path) -> None:
         narrow = t.chunks(first.document_id)
         assert len(narrow) > wide and max(c.char_end - c.char_start for c in narrow) <= 300
         assert [r.status for r in t.add(path)] == ["skipped"]
-        t.repo.fts_integrity_check()
+        t.store.fts_integrity_check()

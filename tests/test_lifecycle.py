@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import HashEmbedder, make_pdf, make_settings
+from conftest import make_pdf, make_settings
 from tether import (
     GLOBAL_WORKSPACE,
     DocumentNotFound,
@@ -37,11 +37,12 @@ from tether import (
     TextSource,
     UnreadableFile,
 )
-from tether._tether import CleanupReport, parse_retention
 from tether.cli import app
 from tether.errors import IndexingCancelled
 from tether.ingest.jobs import IndexJob, JobProgress
-from tether.ingest.watcher import LibrarySync, SyncReport
+from tether.ingest.watcher import SyncReport
+from tether.models import CleanupReport, parse_retention
+from tether.testing import HashEmbedder
 
 WAIT = 30.0  # generous: another CI run may be using the CPU
 REGISTRY_KEYS = {
@@ -124,7 +125,7 @@ def corrupt_pdf(path: Path) -> Path:
 
 def fts_rowids(t: Tether, word: str) -> list[int]:
     """Rowids the FTS index itself returns for ``word`` (not via rag_chunks)."""
-    conn = t.db.connection()
+    conn = t.store.db.connection()
     rows = conn.execute(
         "SELECT rowid FROM rag_chunks_fts WHERE rag_chunks_fts MATCH ?", (word,)
     ).fetchall()
@@ -132,11 +133,11 @@ def fts_rowids(t: Tether, word: str) -> list[int]:
 
 
 def scalar(t: Tether, sql: str, params: tuple[Any, ...] = ()) -> Any:
-    return t.db.connection().execute(sql, params).fetchone()[0]
+    return t.store.db.connection().execute(sql, params).fetchone()[0]
 
 
 def registry_by_name(t: Tether, folder: Path) -> dict[str, dict[str, Any]]:
-    return {Path(row["source_path"]).name: row for row in t.registry(folder)}
+    return {Path(row.source_path).name: row for row in t.registry(folder)}
 
 
 def cli(*args: str, code: int = 0) -> str:
@@ -323,7 +324,7 @@ def test_text_artifacts_indexed_skipped_and_replaced(stores: Callable[..., Tethe
     # Another artifact id is another document, even with the same text.
     (other,) = t.on_text_artifact_saved("note-2", "The graphite crucible replaced it.").wait(WAIT)
     assert other.status == "indexed" and other.document_id != first.document_id
-    t.repo.fts_integrity_check()
+    t.store.fts_integrity_check()
 
 
 @pytest.mark.parametrize(
@@ -511,7 +512,7 @@ def test_cancel_a_running_job_stops_before_the_next_file(
         t.search("slate", scope="global", mode="lexical") == []
         and t.search("quartzite", scope="global", mode="lexical") == []
     )
-    t.repo.fts_integrity_check()
+    t.store.fts_integrity_check()
 
 
 def test_a_failing_file_fails_only_its_own_job(
@@ -556,7 +557,7 @@ def test_two_jobs_indexing_the_same_files_store_each_once(
     }
     assert len(t.documents()) == 4
     assert scalar(t, "SELECT count(*) FROM rag_chunks") == 4
-    t.repo.fts_integrity_check()
+    t.store.fts_integrity_check()
 
 
 def test_small_files_run_first(store: Tether, tmp_path: Path) -> None:
@@ -665,10 +666,10 @@ def test_scan_indexes_new_skips_unchanged_reindexes_changed_deletes_removed(
     assert store.search("hiddenword", scope="global", mode="lexical") == []
     rows = registry_by_name(store, root)
     assert set(rows) == {"a.md", "b.txt", "c.html", "d.pdf"}
-    assert all(r["status"] == "indexed" and r["retry_count"] == 0 for r in rows.values())
-    assert all(r["workspace_id"] == GLOBAL_WORKSPACE for r in rows.values())
-    assert {r["document_id"] for r in rows.values()} == {doc.id for doc in documents}
-    a_id = rows["a.md"]["document_id"]
+    assert all(r.status == "indexed" and r.retry_count == 0 for r in rows.values())
+    assert all(r.workspace_id == GLOBAL_WORKSPACE for r in rows.values())
+    assert {r.document_id for r in rows.values()} == {doc.id for doc in documents}
+    a_id = rows["a.md"].document_id
 
     second = lib.scan()
     assert second.indexed == [] and sorted(second.unchanged) == sorted(first.indexed)
@@ -678,14 +679,14 @@ def test_scan_indexes_new_skips_unchanged_reindexes_changed_deletes_removed(
     third = lib.scan()
     assert third.indexed == [str(a)]
     assert len(third.unchanged) == 3
-    assert registry_by_name(store, root)["a.md"]["document_id"] == a_id
-    assert registry_by_name(store, root)["a.md"]["content_hash"] != rows["a.md"]["content_hash"]
+    assert registry_by_name(store, root)["a.md"].document_id == a_id
+    assert registry_by_name(store, root)["a.md"].content_hash != rows["a.md"].content_hash
     assert [h.document_id for h in store.search("andalusite", scope="global", mode="lexical")] == [
         a_id
     ]
     assert store.search("aragonite", scope="global", mode="lexical") == []
 
-    b_id = rows["b.txt"]["document_id"]
+    b_id = rows["b.txt"].document_id
     b_chunks = [ch.id for ch in store.chunks(b_id)]
     assert fts_rowids(store, "bauxite") == b_chunks
     b.unlink()
@@ -701,7 +702,7 @@ def test_scan_indexes_new_skips_unchanged_reindexes_changed_deletes_removed(
     )  # fmt: skip
     assert embeddings == 0
     assert fts_rowids(store, "bauxite") == []
-    store.repo.fts_integrity_check()
+    store.store.fts_integrity_check()
     assert "b.txt" not in registry_by_name(store, root)
     assert len(store.documents()) == 3
 
@@ -714,7 +715,7 @@ def test_scan_follows_a_rename_without_reembedding(
     old = write(root / "old-name.md", "# Gabbro\n\nGabbro is a coarse mafic rock.\n" * 5)
     lib = t.library(root, settle=0, backoff=0)
     lib.scan()
-    document_id = registry_by_name(t, root)["old-name.md"]["document_id"]
+    document_id = registry_by_name(t, root)["old-name.md"].document_id
     calls, texts = len(embedder.calls), len(embedder.embedded_texts)
 
     new = root / "moved" / "new-name.md"
@@ -726,8 +727,8 @@ def test_scan_follows_a_rename_without_reembedding(
     assert len(embedder.calls) == calls and len(embedder.embedded_texts) == texts
     rows = registry_by_name(t, root)
     assert set(rows) == {"new-name.md"}
-    assert rows["new-name.md"]["document_id"] == document_id
-    assert rows["new-name.md"]["status"] == "indexed"
+    assert rows["new-name.md"].document_id == document_id
+    assert rows["new-name.md"].status == "indexed"
     assert t.get_document(document_id).source_path == str(new)
     (hit, *_) = t.search("gabbro", scope="global", mode="lexical")
     assert hit.document_id == document_id and hit.source_path == str(new)
@@ -782,11 +783,11 @@ def test_scan_burst_of_100_files(store: Tether, root: Path) -> None:
     assert report.failed == []
     rows = store.registry(root)
     assert len(rows) == 100
-    assert {r["status"] for r in rows} == {"indexed"}
-    assert len({r["document_id"] for r in rows}) == 100
+    assert {r.status for r in rows} == {"indexed"}
+    assert len({r.document_id for r in rows}) == 100
     assert len(store.documents(workspace_id=GLOBAL_WORKSPACE)) == 100
-    assert set(rows[0]) == REGISTRY_KEYS
-    store.repo.fts_integrity_check()
+    assert set(rows[0].to_dict()) == REGISTRY_KEYS
+    store.store.fts_integrity_check()
 
 
 def test_scan_refuses_paths_leading_outside_the_root(
@@ -825,58 +826,58 @@ def test_scan_retries_a_broken_file_then_gives_up_then_indexes_it_fixed(
         report = lib.scan()
         assert report.failed == [str(pdf)]
         row = registry_by_name(store, root)["broken.pdf"]
-        assert (row["status"], row["retry_count"]) == ("error", attempt)
-        assert row["next_retry_at"] is not None
-        assert "broken.pdf" in row["error"] and "PDF" in row["error"]
+        assert (row.status, row.retry_count) == ("error", attempt)
+        assert row.next_retry_at is not None
+        assert "broken.pdf" in row.error and "PDF" in row.error
     report = lib.scan()
     assert report.failed == [str(pdf)]
     row = registry_by_name(store, root)["broken.pdf"]
-    assert (row["status"], row["retry_count"], row["next_retry_at"]) == ("failed", 3, None)
-    assert row["document_id"] is None
+    assert (row.status, row.retry_count, row.next_retry_at) == ("failed", 3, None)
+    assert row.document_id is None
     # Given up on this content: not tried again.
     report = lib.scan()
     assert report.waiting == [str(pdf)] and report.failed == []
-    assert registry_by_name(store, root)["broken.pdf"]["retry_count"] == 3
-    assert registry_by_name(store, root)["fine.md"]["status"] == "indexed"
+    assert registry_by_name(store, root)["broken.pdf"].retry_count == 3
+    assert registry_by_name(store, root)["fine.md"].status == "indexed"
 
     pdf.unlink()
     make_pdf(pdf, ["The repaired report on eclogite."])
     report = lib.scan()
     assert report.indexed == [str(pdf)]
     row = registry_by_name(store, root)["broken.pdf"]
-    assert (row["status"], row["retry_count"], row["error"], row["next_retry_at"]) == (
+    assert (row.status, row.retry_count, row.error, row.next_retry_at) == (
         "indexed", 0, None, None,
     )  # fmt: skip
-    assert store.get_document(row["document_id"]).source_path == str(pdf)
+    assert store.get_document(row.document_id).source_path == str(pdf)
     assert store.search("eclogite", scope="global", mode="lexical")
 
 
 def test_scan_backoff_waits_before_retrying(store: Tether, root: Path) -> None:
     pdf = corrupt_pdf(root / "broken.pdf")
     now = [datetime(2030, 1, 1, tzinfo=UTC)]
-    lib = LibrarySync(store, root, settle=0, backoff=60, clock=lambda: now[0])
+    lib = store.library(root, settle=0, backoff=60, clock=lambda: now[0])
 
     assert lib.scan().failed == [str(pdf)]
     row = registry_by_name(store, root)["broken.pdf"]
-    assert (row["status"], row["retry_count"]) == ("error", 1)
-    assert row["next_retry_at"].startswith("2030-01-01T00:01:00")  # 60 s later
+    assert (row.status, row.retry_count) == ("error", 1)
+    assert row.next_retry_at.startswith("2030-01-01T00:01:00")  # 60 s later
 
     report = lib.scan()  # not due yet
     assert report.waiting == [str(pdf)] and report.failed == []
-    assert registry_by_name(store, root)["broken.pdf"]["retry_count"] == 1
+    assert registry_by_name(store, root)["broken.pdf"].retry_count == 1
 
     now[0] += timedelta(seconds=61)
     assert lib.scan().failed == [str(pdf)]
     row = registry_by_name(store, root)["broken.pdf"]
-    assert (row["status"], row["retry_count"]) == ("error", 2)
-    assert row["next_retry_at"].startswith("2030-01-01T00:03:01")  # 120 s: doubled
+    assert (row.status, row.retry_count) == ("error", 2)
+    assert row.next_retry_at.startswith("2030-01-01T00:03:01")  # 120 s: doubled
 
     now[0] += timedelta(seconds=100)
     assert lib.scan().waiting == [str(pdf)]
     now[0] += timedelta(seconds=21)
     assert lib.scan().failed == [str(pdf)]
     row = registry_by_name(store, root)["broken.pdf"]
-    assert (row["status"], row["retry_count"]) == ("failed", 3)
+    assert (row.status, row.retry_count) == ("failed", 3)
 
 
 # -- 5. watching ----------------------------------------------------------------------------
@@ -916,7 +917,7 @@ def watching(
 
         def sentinel_indexed() -> bool:
             row = registry_by_name(t, root).get("ready.md")
-            if row is not None and row["status"] == "indexed":
+            if row is not None and row.status == "indexed":
                 return True
             write(root / "ready.md", f"# Ready\n\nSentinel {time.monotonic()}.")
             time.sleep(0.5)
@@ -933,7 +934,7 @@ def watching(
 
 def indexed_row(t: Tether, root: Path, name: str) -> dict[str, Any] | None:
     row = registry_by_name(t, root).get(name)
-    return row if row is not None and row["status"] == "indexed" else None
+    return row if row is not None and row.status == "indexed" else None
 
 
 @pytest.mark.parametrize("force_polling", [False, True], ids=["native", "polling"])
@@ -952,22 +953,22 @@ def test_watch_follows_creations_edits_renames_and_deletions(
     with watching(store, root, force_polling=force_polling) as passes:
         new = edit(root / "new.md", "# New\n\nA fresh note on tonalite.")
         row = wait_until(lambda: indexed_row(store, root, "new.md"))
-        document_id = row["document_id"]
+        document_id = row.document_id
         hits = store.search("tonalite", scope="global", mode="lexical")
         assert [h.document_id for h in hits] == [document_id]
 
         edit(new, "# New\n\nA fresh note on tonalite and trondhjemite, edited.")
         wait_until(lambda: store.search("trondhjemite", scope="global", mode="lexical"))
         edited = registry_by_name(store, root)["new.md"]
-        assert edited["document_id"] == document_id
-        assert edited["content_hash"] != row["content_hash"]
+        assert edited.document_id == document_id
+        assert edited.content_hash != row.content_hash
         assert [d.id for d in store.documents() if d.title == "New"] == [document_id]
 
         moved = root / "moved.md"
         new.rename(moved)
         wait_until(lambda: indexed_row(store, root, "moved.md"))
         wait_until(lambda: "new.md" not in registry_by_name(store, root))
-        assert registry_by_name(store, root)["moved.md"]["document_id"] == document_id
+        assert registry_by_name(store, root)["moved.md"].document_id == document_id
         assert store.get_document(document_id).source_path == str(moved)
         assert any(p.renamed == [(str(new), str(moved))] for p in passes)
 
@@ -975,7 +976,7 @@ def test_watch_follows_creations_edits_renames_and_deletions(
         wait_until(lambda: document_id not in {d.id for d in store.documents()})
         assert "moved.md" not in registry_by_name(store, root)
         assert store.search("trondhjemite", scope="global", mode="lexical") == []
-    store.repo.fts_integrity_check()
+    store.store.fts_integrity_check()
 
 
 def test_watch_indexes_a_folder_moved_into_the_library(
@@ -1073,7 +1074,7 @@ def test_cli_cleanup_dry_run_then_delete(tmp_path: Path) -> None:
     assert f"deleted {stale_id}" in out and "would" not in out
     with Tether(db=db, settings=make_settings()) as t:
         assert [d.title for d in t.documents()] == ["Kept"]
-        t.repo.fts_integrity_check()
+        t.store.fts_integrity_check()
     assert "Nothing stale" in cli("cleanup", "--retention", "0s", "--db", str(db))
     cli("cleanup", "--retention", "soon", "--db", str(db), code=1)
 
@@ -1168,7 +1169,7 @@ def test_cleanup_deletes_stale_documents_with_everything_they_own(
     with pytest.raises(DocumentNotFound):
         store.get_document(stale_id)
     assert owned() == {"chunks": 0, "embeddings": 0, "fts": 0, "attachments": 0}
-    store.repo.fts_integrity_check()
+    store.store.fts_integrity_check()
 
     # The document of the open session is untouched, vectors and all.
     assert [d.id for d in store.documents()] == [keep_id]
@@ -1281,7 +1282,7 @@ def test_watch_indexes_a_burst_of_100_files(store: Tether, root: Path) -> None:
                 sum(
                     1
                     for name, row in registry_by_name(store, root).items()
-                    if name.startswith("note-") and row["status"] == "indexed"
+                    if name.startswith("note-") and row.status == "indexed"
                 )
                 == 100
             )
@@ -1290,7 +1291,7 @@ def test_watch_indexes_a_burst_of_100_files(store: Tether, root: Path) -> None:
     assert sorted(t for t in titles if t.startswith("Note ")) == sorted(
         f"Note {i}" for i in range(100)
     )
-    store.repo.fts_integrity_check()
+    store.store.fts_integrity_check()
 
 
 def test_watch_never_indexes_a_file_half_written(store: Tether, root: Path) -> None:
@@ -1309,6 +1310,6 @@ def test_watch_never_indexes_a_file_half_written(store: Tether, root: Path) -> N
         time.sleep(0.5)  # any later pass would show up below
     indexed_in = [p for p in passes if str(target) in p.indexed]
     assert len(indexed_in) == 1, [p.to_dict() for p in passes]
-    text = " ".join(c.content for c in store.chunks(row["document_id"]))
+    text = " ".join(c.content for c in store.chunks(row.document_id))
     assert all(part in text for part in parts)
     assert [d.title for d in store.documents() if d.title == "Slow report"] == ["Slow report"]

@@ -22,7 +22,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import HashEmbedder, make_pdf, make_settings
+from conftest import make_pdf, make_settings
 from tether import (
     GLOBAL_WORKSPACE,
     InvalidArgument,
@@ -40,6 +40,7 @@ from tether.retrieve.pipeline import MAX_QUESTION_CHARS
 from tether.retrieve.rerank import Candidate, heuristic_rerank, metadata_priority
 from tether.settings import RerankSettings
 from tether.store import StoredChunk
+from tether.testing import HashEmbedder
 
 # Six sentences, all different, so any overlap between neighbouring chunks occurs once.
 PLANT = (

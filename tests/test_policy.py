@@ -25,7 +25,6 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import HashEmbedder
 from tether import (
     ConfigurationError,
     DocumentNotFound,
@@ -41,8 +40,8 @@ from tether import (
     Tags,
     Tether,
     TextSource,
-    cli,
 )
+from tether.cli import _shell as cli_shell
 from tether.cli import app
 from tether.models import Exclusions, RetrievalResult
 from tether.policy import (
@@ -61,7 +60,8 @@ from tether.retrieve.fts import term_coverage
 from tether.retrieve.pipeline import MAX_QUESTION_CHARS
 from tether.sanitize import MAX_LOGGED_QUERY_CHARS, sanitize_query
 from tether.settings import PolicySettings
-from tether.store.repository import scope_sql
+from tether.store import scope_sql
+from tether.testing import HashEmbedder
 
 LOG_COLUMNS = {
     "id",
@@ -633,7 +633,7 @@ def test_hostile_filter_values_match_nothing(tagged: Tether) -> None:
             Filters(source_types=hostile),
         ):
             assert not tagged.search("widget calibration", k=1000, mode=mode, filters=filters)
-    assert tagged.repo.scope_document_ids(Scope.global_(), Filters(domains=hostile)) == []
+    assert tagged.store.scope_document_ids(Scope.global_(), Filters(domains=hostile)) == []
     assert len(tagged.documents()) == len(TAGGED)  # nothing was dropped either
 
 
@@ -1283,7 +1283,7 @@ def test_grounded_generation_runs_with_its_grounding(
     if form in ("decorator plain", "async decorator plain"):
         assert ran == [None]
         [row] = pump_store.retrieval_log()
-        assert row["outcome"] == "grounded" and row["document_ids"] == ["pump"]
+        assert row.outcome == "grounded" and row.document_ids == ["pump"]
         return
     assert isinstance(grounding, Grounding) and ran[0] is grounding
     assert grounding.result.grounded
@@ -1292,9 +1292,9 @@ def test_grounded_generation_runs_with_its_grounding(
     assert set(grounding.chunk_ids) == chunk_ids_of(pump_store, "pump")
     assert grounding.context.startswith("[1] Pump manual") and "impeller seal" in grounding.context
     [row] = pump_store.retrieval_log()
-    assert row["retrieval_id"] == grounding.retrieval_id == grounding.result.retrieval_id
-    assert (row["outcome"], row["reason"]) == ("grounded", None)
-    assert row["chunk_ids"] == list(grounding.chunk_ids)
+    assert row.retrieval_id == grounding.retrieval_id == grounding.result.retrieval_id
+    assert (row.outcome, row.reason) == ("grounded", None)
+    assert row.chunk_ids == list(grounding.chunk_ids)
     assert grounding.metadata() == retrieval_metadata(grounding.result)
 
 
@@ -1310,8 +1310,8 @@ def test_no_results_block_the_generation(pump_store: Tether, form: str) -> None:
     assert isinstance(blocked.result, RetrievalResult) and not blocked.result.grounded
     assert blocked.result.context == ""
     [row] = pump_store.retrieval_log()
-    assert row["retrieval_id"] == blocked.retrieval_id == blocked.result.retrieval_id
-    assert (row["outcome"], row["reason"]) == ("blocked", "no results")
+    assert row.retrieval_id == blocked.retrieval_id == blocked.result.retrieval_id
+    assert (row.outcome, row.reason) == ("blocked", "no results")
 
 
 def test_an_empty_scope_blocks_with_advice(db_path: Path) -> None:
@@ -1343,8 +1343,8 @@ def test_below_policy_min_relevance_blocks(db_path: Path, form: str) -> None:
         assert info.value.result.debug["relevance"]["min_relevance"] == 0.6
         assert info.value.result.debug["relevance"]["below_min"]
         rows = t.retrieval_log()
-        assert [r["outcome"] for r in rows] == ["blocked", "grounded"]
-        assert rows[0]["reason"] == "no chunk above min_relevance"
+        assert [r.outcome for r in rows] == ["blocked", "grounded"]
+        assert rows[0].reason == "no chunk above min_relevance"
         # At 0.5 it is grounded.
     with store(db_path, rag={"min_relevance": 0.1}, min_relevance=0.5) as t:
         assert guarded(form, t, question, []).document_ids == ("pump",)
@@ -1374,9 +1374,9 @@ def test_a_timeout_blocks_and_logs_an_error(
         ]
         assert len(errors) == 1 and info.value.retrieval_id in errors[0].getMessage()
         [row] = t.retrieval_log()
-        assert row["retrieval_id"] == info.value.retrieval_id
-        assert row["outcome"] == "blocked" and row["reason"].startswith("timeout")
-        assert row["chunk_ids"] == [] and row["document_ids"] == []
+        assert row.retrieval_id == info.value.retrieval_id
+        assert row.outcome == "blocked" and row.reason.startswith("timeout")
+        assert row.chunk_ids == [] and row.document_ids == []
 
 
 def test_a_timeout_outside_a_guard_is_a_retrieval_timeout(db_path: Path) -> None:
@@ -1387,8 +1387,8 @@ def test_a_timeout_outside_a_guard_is_a_retrieval_timeout(db_path: Path) -> None
         with pytest.raises(RetrievalTimeout) as info:
             t.retrieve("coolant pump seal", timeout=0.05)
         [row] = t.retrieval_log()
-        assert row["retrieval_id"] == info.value.retrieval_id
-        assert row["outcome"] == "error" and row["reason"].startswith("timeout")
+        assert row.retrieval_id == info.value.retrieval_id
+        assert row.outcome == "error" and row.reason.startswith("timeout")
         with pytest.raises(InvalidArgument):
             t.retrieve("coolant pump", timeout=0)
 
@@ -1434,7 +1434,7 @@ def test_a_query_at_the_limit_is_accepted(pump_store: Tether) -> None:
     question = ("coolant pump " * 700)[:MAX_QUESTION_CHARS]
     assert require_grounding(pump_store, question).run(question).document_ids == ("pump",)
     [row] = pump_store.retrieval_log()
-    assert len(row["query"]) <= MAX_LOGGED_QUERY_CHARS
+    assert len(row.query) <= MAX_LOGGED_QUERY_CHARS
 
 
 def test_require_grounding_needs_a_question(pump_store: Tether) -> None:
@@ -1465,8 +1465,8 @@ def test_decorator_builds_the_query_from_event_and_state(pump_store: Tether) -> 
 
     retrieval_id = handle(event, state)
     [row] = pump_store.retrieval_log()
-    assert row["retrieval_id"] == retrieval_id == seen[0].retrieval_id
-    assert row["query"] == build_query(event, state)
+    assert row.retrieval_id == retrieval_id == seen[0].retrieval_id
+    assert row.query == build_query(event, state)
     assert seen[0].result.question == build_query(event, state)
 
     @require_grounding(pump_store, question="coolant pump seal")
@@ -1492,8 +1492,8 @@ def test_require_grounding_applies_filters_and_scope(pump_store: Tether) -> None
         t, "coolant pump seal", scope="workspace", workspace_id="acme"
     ) as grounding:
         assert grounding.document_ids == ("acme",)
-    assert t.retrieval_log()[0]["scope"] == {"kind": "workspace", "id": "acme"}
-    assert t.retrieval_log()[1]["filters"]["domains"] == ["futurehub"]
+    assert t.retrieval_log()[0].scope == {"kind": "workspace", "id": "acme"}
+    assert t.retrieval_log()[1].filters["domains"] == ["futurehub"]
 
 
 @pytest.mark.parametrize("form", ["with", "async with", "decorator", "async decorator"])
@@ -1506,7 +1506,7 @@ def test_a_store_error_blocks_with_reason_error(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise StoreError("disk I/O error reading tether.db")
 
-    monkeypatch.setattr(pump_store._searcher, "lexical_candidates", broken)
+    monkeypatch.setattr(pump_store.store, "search_lexical_scores", broken)
     ran: list[Any] = []
     caplog.set_level(logging.ERROR)
     with pytest.raises(GenerationBlocked) as info:
@@ -1517,7 +1517,7 @@ def test_a_store_error_blocks_with_reason_error(
     assert isinstance(info.value.__cause__, StoreError)
     assert any(r.levelno == logging.ERROR and r.name == "tether.policy" for r in caplog.records)
     [row] = pump_store.retrieval_log()
-    assert (row["outcome"], row["reason"]) == ("error", "StoreError")
+    assert (row.outcome, row.reason) == ("error", "StoreError")
 
 
 @pytest.mark.parametrize("form", ["with", "async with"])
@@ -1566,7 +1566,7 @@ def test_a_timeout_error_inside_an_unbudgeted_retrieval_is_audited(db_path: Path
             t.retrieve("coolant pump seal")
         assert not isinstance(info.value, TypeError), info.value
         [row] = t.retrieval_log()
-        assert row["outcome"] == "error"
+        assert row.outcome == "error"
 
 
 def test_policy_max_chunks_caps_the_context(db_path: Path) -> None:
@@ -1591,7 +1591,7 @@ def test_policy_max_chunks_caps_the_context(db_path: Path) -> None:
     with store(db_path, rag=rag, max_chunks=3) as t:
         with require_grounding(t, "coolant pump seal") as grounding:
             assert len(grounding.chunk_ids) == 3
-        assert len(t.retrieval_log()[0]["chunk_ids"]) == 3
+        assert len(t.retrieval_log()[0].chunk_ids) == 3
 
 
 # -- 7. the audit log ---------------------------------------------------------------------
@@ -1615,25 +1615,25 @@ def test_one_audit_row_per_retrieval_with_its_outcome(pump_store: Tether, db_pat
         (blocked.value.retrieval_id, "blocked", "no results"),
         (filtered.retrieval_id, "grounded", None),
     ]
-    assert [(r["retrieval_id"], r["outcome"], r["reason"]) for r in rows] == expected
-    assert len({r["retrieval_id"] for r in rows}) == 6
-    assert all(re.fullmatch(r"[0-9a-f]{32}", r["retrieval_id"]) for r in rows)
-    assert rows[0]["query"] == "coolant pump seal"
-    assert rows[0]["scope"] == {"kind": "global", "id": "GLOBAL"}
-    assert rows[0]["filters"] == {}
-    assert rows[0]["chunk_ids"] == list(grounded.selected_chunk_ids)
-    assert rows[0]["document_ids"] == ["pump"]
-    assert rows[1]["chunk_ids"] == [] and rows[2]["chunk_ids"] == []
-    assert rows[5]["filters"] == {
+    assert [(r.retrieval_id, r.outcome, r.reason) for r in rows] == expected
+    assert len({r.retrieval_id for r in rows}) == 6
+    assert all(re.fullmatch(r"[0-9a-f]{32}", r.retrieval_id) for r in rows)
+    assert rows[0].query == "coolant pump seal"
+    assert rows[0].scope == {"kind": "global", "id": "GLOBAL"}
+    assert rows[0].filters == {}
+    assert rows[0].chunk_ids == list(grounded.selected_chunk_ids)
+    assert rows[0].document_ids == ["pump"]
+    assert rows[1].chunk_ids == [] and rows[2].chunk_ids == []
+    assert rows[5].filters == {
         "domains": None,
         "project_ids": ["p1", None],
         "source_types": None,
     }
-    assert rows[2]["reason"] and "thank" in rows[2]["reason"]
-    assert [r["outcome"] for r in t.retrieval_log(outcome="grounded")] == ["grounded"] * 3
+    assert rows[2].reason and "thank" in rows[2].reason
+    assert [r.outcome for r in t.retrieval_log(outcome="grounded")] == ["grounded"] * 3
     assert len(t.retrieval_log(limit=2)) == 2
-    assert t.retrieval_log(limit=2)[0]["retrieval_id"] == filtered.retrieval_id
-    assert {r["outcome"] for r in rows} <= OUTCOMES
+    assert t.retrieval_log(limit=2)[0].retrieval_id == filtered.retrieval_id
+    assert {r.outcome for r in rows} <= OUTCOMES
     # search() is not a retrieval: nothing is appended.
     t.search("coolant pump", k=5)
     assert log_count(db_path) == 6
@@ -1652,8 +1652,8 @@ def test_an_error_is_audited(db_path: Path) -> None:
         with pytest.raises(sqlite3.OperationalError):
             t.retrieve("coolant pump seal")
         [row] = t.retrieval_log()
-        assert (row["outcome"], row["reason"]) == ("error", "OperationalError")
-        assert row["query"] == "coolant pump seal" and row["chunk_ids"] == []
+        assert (row.outcome, row.reason) == ("error", "OperationalError")
+        assert row.query == "coolant pump seal" and row.chunk_ids == []
 
 
 def test_the_audit_log_masks_secrets_and_caps_queries(pump_store: Tether) -> None:
@@ -1667,16 +1667,16 @@ def test_the_audit_log_masks_secrets_and_caps_queries(pump_store: Tether) -> Non
     assert result.question == question  # the caller's question is unchanged
     [row] = t.retrieval_log()
     for name, secret in SECRETS.items():
-        assert secret not in row["query"], name
-    assert "s3cr3t" not in row["query"]
+        assert secret not in row.query, name
+    assert "s3cr3t" not in row.query
     for mask in ("[EMAIL]", "[API_KEY]", "[SECRET]", "[TOKEN]"):
-        assert mask in row["query"]
-    assert row["query"].startswith("coolant pump seal for [EMAIL]")
-    assert row["query"] == sanitize_query(question)
+        assert mask in row.query
+    assert row.query.startswith("coolant pump seal for [EMAIL]")
+    assert row.query == sanitize_query(question)
 
     long_question = "coolant pump " + "seal " * 1000 + SECRETS["email"]
     t.retrieve(long_question)
-    logged = t.retrieval_log()[0]["query"]
+    logged = t.retrieval_log()[0].query
     assert len(logged) <= MAX_LOGGED_QUERY_CHARS and logged.endswith("…")
     assert logged.startswith("coolant pump seal seal")
 
@@ -1815,7 +1815,7 @@ def test_audit_off_writes_nothing(db_path: Path) -> None:
 
 
 def test_tether_log_cli(pump_store: Tether, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli.out, "width", 250)
+    monkeypatch.setattr(cli_shell.out, "width", 250)
     runner = CliRunner()
     empty = runner.invoke(app, ["log", "--db", str(db_path)])
     assert empty.exit_code == 0, empty.output
@@ -1834,7 +1834,7 @@ def test_tether_log_cli(pump_store: Tether, db_path: Path, monkeypatch: pytest.M
     out = runner.invoke(app, ["log", "--db", str(db_path), "--json"])
     assert out.exit_code == 0, out.output
     entries = json.loads(out.output)["entries"]
-    assert entries == pump_store.retrieval_log()
+    assert entries == [e.to_dict() for e in pump_store.retrieval_log()]
     assert [e["retrieval_id"] for e in entries] == [
         blocked.value.retrieval_id,
         grounded.retrieval_id,
@@ -2022,6 +2022,6 @@ def test_retrieval_metadata_carries_ids_only(two_sources: tuple[Tether, Retrieva
     assert Grounding(result).metadata() == meta
     # The ids match the audit log.
     [row] = t.retrieval_log()
-    assert row["retrieval_id"] == meta["retrieval_id"]
-    assert row["chunk_ids"] == meta["chunk_ids"]
-    assert row["document_ids"] == sorted(meta["document_ids"])
+    assert row.retrieval_id == meta["retrieval_id"]
+    assert row.chunk_ids == meta["chunk_ids"]
+    assert row.document_ids == sorted(meta["document_ids"])

@@ -19,7 +19,7 @@ from tether.errors import InvalidArgument, ScopeError
 from tether.models import GLOBAL_WORKSPACE, Hit, Scope
 from tether.retrieve import query_terms
 from tether.retrieve.fts import STOPWORDS
-from tether.store.repository import lexical_search_sql, scope_sql
+from tether.store import lexical_search_sql, scope_sql
 
 # Plain lowercase nouns whose porter stems are all different, so a document matches a
 # query exactly when they share a word.
@@ -240,12 +240,12 @@ def test_global_scope_sees_only_global_documents(two_workspaces: Tether) -> None
 
 def test_cross_workspace_attach_is_refused_and_changes_nothing(two_workspaces: Tether) -> None:
     t = two_workspaces
-    before = t.repo.counts()
+    before = t.store.counts()
     with pytest.raises(ScopeError):
         t.attach("a2", "sb")
     with pytest.raises(ScopeError):
         t.attach("b1", "sa")
-    assert t.repo.counts() == before
+    assert t.store.counts() == before
     assert _ids(t.search("report", scope="session", session_id="sb")) == {"b1"}
     assert t.get_document("a2").session_ids == ()
     assert t.get_document("b1").session_ids == ("sb",)
@@ -253,10 +253,10 @@ def test_cross_workspace_attach_is_refused_and_changes_nothing(two_workspaces: T
 
 def test_adding_to_a_session_of_another_workspace_is_refused(two_workspaces: Tether) -> None:
     t = two_workspaces
-    before = t.repo.counts()
+    before = t.store.counts()
     with pytest.raises(ScopeError):
         t.add(text="report sneaking across", workspace_id="a", session_id="sb")
-    assert t.repo.counts() == before
+    assert t.store.counts() == before
     assert _ids(t.search("report", scope="session", session_id="sb")) == {"b1"}
 
 
@@ -266,7 +266,7 @@ def test_global_document_can_join_any_session(two_workspaces: Tether, session: s
     assert t.attach("g1", session) is True
     assert "g1" in _ids(t.search("report", scope="session", session_id=session))
     # still only in the global library, not in the session's workspace
-    workspace = t.repo.get_session(session).workspace_id
+    workspace = t.store.get_session(session).workspace_id
     assert "g1" not in _ids(t.search("report", scope="workspace", workspace_id=workspace))
     other = {"sa": "sb", "sb": "sa"}[session]
     assert "g1" not in _ids(t.search("report", scope="session", session_id=other))
@@ -335,11 +335,11 @@ def test_lexical_search_sql_holds_the_scope_and_the_limit() -> None:
 
 def test_lexical_search_sql_runs_scoped_on_a_real_store(two_workspaces: Tether) -> None:
     sql, params = lexical_search_sql(Scope.session("sb"), '"report"', 10)
-    with two_workspaces.db.read() as conn:
+    with two_workspaces.store.db.read() as conn:
         rows = conn.execute(sql, params).fetchall()
     assert {row[1] for row in rows} == {"b1"}
     sql, params = lexical_search_sql(Scope.workspace("a"), '"report"', 1)
-    with two_workspaces.db.read() as conn:
+    with two_workspaces.store.db.read() as conn:
         rows = conn.execute(sql, params).fetchall()
     assert len(rows) == 1
     assert rows[0][1] in {"a1", "a2"}
@@ -369,7 +369,7 @@ def test_in_scope_matches_ranked_below_everything_else_are_the_top_k(buried: Tet
     t = buried
     targets = {f"t{i}" for i in range(5)}
     # Unscoped, the in-scope documents rank below all 75 strong matches ...
-    with t.db.read() as conn:
+    with t.store.db.read() as conn:
         ranked = [
             row[0]
             for row in conn.execute(

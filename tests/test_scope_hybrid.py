@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from conftest import HashEmbedder, make_settings
+from conftest import make_settings
 from test_scope import (
     add_and_attach,
     draw_workspaces_and_sessions,
@@ -36,6 +36,7 @@ from test_scope import (
 from tether import GLOBAL_WORKSPACE, Hit, Scope, Tether, TextSource
 from tether.errors import ScopeError
 from tether.retrieve.fts import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS
+from tether.testing import HashEmbedder
 
 MODES = ("lexical", "vector", "hybrid")
 

@@ -19,7 +19,19 @@ from tether import (
     StoreError,
     Tether,
 )
-from tether.store import LATEST_VERSION, MIGRATIONS, Database, NewChunk, NewDocument, migrate
+from tether.models import Scope
+from tether.store import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    Database,
+    NewChunk,
+    NewDocument,
+    SQLiteStore,
+    Store,
+    migrate,
+    scope_documents_sql,
+    scope_sql,
+)
 
 
 def sha256(path: Path) -> str:
@@ -27,8 +39,8 @@ def sha256(path: Path) -> str:
 
 
 def test_new_file_is_migrated_and_seeded(tether: Tether) -> None:
-    conn = tether.db.connection()
-    assert tether.db.schema_version() == LATEST_VERSION == MIGRATIONS[-1].version
+    conn = tether.store.db.connection()
+    assert tether.store.db.schema_version() == LATEST_VERSION == MIGRATIONS[-1].version
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {
         "workspaces", "sessions", "rag_documents", "rag_document_sessions", "rag_chunks",
@@ -38,7 +50,7 @@ def test_new_file_is_migrated_and_seeded(tether: Tether) -> None:
 
 
 def test_pragmas(tether: Tether) -> None:
-    conn = tether.db.connection()
+    conn = tether.store.db.connection()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
@@ -46,7 +58,7 @@ def test_pragmas(tether: Tether) -> None:
 
 def test_write_transactions_take_the_write_lock_at_begin(db_path: Path, tether: Tether) -> None:
     other = sqlite3.connect(db_path, timeout=0, isolation_level=None)
-    with tether.db.write():
+    with tether.store.db.write():
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             other.execute("BEGIN IMMEDIATE")
         # Readers are not blocked by the writer (WAL).
@@ -71,17 +83,17 @@ def test_older_file_migrates_forward_keeping_its_data(db_path: Path) -> None:
     conn.close()
 
     with Tether(db=db_path, settings=make_settings()) as t:
-        assert t.db.schema_version() == LATEST_VERSION
+        assert t.store.db.schema_version() == LATEST_VERSION
         hits = t.search("centrifuge", scope="workspace", workspace_id="lab")
         assert [h.document_id for h in hits] == ["old-doc"]
-        t.db.connection().execute("SELECT count(*) FROM rag_embeddings").fetchone()
-        t.repo.fts_integrity_check()
+        t.store.db.connection().execute("SELECT count(*) FROM rag_embeddings").fetchone()
+        t.store.fts_integrity_check()
 
 
 def test_file_from_a_newer_tether_is_refused_and_left_unchanged(db_path: Path) -> None:
     with Tether(db=db_path, settings=make_settings()) as t:
         t.add(text="keep me", title="Precious")
-        t.db.connection().execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+        t.store.db.connection().execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
     before = sha256(db_path)
     with pytest.raises(SchemaVersionError, match="newer tether") as info:
         Tether(db=db_path, settings=make_settings())
@@ -145,9 +157,9 @@ def _doc_with_everything(t: Tether) -> str:
     doc = result.document_id
     assert doc is not None
     t.attach(doc, "s2")
-    conn = t.db.connection()
+    conn = t.store.db.connection()
     chunk_ids = [c.id for c in t.chunks(doc)]
-    with t.db.write():
+    with t.store.db.write():
         conn.executemany(
             "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, 'm', 2, ?)",
             [(cid, b"\x00" * 8) for cid in chunk_ids],
@@ -158,18 +170,18 @@ def _doc_with_everything(t: Tether) -> str:
 def test_delete_document_cascades(tether: Tether) -> None:
     doc = _doc_with_everything(tether)
     keep = tether.add(text="an unrelated turbine note", title="Keep", workspace_id="ws")[0]
-    counts = tether.repo.counts()
+    counts = tether.store.counts()
     assert counts["rag_chunks"] > 2 and counts["rag_embeddings"] > 1
     assert counts["rag_document_sessions"] == 2
 
     tether.delete_document(doc)
 
-    after = tether.repo.counts()
+    after = tether.store.counts()
     assert after["rag_documents"] == 1
     assert after["rag_chunks"] == 1
     assert after["rag_embeddings"] == 0
     assert after["rag_document_sessions"] == 0
-    tether.repo.fts_integrity_check()
+    tether.store.fts_integrity_check()
     hits = tether.search("turbine", scope="workspace", workspace_id="ws")
     assert [h.document_id for h in hits] == [keep.document_id]
     with pytest.raises(DocumentNotFound):
@@ -179,12 +191,12 @@ def test_delete_document_cascades(tether: Tether) -> None:
 def test_fts_integrity_check_detects_drift(tether: Tether) -> None:
     """The check is real: an FTS row missing its chunk makes it fail."""
     tether.add(text="a chunk about gearboxes", title="Gear")
-    tether.repo.fts_integrity_check()
-    conn = tether.db.connection()
+    tether.store.fts_integrity_check()
+    conn = tether.store.db.connection()
     conn.execute("DROP TRIGGER rag_chunks_fts_delete")
     conn.execute("DELETE FROM rag_chunks")
     with pytest.raises(sqlite3.DatabaseError):
-        tether.repo.fts_integrity_check()
+        tether.store.fts_integrity_check()
 
 
 def test_attach_and_detach(tether: Tether) -> None:
@@ -225,11 +237,11 @@ def test_failed_write_rolls_back_and_keeps_the_old_version(tether: Tether) -> No
     record = NewDocument("p1", GLOBAL_WORKSPACE, "Pumps v2", None, None, "text/plain",
                          "new-hash", None, {})  # fmt: skip
     with pytest.raises(sqlite3.IntegrityError):
-        tether.repo.replace_document(record, [good, bad])
+        tether.store.replace_document(record, [good, bad])
     assert tether.chunks("p1") == old_chunks
     assert tether.get_document("p1").title == "Pumps"
     assert [h.document_id for h in tether.search("pumps", scope="global")] == ["p1"]
-    tether.repo.fts_integrity_check()
+    tether.store.fts_integrity_check()
 
 
 def _version_text(version: int, paragraphs: int) -> str:
@@ -286,13 +298,13 @@ def test_reindexing_unchanged_content_is_idempotent(tether: Tether, tmp_path: Pa
     note.write_text("# Note\n\nSome text about lasers.\n\n## Safety\n\nWear goggles.\n")
     (first,) = tether.add(note)
     before = [(c.id, c.content) for c in tether.chunks(first.document_id)]
-    state = tether.repo.counts()
+    state = tether.store.counts()
     for _ in range(3):
         (again,) = tether.add(note)
         assert again.status == "skipped"
         assert again.document_id == first.document_id
     assert [(c.id, c.content) for c in tether.chunks(first.document_id)] == before
-    assert tether.repo.counts() == state
+    assert tether.store.counts() == state
 
 
 def test_database_class_opens_one_connection_per_thread(db_path: Path) -> None:
@@ -338,11 +350,11 @@ def test_every_older_version_migrates_forward(db_path: Path, start: int) -> None
     conn.close()
 
     with Tether(db=db_path, settings=make_settings()) as t:
-        assert t.db.schema_version() == LATEST_VERSION
+        assert t.store.db.schema_version() == LATEST_VERSION
         assert [h.title for h in t.search("centrifuge", scope="workspace", workspace_id="lab")] == [
             "Protocol"
         ]
-        t.repo.fts_integrity_check()
+        t.store.fts_integrity_check()
         (again,) = t.add(text="a second protocol", title="Second", workspace_id="lab")
         assert again.status == "indexed"
 
@@ -440,12 +452,12 @@ def test_a_write_inside_a_read_transaction_is_refused(tether: Tether) -> None:
     """A deferred read transaction cannot safely become a write one (it would not hold the
     write lock from its start): it is a programming error, said at once."""
     with (
-        tether.db.read(),
+        tether.store.db.read(),
         pytest.raises(StoreError, match="inside a read transaction"),
-        tether.db.write(),
+        tether.store.db.write(),
     ):
         pass
-    with tether.db.write(), tether.db.read() as conn:  # a read inside a write is fine
+    with tether.store.db.write(), tether.store.db.read() as conn:  # a read inside a write is fine
         conn.execute("SELECT 1")
     tether.add(text="still writable", title="After")
 
@@ -504,10 +516,66 @@ def test_every_write_of_the_library_runs_in_begin_immediate(db_path: Path, tmp_p
 def test_a_nested_write_is_a_savepoint(tether: Tether) -> None:
     """write() inside write(): the inner block's failure undoes the inner block only; the
     outer transaction still commits what it did before and after."""
-    with tether.db.write() as conn:
+    with tether.store.db.write() as conn:
         conn.execute("INSERT INTO workspaces VALUES ('before', 'B', '2024-01-01T00:00:00Z')")
-        with pytest.raises(ScopeError), tether.db.write():
+        with pytest.raises(ScopeError), tether.store.db.write():
             conn.execute("INSERT INTO workspaces VALUES ('inner', 'I', '2024-01-01T00:00:00Z')")
             raise ScopeError("inner part fails")
         conn.execute("INSERT INTO workspaces VALUES ('after', 'A', '2024-01-01T00:00:00Z')")
     assert {w.id for w in tether.workspaces()} == {GLOBAL_WORKSPACE, "before", "after"}
+
+
+# -- the package and the SQLite backend on its own (no facade) -----------------------------
+
+
+def test_the_store_package_exports_exactly_its_public_surface() -> None:
+    import inspect
+
+    import tether.store as package
+
+    public = {
+        name
+        for name, value in vars(package).items()
+        if not name.startswith("_") and not inspect.ismodule(value)
+    }
+    assert set(package.__all__) == public
+    # isort order, as ruff keeps it: CONSTANTS, then Classes, then functions.
+    assert package.__all__ == sorted(
+        package.__all__, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+    )
+    assert "Repository" not in public
+
+
+def test_sqlite_store_on_its_own_file(db_path: Path) -> None:
+    store = SQLiteStore(Database(db_path))
+    assert isinstance(store, Store)
+    assert store.location == str(db_path)
+    assert repr(store) == f"SQLiteStore({str(db_path)!r})"
+    assert store.cross_thread is True
+    chunk = NewChunk(0, "the valve opens", None, 0, 15, None, "h")
+    with store.write() as nothing:
+        assert nothing is None
+        store.insert_document(
+            NewDocument("v", GLOBAL_WORKSPACE, "Valve", None, None, "text/plain", "c", None, {}),
+            [chunk],
+        )
+    store.fts_integrity_check()
+    store.delete_document("v")
+    store.fts_integrity_check()
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "scope", [Scope.session("s"), Scope.workspace("w"), Scope.global_()], ids=str
+)
+def test_scope_documents_sql_is_built_for_documents_not_patched(scope: Scope) -> None:
+    """The document set and the chunk search share one predicate, each written for the
+    table it reads: no chunk alias in the document query."""
+    sql, params = scope_documents_sql(scope)
+    where, chunk_params = scope_sql(scope)
+    assert "c." not in sql
+    assert params == chunk_params
+    assert where == scope_sql(scope, document_column="c.document_id")[0]
+    assert "d.status = 'active'" in where and "d.status = 'active'" in sql
+    with pytest.raises(ValueError, match="unknown document column"):
+        scope_sql(scope, document_column="x.id")  # type: ignore[arg-type]

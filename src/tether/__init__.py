@@ -11,7 +11,7 @@ scoped to a session, a workspace or the global library inside SQL.
         print(hit.title, hit.page, hit.text[:80])
 """
 
-from tether._tether import CleanupReport, Tether
+from tether._tether import Tether
 from tether.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from tether.errors import (
     ConfigurationError,
@@ -31,19 +31,23 @@ from tether.errors import (
     SchemaVersionError,
     ScopeError,
     SessionNotFound,
+    StoredVectorsInvalid,
     StoreError,
     TetherError,
     UnreadableFile,
     UnsupportedFileType,
     WorkspaceNotFound,
 )
-from tether.ingest.indexer import ReembedReport, TextSource
+from tether.ingest.indexer import ReembedReport
 from tether.ingest.jobs import IndexJob, JobProgress
+from tether.ingest.sources import TextSource
 from tether.ingest.watcher import LibrarySync, SyncReport
 from tether.llm import ChatModel, OpenAIChat
 from tether.models import (
     GLOBAL_WORKSPACE,
+    MAX_K,
     Citation,
+    CleanupReport,
     Document,
     Filters,
     Hit,
@@ -55,13 +59,16 @@ from tether.models import (
     Workspace,
 )
 from tether.retrieve.decide import Decision
-from tether.retrieve.search import SearchResults
+from tether.retrieve.search import SearchMode, SearchResults
 from tether.settings import Settings
+from tether.store import AuditEntry, RegistryEntry
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GLOBAL_WORKSPACE",
+    "MAX_K",
+    "AuditEntry",
     "ChatModel",
     "Citation",
     "CleanupReport",
@@ -91,16 +98,19 @@ __all__ = [
     "OpenAIChat",
     "OpenAIEmbedder",
     "ReembedReport",
+    "RegistryEntry",
     "RetrievalResult",
     "RetrievalTimeout",
     "SchemaVersionError",
     "Scope",
     "ScopeError",
+    "SearchMode",
     "SearchResults",
     "Session",
     "SessionNotFound",
     "Settings",
     "StoreError",
+    "StoredVectorsInvalid",
     "SyncReport",
     "Tags",
     "Tether",

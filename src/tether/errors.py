@@ -11,7 +11,8 @@
     ├── StoreError                the SQLite file itself
     │   └── SchemaVersionError    the file was written by a newer tether
     ├── EmbeddingError            a provider failed to embed (``retryable`` says if worth retrying)
-    │   └── EmbeddingsUnavailable no model installed, no API key: nothing to embed with
+    │   ├── EmbeddingsUnavailable no model installed, no API key: nothing to embed with
+    │   └── StoredVectorsInvalid  stored vectors of one model disagree in size
     ├── LLMError                  a chat model call failed, timed out or answered nonsense
     ├── RetrievalTimeout          a retrieval ran past its time budget
     └── IngestError               one source could not be indexed; names the source
@@ -29,10 +30,8 @@ Every message says what was wrong and what to do about it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tether.models import IndexResult
+from collections.abc import Sequence
+from typing import Any
 
 
 class TetherError(Exception):
@@ -57,15 +56,15 @@ class NotFound(TetherError, LookupError):
 
 class DocumentNotFound(NotFound):
     def __init__(self, document_id: str) -> None:
-        super().__init__(f"no document with id {document_id!r}; list them with `tether docs list`")
+        super().__init__(f"no document with id {document_id!r}")
         self.document_id = document_id
 
 
 class SessionNotFound(NotFound):
     def __init__(self, session_id: str) -> None:
         super().__init__(
-            f"no session with id {session_id!r}; create it with `tether sessions create`"
-            " or pass session_id when adding a document"
+            f"no session with id {session_id!r}; create it (Tether.create_session) or pass"
+            " session_id when adding a document"
         )
         self.session_id = session_id
 
@@ -106,6 +105,11 @@ class EmbeddingsUnavailable(EmbeddingError):
     """No embedder can run: the model is not installed, or a remote provider has no key."""
 
 
+class StoredVectorsInvalid(EmbeddingError):
+    """The store holds vectors of the configured model that cannot be used together
+    (their sizes disagree): delete that model's vectors and re-embed (Tether.reembed)."""
+
+
 class IngestError(TetherError):
     """A source could not be indexed. ``source`` names it (a path, or a text title)."""
 
@@ -133,7 +137,7 @@ class IndexingFailed(IngestError):
     ``results`` holds one :class:`~tether.IndexResult` per source, failures included.
     """
 
-    def __init__(self, results: list[IndexResult]) -> None:
+    def __init__(self, results: Sequence[Any]) -> None:
         failed = [r for r in results if r.error is not None]
         lines = "; ".join(str(r.error) for r in failed[:5])
         more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
@@ -142,7 +146,7 @@ class IndexingFailed(IngestError):
             f"{len(failed)} of {len(results)} sources",
             f"failed to index: {lines}{more}. The other {indexed} were indexed.",
         )
-        self.results = results
+        self.results = list(results)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.results,))

@@ -17,12 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tether._tether import MAX_K, Tether
-from tether.errors import InvalidArgument
-from tether.ingest.indexer import TextSource
-from tether.models import Scope
-from tether.retrieve.search import SearchMode
-from tether.settings import RagSettings, Settings
+from tether import MAX_K, InvalidArgument, Scope, SearchMode, Settings, Tether, TextSource
+from tether.settings import RagSettings
 
 
 @dataclass(frozen=True)

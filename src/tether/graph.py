@@ -38,10 +38,15 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from pydantic import ConfigDict
 
-from tether._tether import Tether
-from tether.errors import ConfigurationError, ScopeError, SessionNotFound
-from tether.models import RetrievalResult, Scope
-from tether.retrieve.decide import Decision
+from tether import (
+    ConfigurationError,
+    Decision,
+    RetrievalResult,
+    Scope,
+    ScopeError,
+    SessionNotFound,
+    Tether,
+)
 
 logger = logging.getLogger("tether.graph")
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from tether.errors import InvalidArgument, ScopeError
 
 GLOBAL_WORKSPACE = "GLOBAL"
+#: The most hits one search returns.
+MAX_K = 1000
 
 ScopeKind = Literal["session", "workspace", "global"]
 
@@ -351,3 +355,40 @@ class RetrievalResult:
             "selected_chunk_ids": list(self.selected_chunk_ids),
             "debug": self.debug,
         }
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    """What :meth:`Tether.cleanup` deleted (or, in a dry run, would delete)."""
+
+    documents: tuple[Document, ...]
+    deleted: bool
+    cutoff: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deleted": self.deleted,
+            "cutoff": self.cutoff,
+            "documents": [
+                {"id": d.id, "title": d.title, "workspace_id": d.workspace_id,
+                 "stale_at": d.stale_at, "chunk_count": d.chunk_count}
+                for d in self.documents
+            ],
+        }  # fmt: skip
+
+
+_RETENTION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_retention(value: str | timedelta) -> timedelta:
+    """``"7d"``, ``"12h"``, ``"30m"``, ``"45s"``, ``"2w"`` (or a timedelta) as a timedelta."""
+    if isinstance(value, timedelta):
+        window = value
+    elif isinstance(value, str) and (m := _RETENTION.fullmatch(value.lower())):
+        window = timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+    else:
+        raise InvalidArgument(f"retention must look like 7d, 12h, 30m, 45s or 2w, not {value!r}")
+    if window < timedelta(0):
+        raise InvalidArgument(f"retention must not be negative, not {value!r}")
+    return window

@@ -9,7 +9,7 @@ from tether.ingest.chunking import (
 )
 from tether.ingest.indexer import Indexer, Placement
 from tether.ingest.loaders import LoadedDocument, load_path, load_text, supported_extensions
-from tether.ingest.text import content_hash, normalize_text
+from tether.text import content_hash, normalize_text
 
 __all__ = [
     "Indexer",

@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tether.ingest.text import content_hash
 from tether.store import NewChunk
+from tether.text import content_hash
 
 
 @dataclass(frozen=True)

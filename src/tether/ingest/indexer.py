@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from tether.errors import (
     EmbeddingError,
     EmbeddingsUnavailable,
     IndexingCancelled,
+    IndexingFailed,
     InvalidArgument,
     InvalidTag,
     ScopeError,
@@ -23,47 +24,19 @@ from tether.errors import (
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
 from tether.ingest.loaders import LoadedDocument, load_path, load_text
-from tether.ingest.text import content_hash
+from tether.ingest.sources import PathSource, Source, smallest_first
 from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
-from tether.policy import validate_tags
 from tether.settings import PolicySettings, RagSettings
-from tether.store import ChunkVectors, NewChunk, NewDocument, Repository, StoredChunk
+from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
+from tether.tags import DOCUMENT_STATUSES, validate_tags
+from tether.text import content_hash
 
 TokenCounter = Callable[[str], int | None]
+ProgressCallback = Callable[[int, int, IndexResult], None]
 logger = logging.getLogger("tether.ingest")
 
 
 GROUP_CHUNKS = 512
-
-
-#: ``active``: searchable. ``draft``: not yet published. ``pending``: user-submitted, not
-#: yet approved. Only active documents are ever searched (the policy's exclusions). A
-#: source without a status keeps its document's (new documents are active).
-DOCUMENT_STATUSES = ("active", "draft", "pending")
-
-
-@dataclass(frozen=True)
-class PathSource:
-    path: str | Path
-    tags: Tags | Mapping[str, Any] | None = None
-    status: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class TextSource:
-    """A text to index. ``document_id`` or ``source`` (a stable key such as
-    ``"artifact:42"``) identify it across re-indexes; without either, identical text in
-    the same workspace is the same document."""
-
-    text: str
-    title: str
-    mime: str = "text/plain"
-    document_id: str | None = None
-    source: str | None = None
-    metadata: dict[str, Any] | None = None
-    tags: Tags | Mapping[str, Any] | None = None
-    status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,14 +69,14 @@ class Placement:
 class Indexer:
     def __init__(
         self,
-        repo: Repository,
+        store: Store,
         rag: RagSettings,
         *,
         embedder: Embedder | None = None,
         count_tokens: TokenCounter | None = None,
         policy: PolicySettings | None = None,
     ) -> None:
-        self.repo = repo
+        self.store = store
         self.rag = rag
         self.policy = policy or PolicySettings()
         self.embedder = embedder
@@ -117,9 +90,9 @@ class Indexer:
         created in ``workspace_id`` (default: the global workspace).
         """
         if session_id is not None:
-            session = self.repo.find_session(session_id)
+            session = self.store.find_session(session_id)
             if session is None:
-                session = self.repo.ensure_session(session_id, workspace_id or GLOBAL_WORKSPACE)
+                session = self.store.ensure_session(session_id, workspace_id or GLOBAL_WORKSPACE)
             if workspace_id not in (None, session.workspace_id, GLOBAL_WORKSPACE):
                 raise ScopeError(
                     f"session {session_id!r} belongs to workspace {session.workspace_id!r};"
@@ -127,12 +100,46 @@ class Indexer:
                 )
             return Placement(workspace_id or session.workspace_id, session_id)
         workspace_id = workspace_id or GLOBAL_WORKSPACE
-        self.repo.ensure_workspace(workspace_id)
+        self.store.ensure_workspace(workspace_id)
         return Placement(workspace_id, None)
+
+    def add(
+        self,
+        items: list[Source],
+        placement: Placement,
+        *,
+        on_error: str = "raise",
+        progress: ProgressCallback | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> list[IndexResult]:
+        """Index ``items`` smallest first (the first results come sooner) and return one
+        result per item, in the caller's order. ``progress(done, total, result)`` after
+        each one; with ``on_error="raise"``, :class:`IndexingFailed` at the end when any
+        failed (it carries every result)."""
+        if on_error not in ("raise", "collect"):
+            raise InvalidArgument(f"on_error must be 'raise' or 'collect', not {on_error!r}")
+        done = 0
+
+        def report(result: IndexResult) -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(done, len(items), result)
+
+        order = smallest_first(items)
+        ranked = self.index(
+            [items[i] for i in order], placement, progress=report, cancelled=cancelled
+        )
+        results: list[IndexResult] = list(ranked)
+        for position, i in enumerate(order):
+            results[i] = ranked[position]
+        if on_error == "raise" and any(r.error is not None for r in results):
+            raise IndexingFailed(results)
+        return results
 
     def index(
         self,
-        sources: Iterable[PathSource | TextSource],
+        sources: Iterable[Source],
         placement: Placement,
         *,
         progress: Callable[[IndexResult], None] | None = None,
@@ -161,7 +168,7 @@ class Indexer:
         def flush() -> None:
             nonlocal group_chunks
             embedded = self._embed_group([p for _, p in group])
-            with self.repo.db.write():
+            with self.store.write():
                 # Each document is a savepoint of the group's transaction: one that cannot
                 # be stored fails alone, and the others still commit.
                 written = [
@@ -181,7 +188,7 @@ class Indexer:
             concurrent.futures.ThreadPoolExecutor(
                 max(1, min(self.rag.convert_workers, len(items))), thread_name_prefix="tether-load"
             )
-            if self.repo.db.cross_thread
+            if self.store.cross_thread
             else _InlineExecutor()  # a caller's single-thread connection: no helpers
         )
         ahead = 2 * self.rag.convert_workers
@@ -220,9 +227,7 @@ class Indexer:
         assert all(r is not None for r in results)
         return [r for r in results if r is not None]
 
-    def _prepare(
-        self, source: PathSource | TextSource, placement: Placement
-    ) -> _Prepared | IndexResult:
+    def _prepare(self, source: Source, placement: Placement) -> _Prepared | IndexResult:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
 
         Anything wrong with this one source is its failed result, never the batch's end."""
@@ -238,7 +243,7 @@ class Indexer:
             return IndexResult(label, "failed", error=UnreadableFile(label, problem))
 
     def _prepare_source(
-        self, source: PathSource | TextSource, label: str, placement: Placement
+        self, source: Source, label: str, placement: Placement
     ) -> _Prepared | IndexResult:
         if isinstance(source, PathSource):
             resolved = Path(source.path).expanduser().resolve()
@@ -274,7 +279,7 @@ class Indexer:
                 or status != existing.status
             ):
                 # Same text, new title, tags or status: no re-chunking, no re-embedding.
-                self.repo.set_tags_and_status(
+                self.store.set_tags_and_status(
                     existing.id, tags or existing.tags, status, title=loaded.title
                 )
                 return IndexResult(label, "updated", existing.id, existing.chunk_count)
@@ -324,7 +329,7 @@ class Indexer:
         """Store one prepared document, inside the group's transaction when there is one
         (as a savepoint of it: a failure here rolls back this document only)."""
         try:
-            with self.repo.db.write():
+            with self.store.write():
                 # Look again inside the transaction: another writer may have got here first.
                 existing = self._existing(prepared.lookup, placement)
                 if existing is not None and _unchanged(
@@ -353,9 +358,9 @@ class Indexer:
                     chunking=self._chunking,
                 )
                 if existing is None:
-                    self.repo.insert_document(record, prepared.chunks, vectors)
+                    self.store.insert_document(record, prepared.chunks, vectors)
                 else:
-                    self.repo.replace_document(record, prepared.chunks, vectors)
+                    self.store.replace_document(record, prepared.chunks, vectors)
                 self._attach(record.id, placement)
             status = "indexed" if existing is None else "replaced"
             warnings = (warning,) if warning else ()
@@ -369,7 +374,7 @@ class Indexer:
     def _existing(self, lookup: dict[str, Any], placement: Placement) -> Document | None:
         """The stored document a source updates, after checking that it may: it is in the
         placement's workspace, and a ``source`` key is not another document's."""
-        existing = self.repo.find_document(**lookup)
+        existing = self.store.find_document(**lookup)
         if existing is not None and existing.workspace_id != placement.workspace_id:
             raise ScopeError(
                 f"document {existing.id!r} belongs to workspace {existing.workspace_id!r},"
@@ -377,7 +382,7 @@ class Indexer:
             )
         source_path = lookup["source_path"]
         if lookup["document_id"] is not None and source_path is not None:
-            holder = self.repo.find_document(
+            holder = self.store.find_document(
                 workspace_id=placement.workspace_id, source_path=source_path
             )
             if holder is not None and holder.id != lookup["document_id"]:
@@ -393,22 +398,22 @@ class Indexer:
         if self.embedder is None:
             raise EmbeddingsUnavailable("no embedder is configured; nothing to re-embed with")
         model = self.embedder.model
-        documents = self.repo.documents_missing_embeddings(model)
+        documents = self.store.documents_missing_embeddings(model)
         done = embedded = 0
         for document_id in documents:
-            chunks = self.repo.chunks_of(document_id)
-            title = self.repo.get_document(document_id).title
-            before = len(self.repo.vectors_for_hashes(model, (c.content_hash for c in chunks)))
+            chunks = self.store.chunks_of(document_id)
+            title = self.store.get_document(document_id).title
+            before = len(self.store.vectors_for_hashes(model, (c.content_hash for c in chunks)))
             known, warning = self._known_vectors([(title, c) for c in chunks])
             if warning is not None:
                 raise EmbeddingError(warning)
             vectors, problem = self._chunk_vectors(chunks, known)
             if vectors is None:
                 raise EmbeddingError(problem or f"could not embed document {document_id!r}")
-            with self.repo.db.write():
+            with self.store.write():
                 # The document may have been re-indexed meanwhile (it then got its vectors).
-                if [c.id for c in self.repo.chunks_of(document_id)] == [c.id for c in chunks]:
-                    self.repo.insert_embeddings(
+                if [c.id for c in self.store.chunks_of(document_id)] == [c.id for c in chunks]:
+                    self.store.insert_embeddings(
                         model,
                         [
                             (c.id, vectors.dims, blob)
@@ -429,7 +434,7 @@ class Indexer:
         and re-indexes), embedded otherwise, each distinct text once."""
         assert self.embedder is not None
         model = self.embedder.model
-        known = self.repo.vectors_for_hashes(model, (c.content_hash for _, c in chunks))
+        known = self.store.vectors_for_hashes(model, (c.content_hash for _, c in chunks))
         todo = {
             c.content_hash: embedding_text(title, c.section_title, c.content)
             for title, c in chunks
@@ -439,9 +444,7 @@ class Indexer:
             try:
                 fresh = self.embedder.embed(list(todo.values()))
             except EmbeddingError as exc:
-                logger.warning(
-                    "stored without vectors (lexical only until `tether reembed`): %s", exc
-                )
+                logger.warning("stored without vectors (lexical only until re-embedded): %s", exc)
                 return known, f"embedding failed, stored for lexical search only: {exc}"
             dims = fresh.shape[1]
             known.update((h, (dims, to_blob(v))) for h, v in zip(todo, fresh, strict=True))
@@ -464,7 +467,7 @@ class Indexer:
 
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
-            self.repo.attach_document_to_session(document_id, placement.session_id)
+            self.store.attach_document_to_session(document_id, placement.session_id)
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:

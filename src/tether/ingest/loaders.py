@@ -20,7 +20,7 @@ from tether.ingest.chunking import (
     markdown_sections,
     markdown_title,
 )
-from tether.ingest.text import normalize_text
+from tether.text import normalize_text
 
 
 @dataclass(frozen=True)

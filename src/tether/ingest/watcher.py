@@ -40,15 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument
-from tether.ingest.indexer import PathSource
+from tether.ingest.indexer import Indexer
+from tether.ingest.sources import PathSource
 from tether.models import GLOBAL_WORKSPACE
-from tether.store.repository import utcnow
-
-if TYPE_CHECKING:
-    from tether._tether import Tether
+from tether.store import RegistryEntry, utcnow
 
 logger = logging.getLogger("tether.watch")
 
@@ -87,7 +85,7 @@ class LibrarySync:
 
     def __init__(
         self,
-        tether: Tether,
+        indexer: Indexer,
         root: str | os.PathLike[str],
         *,
         workspace_id: str = GLOBAL_WORKSPACE,
@@ -99,7 +97,8 @@ class LibrarySync:
         path = Path(root).expanduser()
         if not path.is_dir():
             raise InvalidArgument(f"{root} is not a directory")
-        self.tether = tether
+        self.indexer = indexer
+        self.store = indexer.store
         self.root = path.resolve()
         self.workspace_id = workspace_id
         self.settle = settle
@@ -120,9 +119,22 @@ class LibrarySync:
 
     def _scan(self, only: set[Path] | None) -> SyncReport:
         report = SyncReport()
-        repo = self.tether.repo
-        registered = {row["source_path"]: row for row in repo.registry(str(self.root))}
-        present: dict[str, tuple[Path, str]] = {}  # resolved path -> (path, hash)
+        registered = {row.source_path: row for row in self.store.registry(str(self.root))}
+        present = self._present(only, registered, report)
+        # Vanished files: every registered path that is not on disk any more.
+        vanished = {p: row for p, row in registered.items() if not Path(p).exists()}
+        to_index = self._changed(present, registered, vanished, report)
+        if to_index:
+            self._index(to_index, registered, report)
+        self._delete_vanished(vanished, only, report)
+        return report
+
+    def _present(
+        self, only: set[Path] | None, registered: dict[str, RegistryEntry], report: SyncReport
+    ) -> dict[str, tuple[Path, str]]:
+        """The settled, readable files of this pass, by resolved path, with their hashes;
+        each is marked seen in the registry."""
+        present: dict[str, tuple[Path, str]] = {}
         candidates = self._files() if only is None else self._expand(only)
         now = utcnow()
         files: list[Path] = []
@@ -141,48 +153,54 @@ class LibrarySync:
                 report.failed.append(str(resolved))
                 continue
             present[str(resolved)] = (resolved, digest)
-            repo.upsert_registry(str(resolved), last_seen_at=now, workspace_id=self.workspace_id)
+            self.store.upsert_registry(
+                str(resolved), last_seen_at=now, workspace_id=self.workspace_id
+            )
+        return present
 
-        # Vanished files: every registered path that is not on disk any more.
-        vanished = {p: row for p, row in registered.items() if not Path(p).exists()}
+    def _changed(
+        self,
+        present: dict[str, tuple[Path, str]],
+        registered: dict[str, RegistryEntry],
+        vanished: dict[str, RegistryEntry],
+        report: SyncReport,
+    ) -> list[tuple[Path, str]]:
+        """The present files to index; renames are followed here (a vanished file's hash
+        at a new path), unchanged files and retries not yet due are reported."""
         by_hash = {
-            row["content_hash"]: p
+            row.content_hash: p
             for p, row in vanished.items()
-            if row["content_hash"] and row["status"] == "indexed"
+            if row.content_hash and row.status == "indexed"
         }
-
-        existing = {d.id for d in repo.list_documents(workspace_id=self.workspace_id)}
+        existing = {d.id for d in self.store.list_documents(workspace_id=self.workspace_id)}
         to_index: list[tuple[Path, str]] = []
         for key, (path, digest) in sorted(present.items()):
             row = registered.get(key)
-            if (
-                row is not None
-                and row["content_hash"] == digest
-                and row["status"] == "indexed"
-                and row["document_id"] in existing  # deleted meanwhile: index it again
-            ):
-                report.unchanged.append(key)
-                continue
-            if row is None and digest in by_hash:
+            same = row is not None and row.content_hash == digest
+            if same and row.status == "indexed" and row.document_id in existing:
+                report.unchanged.append(key)  # (a document deleted meanwhile: index again)
+            elif row is None and digest in by_hash:
                 old = by_hash.pop(digest)
-                repo.rename_source(old, key, vanished.pop(old)["document_id"])
+                self.store.rename_source(old, key, vanished.pop(old).document_id)
                 self._missing_since.pop(old, None)
                 report.renamed.append((old, key))
                 logger.info("renamed %s -> %s (not re-indexed)", old, key)
-                continue
-            if row is not None and row["content_hash"] == digest and row["status"] == "failed":
-                report.waiting.append(key)  # gave up on this content; a change retries
-                continue
-            if row is not None and row["status"] == "error" and row["content_hash"] == digest:
-                due = row["next_retry_at"]
-                if due is not None and due > self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ"):
-                    report.waiting.append(key)
-                    continue
-            to_index.append((path, digest))
+            elif same and (row.status == "failed" or not self._retry_due(row)):
+                # Given up on this content (a change retries), or its retry is not due.
+                report.waiting.append(key)
+            else:
+                to_index.append((path, digest))
+        return to_index
 
-        if to_index:
-            self._index(to_index, registered, report)
+    def _retry_due(self, row: RegistryEntry) -> bool:
+        if row.status != "error":
+            return True
+        due = row.next_retry_at
+        return due is None or due <= self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
+    def _delete_vanished(
+        self, vanished: dict[str, RegistryEntry], only: set[Path] | None, report: SyncReport
+    ) -> None:
         for old, row in vanished.items():
             if only is not None and Path(old) not in only and not _gone_under(old, only):
                 continue
@@ -195,25 +213,25 @@ class LibrarySync:
                     report.unsettled.append(old)
                     continue
             self._missing_since.pop(old, None)
-            if row["document_id"]:
+            if row.document_id:
                 with contextlib.suppress(DocumentNotFound):  # deleted by hand meanwhile
-                    repo.delete_document(row["document_id"])
-            repo.delete_registry(old)
+                    self.store.delete_document(row.document_id)
+            self.store.delete_registry(old)
             report.deleted.append(old)
             logger.info("deleted %s from the library (file removed)", old)
-        return report
 
     def _index(
-        self, files: list[tuple[Path, str]], registered: dict[str, Any], report: SyncReport
+        self,
+        files: list[tuple[Path, str]],
+        registered: dict[str, RegistryEntry],
+        report: SyncReport,
     ) -> None:
-        files.sort(key=lambda item: _size(item[0]))  # small files first
-        results = self.tether.add(
-            [PathSource(p) for p, _ in files], workspace_id=self.workspace_id, on_error="collect"
-        )
+        placement = self.indexer.place(self.workspace_id, None)
+        results = self.indexer.add([PathSource(p) for p, _ in files], placement, on_error="collect")
         for (path, digest), result in zip(files, results, strict=True):
             key = str(path)
             if result.error is None:
-                self.tether.repo.upsert_registry(
+                self.store.upsert_registry(
                     key, content_hash=digest, status="indexed", retry_count=0,
                     document_id=result.document_id, last_indexed_at=utcnow(),
                     next_retry_at=None, error=None,
@@ -221,19 +239,19 @@ class LibrarySync:
                 report.indexed.append(key)
             else:
                 row = registered.get(key)
-                if row is not None and row["content_hash"] != digest:
+                if row is not None and row.content_hash != digest:
                     row = None  # new content: the retry count starts again
                 self._failed(key, row, str(result.error), digest)
                 report.failed.append(key)
 
     def _failed(
-        self, key: str, row: dict[str, Any] | None, error: str, digest: str | None = None
+        self, key: str, row: RegistryEntry | None, error: str, digest: str | None = None
     ) -> None:
-        retries = (row["retry_count"] if row else 0) + 1
+        retries = (row.retry_count if row else 0) + 1
         gave_up = retries >= self.max_retries
         delay = timedelta(seconds=self.backoff * 2 ** (retries - 1))
         due = None if gave_up else (self.clock() + delay).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        self.tether.repo.upsert_registry(
+        self.store.upsert_registry(
             key, content_hash=digest, status="failed" if gave_up else "error",
             retry_count=retries, next_retry_at=due, error=error[:500],
         )  # fmt: skip
@@ -348,13 +366,6 @@ def _hash_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _gone_under(old: str, touched: set[Path]) -> bool:

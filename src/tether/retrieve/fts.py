@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from tether.ingest.text import normalize_text
+from tether.text import normalize_text
 
 MAX_TERMS = 64
 MAX_TERM_CHARS = 128

@@ -25,118 +25,80 @@ rewriting), one ``retrieve`` per query (attribute ``rag.query_index``),
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Coroutine
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from tether.embed import Embedder
-from tether.errors import (
-    ConfigurationError,
-    EmbeddingError,
-    InvalidArgument,
-    LLMError,
-    RetrievalTimeout,
-)
+from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
-from tether.models import Exclusions, Filters, RetrievalResult, Scope, ScopeKind
-from tether.retrieve.context import build_context
+from tether.models import RetrievalResult
+from tether.retrieve.context import Context, build_context
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.fts import term_coverage
 from tether.retrieve.fusion import reciprocal_rank_fusion
+from tether.retrieve.guidance import guidance
+from tether.retrieve.loop import LoopThread
+from tether.retrieve.request import MAX_QUESTION_CHARS, Request, check_question
 from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
 from tether.retrieve.rewrite import Rewrite, arewrite_query
-from tether.retrieve.search import Searcher
+from tether.retrieve.search import Ranked, Searcher
 from tether.sanitize import sanitize_query
 from tether.settings import Settings
-from tether.store import Repository
-from tether.store.repository import utcnow
+from tether.store import AuditEntry, Store, utcnow
+
+__all__ = ["MAX_QUESTION_CHARS", "Pipeline", "Request"]
 
 logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
 
-MAX_QUESTION_CHARS = 8000
-T = TypeVar("T")
 
+@dataclass
+class _Run:
+    """One retrieval in flight: its request, effective limits and the debug it builds."""
 
-class _LoopThread:
-    """One daemon thread running an event loop, for the synchronous API."""
+    request: Request
+    retrieval_id: str
+    max_chunks: int
+    min_relevance: float
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    degradations: list[str] = field(default_factory=list)
+    debug: dict[str, Any] = field(default_factory=dict)
 
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure()).result()
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                loop.set_default_executor(
-                    concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="tether-io")
-                )
-                threading.Thread(
-                    target=loop.run_forever, name="tether-retrieve", daemon=True
-                ).start()
-                self._loop = loop
-            return self._loop
-
-    def close(self) -> None:
-        with self._lock:
-            loop, self._loop = self._loop, None
-        if loop is not None:
-            asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
-            loop.call_soon_threadsafe(loop.stop)
-
-
-@dataclass(frozen=True)
-class Request:
-    """One retrieval: the question and where to look, plus per-call limits (``None``:
-    the settings') and whether a guard will block on an ungrounded result."""
-
-    question: str
-    scope: Scope
-    session_id: str | None = None
-    decision: Decision | None = None
-    filters: Filters | None = None
-    max_chunks: int | None = None
-    min_relevance: float | None = None
-    timeout: float | None = None
-    guarded: bool = False
+    def lap(self, name: str, since: float) -> None:
+        self.timings[name] = _ms(since)
 
 
 class Pipeline:
+    """The retrieval flow over one store: see the module docstring for its stages."""
+
     def __init__(
         self,
-        repo: Repository,
+        store: Store,
         settings: Settings,
         searcher: Searcher,
-        embedder: Embedder | None,
         chat: ChatModel | None,
         chat_unavailable: str | None,
     ) -> None:
-        self.repo = repo
+        self.store = store
         self.settings = settings
         self.searcher = searcher
-        self.embedder = embedder
         self.chat = chat
         self.chat_unavailable = chat_unavailable
-        self._loop = _LoopThread()
+        self._loop = LoopThread()
 
     def close(self) -> None:
         self._loop.close()
 
     def _check_threads(self) -> None:
-        if not self.repo.db.cross_thread:
+        if not self.store.cross_thread:
             raise ConfigurationError(
                 "retrieve runs its searches in threads, and this store was opened on your own"
                 " sqlite3 connection made with check_same_thread=True; open it with"
@@ -144,24 +106,24 @@ class Pipeline:
             )
 
     def retrieve(self, request: Request) -> RetrievalResult:
-        _check_question(request.question)
+        check_question(request.question)
         self._check_threads()
         parent = otel_context.get_current()
         return self._loop.run(self._audited(request, parent))
 
     async def aretrieve(self, request: Request) -> RetrievalResult:
-        _check_question(request.question)
+        check_question(request.question)
         self._check_threads()
         return await self._audited(request, otel_context.get_current())
 
     def decide(self, question: str) -> tuple[Decision, list[str]]:
         """The decision alone, and its degradations (an LLM decision that fell back)."""
-        _check_question(question)
+        check_question(question)
         degradations: list[str] = []
         return self._loop.run(self._decide(question, degradations)), degradations
 
     async def adecide(self, question: str) -> tuple[Decision, list[str]]:
-        _check_question(question)
+        check_question(question)
         degradations: list[str] = []
         return await self._decide(question, degradations), degradations
 
@@ -188,14 +150,7 @@ class Pipeline:
             await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
             _tag(exc, retrieval_id)
             raise
-        if not result.retrieved:
-            outcome, reason = "skipped", result.debug["decision"]["reason"]
-        elif result.grounded:
-            outcome, reason = "grounded", None
-        else:
-            outcome = "blocked" if request.guarded else "ungrounded"
-            reason = "no chunk above min_relevance" if result.debug.get("candidates", {}).get(
-                "reranked") else "no results"  # fmt: skip
+        outcome, reason = _outcome(request, result)
         await self._audit(request, retrieval_id, result, outcome, reason)
         return result
 
@@ -209,175 +164,67 @@ class Pipeline:
     ) -> None:
         if not self.settings.policy.audit:
             return
-        entry = {
-            "retrieval_id": retrieval_id,
-            "created_at": utcnow(),
-            "query": sanitize_query(request.question),
-            "scope": request.scope.to_dict(),
-            "filters": request.filters.to_dict() if request.filters else {},
-            "chunk_ids": list(result.selected_chunk_ids) if result else [],
-            "document_ids": sorted({c.document_id for c in result.citations}) if result else [],
-            "outcome": outcome,
-            "reason": reason,
-        }
+        entry = AuditEntry(
+            retrieval_id=retrieval_id,
+            created_at=utcnow(),
+            query=sanitize_query(request.question),
+            scope=request.scope.to_dict(),
+            filters=request.filters.to_dict() if request.filters else {},
+            chunk_ids=list(result.selected_chunk_ids) if result else [],
+            document_ids=sorted({c.document_id for c in result.citations}) if result else [],
+            outcome=outcome,
+            reason=reason,
+        )
         try:
-            await asyncio.to_thread(self.repo.log_retrieval, entry)
+            await asyncio.to_thread(self.store.log_retrieval, entry)
         except Exception:  # the audit must not turn an answer into a failure, but is loud
             logger.exception("could not write the audit row of retrieval %s", retrieval_id)
 
     async def _run(self, request: Request, parent: Any, retrieval_id: str) -> RetrievalResult:
-        question, scope, session_id = request.question, request.scope, request.session_id
-        decision = request.decision
         rag = self.settings.rag
-        max_chunks = request.max_chunks or rag.max_chunks
-        min_relevance = (
-            request.min_relevance if request.min_relevance is not None else rag.min_relevance
+        run = _Run(
+            request,
+            retrieval_id,
+            max_chunks=request.max_chunks or rag.max_chunks,
+            min_relevance=(
+                request.min_relevance if request.min_relevance is not None else rag.min_relevance
+            ),
         )
-        started = time.perf_counter()
-        timings: dict[str, float] = {}
-        degradations: list[str] = []
-        debug: dict[str, Any] = {
-            "retrieval_id": retrieval_id,
-            "scope": scope.to_dict(),
-            "filters": request.filters.to_dict() if request.filters else None,
-            "degradations": degradations,
-        }
+        scope = request.scope
+        run.debug.update(
+            retrieval_id=retrieval_id,
+            scope=scope.to_dict(),
+            filters=request.filters.to_dict() if request.filters else None,
+            degradations=run.degradations,
+        )
+        attributes = {"rag.scope.kind": scope.kind, "rag.scope.id": scope.id}
         with tracer.start_as_current_span(
-            "rag.retrieve",
-            context=parent,
-            attributes={"rag.scope.kind": scope.kind, "rag.scope.id": scope.id},
+            "rag.retrieve", context=parent, attributes=attributes
         ) as span:
-            if decision is None:
-                decision = await self._decide(question, degradations)
-            timings["decide"] = _ms(started)
-            debug["decision"] = decision.to_dict()
+            decision = request.decision or await self._decide(request.question, run.degradations)
+            run.lap("decide", run.started)
+            run.debug["decision"] = decision.to_dict()
             if not decision.needed:
                 span.set_attribute("rag.skipped", decision.reason)
-                timings["total"] = _ms(started)
-                debug["timings_ms"] = timings
+                run.lap("total", run.started)
+                run.debug["timings_ms"] = run.timings
                 logger.debug("retrieval skipped: %s", decision.reason)
-                return _skipped(question, scope, debug, retrieval_id)
-
-            queries = [question]
-            if rag.enable_query_rewrite:
-                t0 = time.perf_counter()
-                with tracer.start_as_current_span(
-                    "generate_sub_queries", attributes={"rag.rewrite_count": rag.rewrite_count}
-                ) as sub:
-                    rewrite = await self._rewrite(question)
-                    sub.set_attribute("rag.rewrites", len(rewrite.queries))
-                if rewrite.degradation:
-                    degradations.append(rewrite.degradation)
-                    logger.warning("%s", rewrite.degradation)
-                queries += rewrite.queries
-                debug["rewrite"] = {"asked": rag.rewrite_count, "got": len(rewrite.queries),
-                                    "notes": rewrite.notes}  # fmt: skip
-                timings["rewrite"] = _ms(t0)
+                return _skipped(run)
+            queries = await self._queries(run)
             span.set_attribute("rag.queries", len(queries))
-
-            t0 = time.perf_counter()
-            exclusions = self.searcher.exclusions()
-            per_query = await asyncio.gather(
-                *(
-                    self._retrieve_one(i, q, scope, request.filters, exclusions)
-                    for i, q in enumerate(queries)
-                )
-            )
-            timings["retrieve"] = _ms(t0)
-            for item in per_query:
-                degradations.extend(item.pop("degradations"))
-            question_vector = per_query[0].pop("query_vector")
-            for item in per_query[1:]:
-                item.pop("query_vector")
-
-            t0 = time.perf_counter()
-            lists = [item.pop("fused") for item in per_query]
-            if len(lists) == 1:
-                fused = lists[0]
-            else:
-                fused = reciprocal_rank_fusion(
-                    [[cid for cid, _ in ranked] for ranked in lists], k=rag.rrf_k
-                )
-            top = fused[: rag.rerank_top_n]
-            timings["fuse"] = _ms(t0)
-            debug["queries"] = per_query
-            debug["method"] = "hybrid" if question_vector is not None else "lexical"
-            debug["across_queries"] = (
-                {"method": "rrf", "rrf_k": rag.rrf_k, "lists": len(lists)}
-                if len(lists) > 1
-                else None
-            )
-
-            t0 = time.perf_counter()
-            with tracer.start_as_current_span("rerank_chunks") as rerank_span:
-                candidates, relevance_kind = await asyncio.to_thread(
-                    self._candidates, question, question_vector, top, session_id
-                )
-                ranked, rerank_debug = heuristic_rerank(
-                    question, candidates, rag.rerank, in_session=scope.kind == "session"
-                )
-                if rag.enable_llm_rerank and ranked:
-                    ranked, rerank_debug = await self._llm_rerank(
-                        question, ranked, rerank_debug, degradations
-                    )
-                rerank_span.set_attribute("rag.rerank.method", rerank_debug["method"])
-                rerank_span.set_attribute("rag.rerank.candidates", len(candidates))
-            timings["rerank"] = _ms(t0)
-
-            t0 = time.perf_counter()
-            with tracer.start_as_current_span("build_context") as context_span:
-                relevant = [c for c in ranked if c.relevance >= min_relevance]
-                context = build_context(relevant, max_chunks=max_chunks, budget=rag.context_budget)
-                context_span.set_attribute("rag.context.chunks", len(context.chunk_ids))
-                context_span.set_attribute("rag.context.tokens", context.tokens)
-            timings["context"] = _ms(t0)
-
+            fused, question_vector = await self._retrieve_all(run, queries)
+            ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
+            context = self._context(run, ranked)
             grounded = bool(context.chunk_ids)
-            guidance, suggested = (None, None)
+            suggestion = (None, None)
             if not grounded:
-                guidance, suggested = await asyncio.to_thread(
-                    self._guidance, scope, len(fused), ranked
-                )
+                has_documents = bool(await asyncio.to_thread(self.store.scope_document_ids, scope))
+                suggestion = guidance(scope, has_documents=has_documents, found=len(fused))
             span.set_attribute("rag.grounded", grounded)
-            timings["total"] = _ms(started)
-            debug.update(
-                candidates={
-                    "fused": len(fused),
-                    "reranked": len(ranked),
-                    "above_min_relevance": len(relevant),
-                    "context": len(context.chunk_ids),
-                },
-                rerank=rerank_debug,
-                ranked=[[c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked],
-                relevance={
-                    "definition": relevance_kind,
-                    "min_relevance": min_relevance,
-                    "best": round(max((c.relevance for c in ranked), default=0.0), 4),
-                    "below_min": [c.hit.chunk_id for c in ranked if c.relevance < min_relevance],
-                },
-                context={
-                    "tokens": context.tokens,
-                    "budget": rag.context_budget,
-                    "max_chunks": max_chunks,
-                    "skipped_for_budget": list(context.skipped_for_budget),
-                    "truncated": context.truncated,
-                },
-                timings_ms=timings,
-            )
-            return RetrievalResult(
-                retrieval_id=retrieval_id,
-                question=question,
-                context=context.text,
-                citations=context.citations,
-                grounded=grounded,
-                guidance=guidance,
-                suggested_scope=suggested,
-                retrieved=True,
-                queries=tuple(queries),
-                scope=scope,
-                selected_chunk_ids=context.chunk_ids,
-                debug=debug,
-            )
+            run.lap("total", run.started)
+            run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
+            run.debug["timings_ms"] = run.timings
+            return _result(run, queries, context, suggestion)
 
     # -- stages -------------------------------------------------------------------------
 
@@ -405,94 +252,167 @@ class Pipeline:
             )
         return await arewrite_query(self.chat, question, self.settings.rag.rewrite_count)
 
-    async def _retrieve_one(
-        self,
-        index: int,
-        query: str,
-        scope: Scope,
-        filters: Filters | None,
-        exclusions: Exclusions,
-    ) -> dict[str, Any]:
+    async def _queries(self, run: _Run) -> list[str]:
+        """The original question, plus its LLM rewrites when rewriting is on."""
+        rag = self.settings.rag
+        question = run.request.question
+        if not rag.enable_query_rewrite:
+            return [question]
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span(
+            "generate_sub_queries", attributes={"rag.rewrite_count": rag.rewrite_count}
+        ) as sub:
+            rewrite = await self._rewrite(question)
+            sub.set_attribute("rag.rewrites", len(rewrite.queries))
+        if rewrite.degradation:
+            run.degradations.append(rewrite.degradation)
+            logger.warning("%s", rewrite.degradation)
+        run.debug["rewrite"] = {"asked": rag.rewrite_count, "got": len(rewrite.queries),
+                                "notes": rewrite.notes}  # fmt: skip
+        run.lap("rewrite", t0)
+        return [question, *rewrite.queries]
+
+    async def _retrieve_all(
+        self, run: _Run, queries: list[str]
+    ) -> tuple[Ranked, np.ndarray | None]:
+        """Every query's candidates, in parallel, fused across queries by RRF (one query:
+        its own fused list); and the original question's vector (``None`` without one)."""
+        rag = self.settings.rag
+        t0 = time.perf_counter()
+        exclusions = self.searcher.exclusions()
+        per_query = await asyncio.gather(
+            *(self._retrieve_one(run, i, q, exclusions) for i, q in enumerate(queries))
+        )
+        run.lap("retrieve", t0)
+        t0 = time.perf_counter()
+        lists = [found.fused for found in per_query]
+        if len(lists) == 1:
+            fused = lists[0]
+        else:
+            fused = reciprocal_rank_fusion(
+                [[cid for cid, _ in ranked] for ranked in lists], k=rag.rrf_k
+            )
+        run.lap("fuse", t0)
+        question_vector = per_query[0].query_vector
+        run.debug["queries"] = [
+            {"index": i, "query": q, "lexical": len(found.lexical), "vector": len(found.vector),
+             "fused": found.fused, "fusion": found.fusion, "ms": found.timings_ms.get("total")}
+            for i, (q, found) in enumerate(zip(queries, per_query, strict=True))
+        ]  # fmt: skip
+        run.debug["method"] = "hybrid" if question_vector is not None else "lexical"
+        run.debug["across_queries"] = (
+            {"method": "rrf", "rrf_k": rag.rrf_k, "lists": len(lists)} if len(lists) > 1 else None
+        )
+        return fused, question_vector
+
+    async def _retrieve_one(self, run: _Run, index: int, query: str, exclusions: Any) -> Any:
         rag = self.settings.rag
         with tracer.start_as_current_span("retrieve", attributes={"rag.query_index": index}) as sp:
             t0 = time.perf_counter()
-            lexical, (vector_hits, vector, problem) = await asyncio.gather(
-                asyncio.to_thread(
-                    self.searcher.lexical_candidates,
-                    query,
-                    scope,
-                    rag.k_lexical,
-                    filters,
-                    exclusions,
-                ),
-                asyncio.to_thread(self._vector_side, query, scope, filters, exclusions),
+            found = await asyncio.to_thread(
+                self.searcher.candidates,
+                query,
+                run.request.scope,
+                mode="hybrid",
+                lexical_depth=rag.k_lexical,
+                vector_depth=rag.k_vector,
+                filters=run.request.filters,
+                exclusions=exclusions,
             )
-            fusion: dict[str, Any] | None = None
-            if vector is None:
-                fused = lexical
-            else:
-                fused, fusion = self.searcher.fuse(lexical, vector_hits)
-            sp.set_attribute("rag.candidates.lexical", len(lexical))
-            sp.set_attribute("rag.candidates.vector", len(vector_hits))
-        return {
-            "index": index,
-            "query": query,
-            "lexical": len(lexical),
-            "vector": len(vector_hits),
-            "fused": fused,
-            "fusion": fusion,
-            "ms": _ms(t0),
-            "query_vector": vector,
-            "degradations": [problem] if problem else [],
-        }
+            found.timings_ms["total"] = _ms(t0)
+            sp.set_attribute("rag.candidates.lexical", len(found.lexical))
+            sp.set_attribute("rag.candidates.vector", len(found.vector))
+        run.degradations.extend(found.degradations)
+        return found
 
-    def _vector_side(
-        self, query: str, scope: Scope, filters: Filters | None, exclusions: Exclusions
-    ) -> tuple[list[tuple[int, float]], Any, str | None]:
-        searcher = self.searcher
-        if searcher.embedder is None or searcher.vectors is None:
-            reason = searcher.embeddings_unavailable or "no embedder configured"
-            return [], None, f"lexical only: {reason}"
-        try:
-            vector = searcher.embedder.embed_query(query)
-        except EmbeddingError as exc:
-            logger.warning("query embedding failed, lexical only: %s", exc)
-            return [], None, f"query embedding failed, lexical only: {exc}"
-        found = searcher.vectors.search(
-            scope, vector, self.settings.rag.k_vector, filters, exclusions
-        )
-        return found, vector, None
+    async def _rerank(
+        self, run: _Run, top: Ranked, question_vector: np.ndarray | None
+    ) -> list[Candidate]:
+        """The top candidates judged against the original question (relevance), then
+        reordered by the heuristic, or by the chat model when LLM rerank is on."""
+        question, rag = run.request.question, self.settings.rag
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span("rerank_chunks") as rerank_span:
+            candidates, relevance_kind = await asyncio.to_thread(
+                self._candidates, question, question_vector, top, run.request.session_id
+            )
+            ranked, rerank_debug = heuristic_rerank(
+                question, candidates, rag.rerank, in_session=run.request.scope.kind == "session"
+            )
+            if rag.enable_llm_rerank and ranked:
+                ranked, rerank_debug = await self._llm_rerank(
+                    question, ranked, rerank_debug, run.degradations
+                )
+            rerank_span.set_attribute("rag.rerank.method", rerank_debug["method"])
+            rerank_span.set_attribute("rag.rerank.candidates", len(candidates))
+        run.lap("rerank", t0)
+        run.debug["rerank"] = rerank_debug
+        run.debug["ranked"] = [
+            [c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked
+        ]
+        run.debug["relevance"] = {
+            "definition": relevance_kind,
+            "min_relevance": run.min_relevance,
+            "best": round(max((c.relevance for c in ranked), default=0.0), 4),
+            "below_min": [c.hit.chunk_id for c in ranked if c.relevance < run.min_relevance],
+        }
+        return ranked
+
+    def _context(self, run: _Run, ranked: list[Candidate]) -> Context:
+        """The cited context of the candidates at or above ``min_relevance``."""
+        budget = self.settings.rag.context_budget
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span("build_context") as context_span:
+            relevant = [c for c in ranked if c.relevance >= run.min_relevance]
+            context = build_context(relevant, max_chunks=run.max_chunks, budget=budget)
+            context_span.set_attribute("rag.context.chunks", len(context.chunk_ids))
+            context_span.set_attribute("rag.context.tokens", context.tokens)
+        run.lap("context", t0)
+        run.debug["candidates"] = {
+            "reranked": len(ranked),
+            "above_min_relevance": len(relevant),
+            "context": len(context.chunk_ids),
+        }
+        run.debug["context"] = {
+            "tokens": context.tokens,
+            "budget": budget,
+            "max_chunks": run.max_chunks,
+            "skipped_for_budget": list(context.skipped_for_budget),
+            "truncated": context.truncated,
+        }
+        return context
 
     def _candidates(
         self,
         question: str,
-        question_vector: Any,
-        top: list[tuple[int, float]],
+        question_vector: np.ndarray | None,
+        top: Ranked,
         session_id: str | None,
     ) -> tuple[list[Candidate], str]:
-        rows = self.repo.candidate_rows([cid for cid, _ in top], session_id)
+        rows = self.store.candidate_rows([cid for cid, _ in top], session_id)
         cosines: dict[int, float] = {}
-        if question_vector is not None and self.searcher.vectors is not None:
-            cosines = self.searcher.vectors.cosines(question_vector, [cid for cid, _ in top])
+        vectors = self.searcher.vectors if question_vector is not None else None
+        if vectors is not None:
+            cosines = vectors.cosines(question_vector, [cid for cid, _ in top])
+        priorities = self.settings.policy.priorities
         candidates = []
         for chunk_id, fused in top:
-            if chunk_id not in rows:
+            row = rows.get(chunk_id)
+            if row is None:
                 continue  # deleted since the search
-            hit, token_count, metadata, recency, source_type = rows[chunk_id]
             if chunk_id in cosines:
                 relevance = max(0.0, min(1.0, cosines[chunk_id]))
             else:
-                relevance = term_coverage(question, hit.text)
+                relevance = term_coverage(question, row.hit.text)
+            priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))
             candidates.append(
                 Candidate(
-                    hit=hit,
+                    hit=row.hit,
                     fused=fused,
                     relevance=relevance,
-                    priority=metadata_priority(
-                        metadata, self.settings.policy.priorities.get(source_type or "", 0.0)
-                    ),
-                    recency=recency,
-                    token_count=token_count,
+                    priority=priority,
+                    recency=row.recency,
+                    token_count=row.token_count,
                 )
             )
         return candidates, "cosine" if cosines else "term_coverage"
@@ -520,37 +440,16 @@ class Pipeline:
             return ranked, heuristic_debug
         return reordered, {**llm_debug, "heuristic": heuristic_debug}
 
-    def _guidance(
-        self, scope: Scope, found: int, ranked: list[Candidate]
-    ) -> tuple[str, ScopeKind | None]:
-        where = {
-            "session": "this chat's documents",
-            "workspace": "this workspace",
-            "global": "the global library",
-        }[scope.kind]
-        if not self.repo.scope_document_ids(scope):
-            opening = {
-                "session": "This chat has no documents yet.",
-                "workspace": "This workspace has no documents yet.",
-                "global": "The global library has no documents yet.",
-            }[scope.kind]
-        elif not found:
-            opening = f"Nothing in {where} matches the question."
-        else:
-            opening = f"Nothing in {where} is relevant enough to answer from."
-        if scope.kind == "session":
-            return (
-                f"{opening} Search the whole workspace instead, or add a document that"
-                " covers this to the chat.",
-                "workspace",
-            )
-        if scope.kind == "workspace":
-            return (
-                f"{opening} Search the global library instead, or add documents that cover"
-                " this to the workspace.",
-                "global",
-            )
-        return f"{opening} Add documents that cover this to the library.", None
+
+def _outcome(request: Request, result: RetrievalResult) -> tuple[str, str | None]:
+    """The audit outcome of a finished retrieval, and its reason."""
+    if not result.retrieved:
+        return "skipped", result.debug["decision"]["reason"]
+    if result.grounded:
+        return "grounded", None
+    reranked = result.debug.get("candidates", {}).get("reranked")
+    reason = "no chunk above min_relevance" if reranked else "no results"
+    return ("blocked" if request.guarded else "ungrounded"), reason
 
 
 def _tag(exc: BaseException, retrieval_id: str) -> None:
@@ -559,33 +458,44 @@ def _tag(exc: BaseException, retrieval_id: str) -> None:
         exc.retrieval_id = retrieval_id  # type: ignore[attr-defined]
 
 
-def _check_question(question: object) -> None:
-    if not isinstance(question, str):
-        raise InvalidArgument(f"the question must be text (str), not {type(question).__name__}")
-    if not question.strip():
-        raise InvalidArgument("the question is empty")
-    if len(question) > MAX_QUESTION_CHARS:
-        raise InvalidArgument(
-            f"the question is {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,}"
-        )
-
-
-def _skipped(
-    question: str, scope: Scope, debug: dict[str, Any], retrieval_id: str
+def _result(
+    run: _Run,
+    queries: list[str],
+    context: Context,
+    suggestion: tuple[str | None, Any],
 ) -> RetrievalResult:
+    request = run.request
     return RetrievalResult(
-        retrieval_id=retrieval_id,
-        question=question,
+        retrieval_id=run.retrieval_id,
+        question=request.question,
+        context=context.text,
+        citations=context.citations,
+        grounded=bool(context.chunk_ids),
+        guidance=suggestion[0],
+        suggested_scope=suggestion[1],
+        retrieved=True,
+        queries=tuple(queries),
+        scope=request.scope,
+        selected_chunk_ids=context.chunk_ids,
+        debug=run.debug,
+    )
+
+
+def _skipped(run: _Run) -> RetrievalResult:
+    request = run.request
+    return RetrievalResult(
+        retrieval_id=run.retrieval_id,
+        question=request.question,
         context="",
         citations=(),
         grounded=False,
         guidance=None,
         suggested_scope=None,
         retrieved=False,
-        queries=(question,),
-        scope=scope,
+        queries=(request.question,),
+        scope=request.scope,
         selected_chunk_ids=(),
-        debug=debug,
+        debug=run.debug,
     )
 
 

@@ -1,13 +1,24 @@
-"""Hybrid search inside a scope: FTS5 top-k_lexical and vector top-k_vector, fused."""
+"""One query's candidates inside a scope, and hybrid search on top of them.
+
+:meth:`Searcher.candidates` is the one place a query becomes ranked chunk ids: FTS5
+top-``lexical_depth`` ∥ vector top-``vector_depth`` (both scoped in SQL), fused by
+``rag.fusion``. :meth:`Searcher.search` (``Tether.search``) and the retrieval pipeline
+(once per query) both call it.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import statistics
+import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
+
+import numpy as np
 
 from tether.embed import Embedder
 from tether.errors import EmbeddingError
@@ -16,11 +27,12 @@ from tether.retrieve.fts import compile_match
 from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion
 from tether.retrieve.vector import VectorIndex
 from tether.settings import PolicySettings, RagSettings
-from tether.store import Repository
+from tether.store import Store
 
 logger = logging.getLogger("tether.retrieve")
 
 SearchMode = Literal["hybrid", "lexical", "vector"]
+Ranked = list[tuple[int, float]]
 
 
 class SearchResults(list[Hit]):
@@ -32,22 +44,80 @@ class SearchResults(list[Hit]):
         self.debug = debug
 
 
+@dataclasses.dataclass
+class Candidates:
+    """One query's ranked chunk ids: each side's list and the fused one (best first).
+
+    ``method`` is what actually ran (``hybrid``, ``lexical`` or ``vector``: vectors that
+    were asked for but could not run leave ``lexical``, with the reason among the
+    ``degradations``); ``query_vector`` is the query's embedding when vectors ran."""
+
+    lexical: Ranked
+    vector: Ranked
+    fused: Ranked
+    method: str
+    query_vector: np.ndarray | None = None
+    fusion: dict[str, Any] | None = None
+    #: The lexical side's hits by chunk id, read with their ranks in one query (when
+    #: asked for with ``with_text``: chunk ids are not stable across a replace).
+    lexical_hits: dict[int, Hit] | None = None
+    timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    degradations: list[str] = dataclasses.field(default_factory=list)
+
+
 class Searcher:
+    """Scoped candidate search over one store. ``embedder`` may be a callable that makes
+    it on first use (``(embedder or None, why not)``), so that lexical work never loads a
+    model."""
+
     def __init__(
         self,
-        repo: Repository,
+        store: Store,
         rag: RagSettings,
-        embedder: Embedder | None,
+        embedder: Embedder | Callable[[], tuple[Embedder | None, str | None]] | None,
         *,
         embeddings_unavailable: str | None = None,
         policy: PolicySettings | None = None,
     ) -> None:
-        self.repo = repo
+        self.store = store
         self.rag = rag
         self.policy = policy or PolicySettings()
-        self.embedder = embedder
-        self.embeddings_unavailable = embeddings_unavailable
-        self.vectors = VectorIndex(repo, embedder.model) if embedder is not None else None
+        if embedder is None or isinstance(embedder, Embedder):
+            fixed = (embedder, embeddings_unavailable)
+            self._make_embedder: Callable[[], tuple[Embedder | None, str | None]] = lambda: fixed
+        else:
+            self._make_embedder = embedder
+        self._vectors: tuple[Embedder | None, VectorIndex | None, str | None] | None = None
+        self._lock = threading.Lock()
+        self._side_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- the embedder and its vectors, made on first use ----------------------------------
+
+    def _vector_side(self) -> tuple[Embedder | None, VectorIndex | None, str | None]:
+        with self._lock:
+            if self._vectors is None:
+                embedder, unavailable = self._make_embedder()
+                index = VectorIndex(self.store, embedder.model) if embedder else None
+                self._vectors = (embedder, index, unavailable)
+            return self._vectors
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._vector_side()[0]
+
+    @property
+    def vectors(self) -> VectorIndex | None:
+        return self._vector_side()[1]
+
+    @property
+    def embeddings_unavailable(self) -> str | None:
+        return self._vector_side()[2]
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._side_pool = self._side_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def exclusions(self) -> Exclusions:
         """The policy's exclusions as of now (the log cutoff moves with the clock; it is
@@ -59,102 +129,115 @@ class Searcher:
             unverified_urls=policy.exclude_unverified_urls,
         )
 
-    def search(
+    # -- one query's candidates ------------------------------------------------------------
+
+    def candidates(
         self,
         query: str,
         scope: Scope,
-        k: int,
-        mode: SearchMode,
+        *,
+        mode: SearchMode = "hybrid",
+        lexical_depth: int,
+        vector_depth: int,
         filters: Filters | None = None,
-    ) -> SearchResults:
-        exclusions = self.exclusions()
-        timings: dict[str, float] = {}
-        degradations: list[str] = []
-        debug: dict[str, Any] = {"mode": mode, "scope": scope.to_dict(), "k": k}
-        if filters is not None:
-            debug["filters"] = filters.to_dict()
+        exclusions: Exclusions | None = None,
+        with_text: bool = False,
+    ) -> Candidates:
+        """The ranked candidates of ``query`` in ``scope``: the lexical and the vector
+        side run at the same time (when both run and the store allows threads), then
+        are fused. Vectors that cannot run (no embedder, a failed query embedding)
+        degrade to lexical, recorded in ``degradations``. ``with_text`` reads the
+        lexical side's hits with its ranking, in one query."""
+        exclusions = exclusions if exclusions is not None else self.exclusions()
+        found = Candidates(lexical=[], vector=[], fused=[], method="lexical")
+        wants_vectors = mode in ("hybrid", "vector") and bool(query.strip())
+        wants_lexical = mode != "vector"
+        lexical_future = None
+        both = wants_lexical and wants_vectors and self.vectors is not None
+        if both and self.store.cross_thread:
+            lexical_future = self._pool().submit(
+                self._lexical, query, scope, lexical_depth, filters, exclusions, found, with_text
+            )
+        if wants_vectors:
+            self._vector(query, scope, vector_depth, filters, exclusions, found)
+        if lexical_future is not None:
+            lexical_future.result()
+        elif wants_lexical or found.method != "vector":
+            # Vector mode without vectors falls back to the lexical side.
+            self._lexical(query, scope, lexical_depth, filters, exclusions, found, with_text)
+        self._fuse_sides(mode, found)
+        return found
 
-        vector_hits: list[tuple[int, float]] = []
-        use_vectors = mode in ("hybrid", "vector")
-        if use_vectors and (self.embedder is None or self.vectors is None):
-            degradations.append(self.embeddings_unavailable or "no embedder configured")
-            use_vectors = False
-        if use_vectors:
-            assert self.embedder is not None and self.vectors is not None
-            try:
-                started = time.perf_counter()
-                query_vector = self.embedder.embed_query(query) if query.strip() else None
-                timings["embed_query"] = _ms(started)
-                started = time.perf_counter()
-                depth = max(k, self.rag.k_vector) if mode == "hybrid" else k
-                if query_vector is not None:
-                    vector_hits = self.vectors.search(
-                        scope, query_vector, depth, filters, exclusions
-                    )
-                timings["vector"] = _ms(started)
-            except EmbeddingError as exc:
-                degradations.append(f"query embedding failed, lexical only: {exc}")
-                logger.warning("query embedding failed, lexical only: %s", exc)
-                use_vectors = False
-
-        # Lexical-only (asked for, or vectors unavailable): the top k hits, directly.
-        # Hybrid: a deep list of (chunk id, bm25) for fusion; text is read for the winners.
-        lexical_hits: list[Hit] = []
-        lexical_scores: list[tuple[int, float]] = []
-        if mode != "vector" or not use_vectors:
-            started = time.perf_counter()
-            match = compile_match(query)
-            if match and use_vectors:
-                depth = max(k, self.rag.k_lexical)
-                lexical_scores = self.repo.search_lexical_scores(
-                    scope, match, depth, filters, exclusions
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._side_pool is None:
+                self._side_pool = concurrent.futures.ThreadPoolExecutor(
+                    4, thread_name_prefix="tether-lexical"
                 )
-            elif match:
-                lexical_hits = self.repo.search_lexical(scope, match, k, filters, exclusions)
-                lexical_scores = [(h.chunk_id, h.score) for h in lexical_hits]
-            timings["lexical"] = _ms(started)
+            return self._side_pool
 
-        started = time.perf_counter()
-        fusion: dict[str, Any] | None = None
-        if not use_vectors:
-            hits = lexical_hits
-        elif mode == "vector":
-            hits = self.hits(vector_hits[:k])
-        else:
-            fused, fusion = self.fuse(lexical_scores, vector_hits)
-            hits = self.hits(fused[:k])
-        timings["fuse"] = _ms(started)
-
-        debug.update(
-            method="hybrid"
-            if use_vectors and mode == "hybrid"
-            else ("vector" if use_vectors else "lexical"),
-            candidates={"lexical": len(lexical_scores), "vector": len(vector_hits)},
-            returned=len(hits),
-            fusion=fusion,
-            timings_ms=timings,
-            degradations=degradations,
-            ranks=_ranks(hits, lexical_scores, vector_hits),
-        )
-        return SearchResults(hits, debug)
-
-    def lexical_candidates(
+    def _lexical(
         self,
         query: str,
         scope: Scope,
         depth: int,
-        filters: Filters | None = None,
-        exclusions: Exclusions | None = None,
-    ) -> list[tuple[int, float]]:
-        """``(chunk_id, bm25)`` of the ``depth`` best FTS5 matches in ``scope``."""
+        filters: Filters | None,
+        exclusions: Exclusions,
+        found: Candidates,
+        with_text: bool = False,
+    ) -> None:
+        started = time.perf_counter()
         match = compile_match(query)
-        if not match:
-            return []
-        return self.repo.search_lexical_scores(scope, match, depth, filters, exclusions)
+        if match and with_text:
+            hits = self.store.search_lexical(scope, match, depth, filters, exclusions)
+            found.lexical = [(h.chunk_id, h.score) for h in hits]
+            found.lexical_hits = {h.chunk_id: h for h in hits}
+        elif match:
+            found.lexical = self.store.search_lexical_scores(
+                scope, match, depth, filters, exclusions
+            )
+        found.timings_ms["lexical"] = _ms(started)
 
-    def fuse(
-        self, lexical: list[tuple[int, float]], vector: list[tuple[int, float]]
-    ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    def _vector(
+        self,
+        query: str,
+        scope: Scope,
+        depth: int,
+        filters: Filters | None,
+        exclusions: Exclusions,
+        found: Candidates,
+    ) -> None:
+        embedder, vectors, unavailable = self._vector_side()
+        if embedder is None or vectors is None:
+            found.degradations.append(f"lexical only: {unavailable or 'no embedder configured'}")
+            return
+        try:
+            started = time.perf_counter()
+            query_vector = embedder.embed_query(query)
+            found.timings_ms["embed_query"] = _ms(started)
+            started = time.perf_counter()
+            found.vector = vectors.search(scope, query_vector, depth, filters, exclusions)
+            found.timings_ms["vector"] = _ms(started)
+        except EmbeddingError as exc:
+            found.degradations.append(f"query embedding failed, lexical only: {exc}")
+            logger.warning("query embedding failed, lexical only: %s", exc)
+            found.vector = []
+            return
+        found.query_vector = query_vector
+        found.method = "vector"
+
+    def _fuse_sides(self, mode: SearchMode, found: Candidates) -> None:
+        started = time.perf_counter()
+        if found.query_vector is None:
+            found.method, found.fused = "lexical", found.lexical
+        elif mode == "vector":
+            found.fused = found.vector
+        else:
+            found.method = "hybrid"
+            found.fused, found.fusion = self.fuse(found.lexical, found.vector)
+        found.timings_ms["fuse"] = _ms(started)
+
+    def fuse(self, lexical: Ranked, vector: Ranked) -> tuple[Ranked, dict[str, Any]]:
         """One query's lexical and vector lists fused by ``rag.fusion``, and its debug."""
         weights = [self.rag.lexical_weight, self.rag.vector_weight]
         if self.rag.fusion == "rrf":
@@ -172,9 +255,51 @@ class Searcher:
             "vector": _moments([s for _, s in vector]),
         }
 
-    def hits(self, scored: list[tuple[int, float]]) -> list[Hit]:
+    # -- search: the top k of one query, as hits ---------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        scope: Scope,
+        k: int,
+        mode: SearchMode,
+        filters: Filters | None = None,
+    ) -> SearchResults:
+        """The ``k`` best hits: in hybrid mode from ``max(k, rag.k_lexical)`` lexical and
+        ``max(k, rag.k_vector)`` vector candidates; one side alone gives its top ``k``."""
+        hybrid = mode == "hybrid" and self.vectors is not None
+        found = self.candidates(
+            query,
+            scope,
+            mode=mode,
+            lexical_depth=max(k, self.rag.k_lexical) if hybrid else k,
+            vector_depth=max(k, self.rag.k_vector) if hybrid else k,
+            filters=filters,
+            with_text=not hybrid,
+        )
+        started = time.perf_counter()
+        if found.method == "lexical" and found.lexical_hits is not None:
+            hits = [found.lexical_hits[cid] for cid, _ in found.fused[:k]]
+        else:
+            hits = self.hits(found.fused[:k])
+        found.timings_ms["hits"] = _ms(started)
+        debug: dict[str, Any] = {"mode": mode, "scope": scope.to_dict(), "k": k}
+        if filters is not None:
+            debug["filters"] = filters.to_dict()
+        debug.update(
+            method=found.method,
+            candidates={"lexical": len(found.lexical), "vector": len(found.vector)},
+            returned=len(hits),
+            fusion=found.fusion,
+            timings_ms=found.timings_ms,
+            degradations=found.degradations,
+            ranks=_ranks(hits, found.lexical, found.vector),
+        )
+        return SearchResults(hits, debug)
+
+    def hits(self, scored: Ranked) -> list[Hit]:
         """Hits for ``(chunk_id, score)`` pairs, in order, with those scores."""
-        found = self.repo.hits_for_chunks([cid for cid, _ in scored])
+        found = self.store.hits_for_chunks([cid for cid, _ in scored])
         # A chunk deleted between the queries is simply dropped.
         return [
             dataclasses.replace(found[cid], score=score) for cid, score in scored if cid in found
@@ -189,9 +314,7 @@ def _moments(scores: list[float]) -> dict[str, float] | None:
     return {"mean": round(mean, 6), "std": round(statistics.pstdev(scores, mean), 6)}
 
 
-def _ranks(
-    hits: list[Hit], lexical: list[tuple[int, float]], vector: list[tuple[int, float]]
-) -> dict[int, dict[str, float]]:
+def _ranks(hits: list[Hit], lexical: Ranked, vector: Ranked) -> dict[int, dict[str, float]]:
     """For each returned chunk: its rank and raw score in each list it was in."""
     returned = {h.chunk_id for h in hits}
     ranks: dict[int, dict[str, float]] = {cid: {} for cid in returned}

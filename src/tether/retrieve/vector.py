@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tether.errors import EmbeddingError
+from tether.errors import StoredVectorsInvalid
 from tether.models import Exclusions, Filters, Scope
-from tether.store import Repository
+from tether.store import Store
 
 # Above this many disjoint row ranges one gather (a copy) beats many small products.
 _MAX_SLICES = 256
@@ -42,8 +42,8 @@ class _Matrix:
 class VectorIndex:
     """In-memory vectors of ``model`` over one store; safe to share between threads."""
 
-    def __init__(self, repo: Repository, model: str) -> None:
-        self.repo = repo
+    def __init__(self, store: Store, model: str) -> None:
+        self.store = store
         self.model = model
         self._matrix: _Matrix | None = None
         self._scope_memo: dict[
@@ -65,7 +65,7 @@ class VectorIndex:
     ) -> list[tuple[int, float]]:
         """``(chunk_id, cosine)`` of the ``k`` nearest in-scope vectors, best first; the
         scope's documents (with its tag filters and exclusions) come from SQL."""
-        counters = self.repo.change_counters()
+        counters = self.store.change_counters()
         matrix = self._current(counters["embeddings"])
         if matrix.vectors.shape[0] == 0:
             return []
@@ -88,7 +88,7 @@ class VectorIndex:
 
         For chunks found by another method (lexical, another query), so that every
         candidate can be judged against the same question."""
-        matrix = self._current(self.repo.change_counters()["embeddings"])
+        matrix = self._current(self.store.change_counters()["embeddings"])
         if matrix.vectors.shape[0] == 0 or not chunk_ids:
             return {}
         if query.shape != (matrix.vectors.shape[1],):
@@ -115,17 +115,17 @@ class VectorIndex:
             return self._matrix
 
     def _load(self, version: int) -> _Matrix:
-        snapshot = self.repo.load_vectors(self.model)
+        snapshot = self.store.load_vectors(self.model)
         rows = snapshot.rows
         if not rows:
             return _Matrix(version, np.zeros((0, 0), np.float32), np.zeros(0, np.int64), {})
         dims = rows[0][1]
         bad = next((r for r in rows if r[1] != dims or len(r[2]) != 4 * dims), None)
         if bad is not None:
-            raise EmbeddingError(
+            raise StoredVectorsInvalid(
                 f"stored {self.model!r} vector of chunk {bad[0]} has {len(bad[2])} bytes and"
-                f" dims {bad[1]}, expected {4 * dims} bytes and dims {dims}; run"
-                " `tether reembed` after deleting the model's vectors"
+                f" dims {bad[1]}, expected {4 * dims} bytes and dims {dims}; delete the"
+                " model's vectors and re-embed (Tether.reembed)"
             )
         # Fill the matrix a slice at a time (no second full copy of the raw bytes), then
         # lay the rows out by workspace and document with one gather.
@@ -159,7 +159,7 @@ class VectorIndex:
         if memo is not None and memo[:2] == (matrix.version, documents_version):
             return memo[2], memo[3]
         spans = sorted(
-            matrix.ranges[d] for d in self.repo.scope_document_ids(*key) if d in matrix.ranges
+            matrix.ranges[d] for d in self.store.scope_document_ids(*key) if d in matrix.ranges
         )
         starts: list[int] = []
         ends: list[int] = []

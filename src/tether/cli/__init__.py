@@ -1,0 +1,61 @@
+"""The ``tether`` command: a thin shell. Parse, make one library call, print, map errors.
+
+The commands live by concern (``_index``, ``_search``, ``_docs``, ``_sessions``, ``_log``,
+``_eval``) and share ``_shell``; this module registers them in the order ``--help``
+lists them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from tether.cli import _docs, _eval, _index, _log, _search, _sessions
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    help="tether: scoped, cited retrieval over your documents, in one SQLite file.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+docs_app = typer.Typer(help="List, inspect and remove documents.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="Create and close sessions; attach and detach documents.", no_args_is_help=True
+)
+app.add_typer(docs_app, name="docs")
+app.add_typer(sessions_app, name="sessions")
+
+app.command()(_index.add)
+app.command()(_search.search)
+app.command()(_search.context)
+app.command()(_index.cleanup)
+app.command()(_index.scan)
+app.command()(_index.watch)
+app.command()(_index.status)
+app.command("log")(_log.log_)
+app.command()(_index.reembed)
+app.command("eval")(_eval.eval_)
+
+docs_app.command("list")(_docs.docs_list)
+docs_app.command("show")(_docs.docs_show)
+docs_app.command("rm")(_docs.docs_rm)
+docs_app.command("approve")(_docs.docs_approve)
+
+sessions_app.command("list")(_sessions.sessions_list)
+sessions_app.command("create")(_sessions.sessions_create)
+sessions_app.command("close")(_sessions.sessions_close)
+sessions_app.command("attach")(_sessions.sessions_attach)
+sessions_app.command("detach")(_sessions.sessions_detach)
+
+
+@app.callback()
+def _quiet_parsers() -> None:
+    # pypdf logs each defect of a malformed PDF; the file's typed error already says it.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+
+def main() -> None:
+    app()

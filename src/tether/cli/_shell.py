@@ -1,0 +1,160 @@
+"""What every command shares: the consoles, the common options, opening the store, and
+the one place where library errors become a line on stderr with the command to run next."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from tether import (
+    DocumentNotFound,
+    SessionNotFound,
+    Settings,
+    StoredVectorsInvalid,
+    Tether,
+    TetherError,
+    WorkspaceNotFound,
+)
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="SQLite file to use (default: $TETHER_DB, then `db` in tether.toml, then tether.db).",
+        show_default=False,
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="TOML settings file (default: $TETHER_CONFIG or ./tether.toml).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, see README).")]
+WorkspaceOption = Annotated[
+    str | None, typer.Option("--workspace", "-w", help="Workspace id.", show_default=False)
+]
+ScopeOption = Annotated[
+    Literal["session", "workspace", "global"] | None,
+    typer.Option("--scope", help="Where to look (default: rag.scope).", show_default=False),
+]
+SessionOption = Annotated[
+    str | None, typer.Option("--session", "-s", help="Session id.", show_default=False)
+]
+
+T = TypeVar("T")
+
+# The library says what went wrong; the shell adds which command puts it right.
+_COMMAND_HINTS: dict[type[TetherError], str] = {
+    DocumentNotFound: "list them with `tether docs list`",
+    SessionNotFound: (
+        "create it with `tether sessions create`, or pass --session when adding a document"
+    ),
+    WorkspaceNotFound: "create it by adding a document with --workspace",
+    StoredVectorsInvalid: "run `tether reembed` after deleting the model's vectors",
+}
+
+
+def error_message(exc: TetherError) -> str:
+    """The library's message, then the hint of the nearest error class that has one."""
+    hint = next((_COMMAND_HINTS[c] for c in type(exc).__mro__ if c in _COMMAND_HINTS), None)
+    return str(exc) if hint is None else f"{exc}; {hint}"
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code) from None
+
+
+@contextmanager
+def open_tether(db: Path | None, config: Path | None, **overrides: Any) -> Iterator[Tether]:
+    """Open the store; map library errors to a one-line message and exit code 1."""
+    try:
+        if db is not None:
+            overrides["db"] = str(db)
+        with Tether(settings=Settings.load(config, **overrides)) as tether:
+            yield tether
+    except TetherError as exc:
+        fail(error_message(exc))
+
+
+def call_tether(db: Path | None, config: Path | None, call: Callable[[Tether], T]) -> T:
+    with open_tether(db, config) as tether:
+        return call(tether)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def print_listing(
+    key: str,
+    records: Sequence[Any],
+    table: Callable[[Any], Table],
+    *,
+    empty: str,
+    as_json: bool,
+) -> None:
+    """Records as ``{key: [record.to_dict(), ...]}``, else as a table, else ``empty``."""
+    if as_json:
+        print_json({key: [record.to_dict() for record in records]})
+    elif records:
+        out.print(table(records))
+    else:
+        out.print(empty)
+
+
+def folded_table(*columns: str) -> Table:
+    """A table whose long cells wrap inside their column instead of being cut."""
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def cells(*values: str) -> list[Text]:
+    """Table cells shown as they are: a title like ``[red] notes`` is text, not markup."""
+    return [Text(value) for value in values]
+
+
+def place(*parts: str | int | None) -> str:
+    """Where something is (section · page · file), leaving out the parts it lacks."""
+    return " · ".join(str(part) for part in parts if part)
+
+
+def short_time(iso: str) -> str:
+    return iso[:19].replace("T", " ")
+
+
+def progress_bar(text: str = "{task.description}", *, disable: bool = False) -> Progress:
+    """A transient bar on stderr, shown only on a terminal."""
+    return Progress(
+        TextColumn(text),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=disable or not err.is_terminal,
+    )
+
+
+def print_degradations(debug: dict[str, Any]) -> None:
+    for degradation in debug["degradations"]:
+        err.print(f"[yellow]note:[/] {escape(str(degradation))}", highlight=False)

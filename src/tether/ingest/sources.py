@@ -1,0 +1,128 @@
+"""What can be indexed: paths and texts, checked when they are handed over.
+
+:func:`coerce_sources` turns what a caller gave (a path, a :class:`TextSource`, or an
+iterable of them) into a list of sources, raising :class:`~tether.errors.InvalidArgument`
+at once for anything else; :func:`smallest_first` is the order indexing runs in, so the
+first results (and progress) come sooner.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.errors import InvalidArgument
+from tether.models import Tags
+
+TEXT_MIMES = ("text/plain", "text/markdown")
+
+
+@dataclass(frozen=True)
+class PathSource:
+    """A file to index, with the tags, status and metadata its document gets."""
+
+    path: str | Path
+    tags: Tags | Mapping[str, Any] | None = None
+    status: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """A text to index. ``document_id`` or ``source`` (a stable key such as
+    ``"artifact:42"``) identify it across re-indexes; without either, identical text in
+    the same workspace is the same document."""
+
+    text: str
+    title: str
+    mime: str = "text/plain"
+    document_id: str | None = None
+    source: str | None = None
+    metadata: dict[str, Any] | None = None
+    tags: Tags | Mapping[str, Any] | None = None
+    status: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.title
+
+
+Source = PathSource | TextSource
+
+
+def text_source(
+    text: object,
+    *,
+    title: str | None,
+    mime: str,
+    document_id: str | None,
+    source: str | None,
+    metadata: dict[str, Any] | None,
+    tags: Tags | Mapping[str, Any] | None,
+    status: str | None,
+) -> TextSource:
+    """The :class:`TextSource` of ``add(text=...)``, its arguments checked."""
+    if not isinstance(text, str):
+        raise InvalidArgument(f"text must be str, not {type(text).__name__}")
+    if mime not in TEXT_MIMES:
+        raise InvalidArgument(f"mime must be one of {TEXT_MIMES}, not {mime!r}")
+    return TextSource(
+        text,
+        title or source or document_id or "Untitled",
+        mime=mime,
+        document_id=document_id,
+        source=source,
+        metadata=metadata,
+        tags=tags,
+        status=status,
+    )
+
+
+def coerce_sources(
+    sources: object, tags: Tags | Mapping[str, Any] | None = None, status: str | None = None
+) -> list[Source]:
+    """The sources of an add or submit, checked now: paths, TextSources or PathSources.
+    ``tags`` and ``status`` go to every plain path."""
+    single = str | os.PathLike | TextSource | PathSource
+    if isinstance(sources, single):
+        many: list[Any] = [sources]
+    elif isinstance(sources, Iterable) and not isinstance(sources, bytes):
+        many = list(sources)
+    else:
+        raise InvalidArgument(
+            f"sources must be a path, a TextSource or a list of them, not {type(sources).__name__}"
+        )
+    items: list[Source] = []
+    for source in many:
+        if isinstance(source, TextSource | PathSource):
+            items.append(source)
+        elif isinstance(source, str | os.PathLike):
+            items.append(PathSource(source, tags=tags, status=status))
+        else:
+            raise InvalidArgument(
+                f"a source must be a path or a TextSource, not {type(source).__name__}"
+                f" ({source!r:.60})"
+            )
+    return items
+
+
+def smallest_first(items: list[Source]) -> list[int]:
+    """The positions of ``items``, smallest source first (texts by length, files by size;
+    an unreadable file counts as empty, so it fails fast, first)."""
+    return sorted(range(len(items)), key=lambda i: _size(items[i]))
+
+
+def _size(item: Source) -> int:
+    if isinstance(item, TextSource):
+        return len(item.text)
+    try:
+        return os.path.getsize(item.path)
+    except OSError:
+        return 0

@@ -1,0 +1,172 @@
+"""Documents and their chunks: reads, the all-or-nothing writes, tags and status."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from tether.errors import DocumentNotFound
+from tether.models import Document, Tags
+from tether.store import _rows
+from tether.store._common import SQLiteMixin
+from tether.store.records import ChunkVectors, NewChunk, NewDocument, StoredChunk, utcnow
+from tether.store.sql import find_document_sql, list_documents_sql
+
+_INSERT_DOCUMENT = (
+    "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
+    " mime, content_hash, file_size, metadata, created_at, indexed_at,"
+    " project_id, domain, version, last_verified, status, chunking)"
+    " VALUES (:id, :workspace_id, :title, :source_path, :source_type, :mime,"
+    " :content_hash, :file_size, :metadata, :now, :now,"
+    " :project_id, :domain, :version, :last_verified, :status, :chunking)"
+)
+_UPDATE_DOCUMENT = (
+    "UPDATE rag_documents SET title = :title, source_path = :source_path,"
+    " source_type = :source_type, mime = :mime, content_hash = :content_hash,"
+    " file_size = :file_size, metadata = :metadata, indexed_at = :now,"
+    " project_id = :project_id, domain = :domain, version = :version,"
+    " last_verified = :last_verified, status = :status, chunking = :chunking"
+    " WHERE id = :id"
+)
+_INSERT_CHUNK = (
+    "INSERT INTO rag_chunks (document_id, ordinal, content, section_title,"
+    " token_count, char_start, char_end, page, content_hash)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _document_params(document: NewDocument) -> dict[str, Any]:
+    return {
+        **{name: getattr(document, name) for name in NewDocument.__dataclass_fields__},
+        "metadata": json.dumps(document.metadata, sort_keys=True),
+        "now": utcnow(),
+    }
+
+
+def _insert_chunks(
+    conn: sqlite3.Connection,
+    document_id: str,
+    chunks: Sequence[NewChunk],
+    vectors: ChunkVectors | None,
+) -> None:
+    """Chunks (and, by trigger, their FTS rows) and their vectors, in the caller's
+    transaction."""
+    if vectors is not None and len(vectors.blobs) != len(chunks):
+        raise ValueError(f"{len(vectors.blobs)} vectors for {len(chunks)} chunks")
+    ids = []
+    for c in chunks:
+        cur = conn.execute(
+            _INSERT_CHUNK,
+            (document_id, c.ordinal, c.content, c.section_title, c.token_count,
+             c.char_start, c.char_end, c.page, c.content_hash),
+        )  # fmt: skip
+        ids.append(cur.lastrowid)
+    if vectors is not None:
+        conn.executemany(
+            "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, ?, ?, ?)",
+            [
+                (i, vectors.model, vectors.dims, blob)
+                for i, blob in zip(ids, vectors.blobs, strict=True)
+            ],
+        )
+
+
+class DocumentsMixin(SQLiteMixin):
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_document(self, document_id: str) -> Document:
+        row = self._select_one(
+            f"SELECT {_rows.DOCUMENT_COLUMNS} FROM rag_documents d WHERE d.id = ?", (document_id,)
+        )
+        if row is None:
+            raise DocumentNotFound(document_id)
+        return _rows.document(row)
+
+    def find_document(
+        self,
+        *,
+        workspace_id: str,
+        document_id: str | None = None,
+        source_path: str | None = None,
+        content_hash: str | None = None,
+    ) -> Document | None:
+        query = find_document_sql(
+            workspace_id=workspace_id,
+            document_id=document_id,
+            source_path=source_path,
+            content_hash=content_hash,
+        )
+        if query is None:
+            return None
+        row = self._select_one(*query)
+        return None if row is None else _rows.document(row)
+
+    def list_documents(
+        self, *, workspace_id: str | None = None, session_id: str | None = None
+    ) -> list[Document]:
+        rows = self._select(*list_documents_sql(workspace_id=workspace_id, session_id=session_id))
+        return [_rows.document(row) for row in rows]
+
+    def chunks_of(self, document_id: str) -> list[StoredChunk]:
+        rows = self._select(
+            "SELECT id, document_id, ordinal, content, section_title, token_count,"
+            " char_start, char_end, page, content_hash FROM rag_chunks"
+            " WHERE document_id = ? ORDER BY ordinal",
+            (document_id,),
+        )
+        return [StoredChunk(*row) for row in rows]
+
+    # -- writes --------------------------------------------------------------------------
+
+    def insert_document(
+        self,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None = None,
+    ) -> None:
+        with self.db.write() as conn:
+            conn.execute(_INSERT_DOCUMENT, _document_params(document))
+            _insert_chunks(conn, document.id, chunks, vectors)
+
+    def replace_document(
+        self,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None = None,
+    ) -> None:
+        with self.db.write() as conn:
+            cur = conn.execute(_UPDATE_DOCUMENT, _document_params(document))
+            if cur.rowcount == 0:
+                raise DocumentNotFound(document.id)
+            # Chunks go by cascade with their FTS rows (trigger) and embeddings (FK).
+            conn.execute("DELETE FROM rag_chunks WHERE document_id = ?", (document.id,))
+            _insert_chunks(conn, document.id, chunks, vectors)
+
+    def delete_document(self, document_id: str) -> None:
+        self._update_document("DELETE FROM rag_documents WHERE id = ?", (document_id,))
+
+    def set_tags_and_status(
+        self, document_id: str, tags: Tags | None, status: str, *, title: str | None = None
+    ) -> None:
+        t = tags or Tags()
+        self._update_document(
+            "UPDATE rag_documents SET source_type = ?, project_id = ?, domain = ?,"
+            " version = ?, last_verified = ?, status = ?, title = coalesce(?, title)"
+            " WHERE id = ?",
+            (t.source_type, t.project_id, t.domain, t.version, t.last_verified, status,
+             title, document_id),
+        )  # fmt: skip
+
+    def set_status(self, document_id: str, status: str) -> None:
+        self._update_document(
+            "UPDATE rag_documents SET status = ? WHERE id = ?", (status, document_id)
+        )
+
+    def _update_document(self, sql: str, params: Sequence[Any]) -> None:
+        """Run one statement on one document (whose id is the last parameter); raise
+        ``DocumentNotFound`` when it touched no row."""
+        with self.db.write() as conn:
+            if conn.execute(sql, params).rowcount == 0:
+                raise DocumentNotFound(params[-1])

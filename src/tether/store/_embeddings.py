@@ -1,0 +1,66 @@
+"""Embeddings (the vector cache by content hash, the snapshot for the vector index) and
+the change counters that tell readers when their caches are stale."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from tether.store._common import SQLiteMixin
+from tether.store.records import VectorSnapshot
+from tether.store.sql import vectors_for_hashes_sql
+
+
+class EmbeddingsMixin(SQLiteMixin):
+    def vectors_for_hashes(self, model: str, hashes: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        wanted = list(dict.fromkeys(hashes))
+        rows = self._select_in_batches(wanted, lambda batch: vectors_for_hashes_sql(model, batch))
+        return {content_hash: (dims, blob) for content_hash, dims, blob in rows}
+
+    def insert_embeddings(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        with self.db.write() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO rag_embeddings (chunk_id, model, dims, vector)"
+                " VALUES (?, ?, ?, ?)",
+                [(chunk_id, model, dims, blob) for chunk_id, dims, blob in rows],
+            )
+
+    def documents_missing_embeddings(self, model: str) -> list[str]:
+        rows = self._select(
+            "SELECT DISTINCT c.document_id FROM rag_chunks c"
+            " LEFT JOIN rag_embeddings e ON e.chunk_id = c.id AND e.model = ?"
+            " WHERE e.chunk_id IS NULL ORDER BY c.document_id",
+            (model,),
+        )
+        return [r[0] for r in rows]
+
+    def embedding_counts(self) -> dict[str, int]:
+        return dict(self._select("SELECT model, count(*) FROM rag_embeddings GROUP BY model"))
+
+    def load_vectors(self, model: str) -> VectorSnapshot:
+        # The vectors are read in key order with no join or sort (sorting 1.5 kB rows is
+        # what made a naive query slow); only the narrow (chunk, document) rows are sorted.
+        with self.db.read() as conn:
+            count = conn.execute(
+                "SELECT count(*) FROM rag_embeddings WHERE model = ?", (model,)
+            ).fetchone()[0]
+            cursor = conn.execute(
+                "SELECT chunk_id, dims, vector FROM rag_embeddings WHERE model = ?"
+                " ORDER BY chunk_id",
+                (model,),
+            )
+            rows: list[tuple[int, int, bytes]] = []
+            while batch := cursor.fetchmany(20_000):
+                rows.extend(batch)
+            order = conn.execute(
+                "SELECT c.id, c.document_id FROM rag_chunks c"
+                " JOIN rag_documents d ON d.id = c.document_id"
+                " WHERE c.id IN (SELECT chunk_id FROM rag_embeddings WHERE model = ?)"
+                " ORDER BY d.workspace_id, c.document_id, c.id",
+                (model,),
+            ).fetchall()
+        assert len(rows) == count
+        return VectorSnapshot(rows=rows, layout=order)
+
+    def change_counters(self) -> dict[str, int]:
+        # Triggers bump them on every change, FK cascades included (migration 3).
+        return dict(self._select("SELECT key, value FROM rag_state"))

@@ -1,0 +1,147 @@
+"""Workspaces, sessions, their documents' attachments, and closing sessions."""
+
+from __future__ import annotations
+
+from tether.errors import ScopeError, SessionNotFound, WorkspaceNotFound
+from tether.models import GLOBAL_WORKSPACE, Document, Scope, Session, Workspace
+from tether.store import _rows
+from tether.store._common import SQLiteMixin
+from tether.store.records import utcnow
+from tether.store.sql import list_sessions_sql
+
+# ChatPDF documents of a closed session that nothing else uses any more.
+_MARK_STALE = (
+    "UPDATE rag_documents SET stale_at = ? WHERE stale_at IS NULL"
+    " AND json_extract(metadata, '$.origin') = 'chatpdf'"
+    # A file of a watched library folder is the library's, not the chat's.
+    " AND NOT EXISTS (SELECT 1 FROM rag_index_registry r"
+    "   WHERE r.document_id = rag_documents.id)"
+    " AND id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM rag_document_sessions ds"
+    "   JOIN sessions s ON s.id = ds.session_id"
+    "   WHERE ds.document_id = rag_documents.id AND s.closed_at IS NULL)"
+    " RETURNING id"
+)
+
+
+class SessionsMixin(SQLiteMixin):
+    # -- workspaces ----------------------------------------------------------------------
+
+    def ensure_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (workspace_id, name or workspace_id, utcnow()),
+            )
+            if name is not None:
+                conn.execute("UPDATE workspaces SET name = ? WHERE id = ?", (name, workspace_id))
+        return self.get_workspace(workspace_id)
+
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        row = self._select_one(
+            "SELECT id, name, created_at FROM workspaces WHERE id = ?", (workspace_id,)
+        )
+        if row is None:
+            raise WorkspaceNotFound(workspace_id)
+        return Workspace(*row)
+
+    def list_workspaces(self) -> list[Workspace]:
+        rows = self._select("SELECT id, name, created_at FROM workspaces ORDER BY id")
+        return [Workspace(*row) for row in rows]
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def ensure_session(self, session_id: str, workspace_id: str) -> Session:
+        with self.db.write() as conn:
+            row = conn.execute(
+                "SELECT workspace_id FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                self.ensure_workspace(workspace_id)
+                conn.execute(
+                    "INSERT INTO sessions (id, workspace_id, created_at) VALUES (?, ?, ?)",
+                    (session_id, workspace_id, utcnow()),
+                )
+            elif row[0] != workspace_id:
+                raise ScopeError(
+                    f"session {session_id!r} belongs to workspace {row[0]!r}, not {workspace_id!r}"
+                )
+        return self.get_session(session_id)
+
+    def get_session(self, session_id: str) -> Session:
+        row = self._select_one(
+            "SELECT id, workspace_id, created_at, closed_at FROM sessions WHERE id = ?",
+            (session_id,),
+        )
+        if row is None:
+            raise SessionNotFound(session_id)
+        return Session(*row)
+
+    def find_session(self, session_id: str) -> Session | None:
+        try:
+            return self.get_session(session_id)
+        except SessionNotFound:
+            return None
+
+    def scope_exists(self, scope: Scope) -> bool:
+        table = {"session": "sessions", "workspace": "workspaces"}.get(scope.kind)
+        if table is None:
+            return True
+        return self._select_one(f"SELECT 1 FROM {table} WHERE id = ?", (scope.id,)) is not None
+
+    def list_sessions(self, workspace_id: str | None = None) -> list[Session]:
+        return [Session(*row) for row in self._select(*list_sessions_sql(workspace_id))]
+
+    def close_session(self, session_id: str) -> tuple[Session, list[str]]:
+        now = utcnow()
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET closed_at = coalesce(closed_at, ?) WHERE id = ?",
+                (now, session_id),
+            )
+            if cur.rowcount == 0:
+                raise SessionNotFound(session_id)
+            rows = conn.execute(_MARK_STALE, (now, session_id)).fetchall()
+        return self.get_session(session_id), sorted(r[0] for r in rows)
+
+    def stale_documents(self, cutoff: str) -> list[Document]:
+        rows = self._select(
+            f"SELECT {_rows.DOCUMENT_COLUMNS} FROM rag_documents d"
+            " WHERE d.stale_at IS NOT NULL AND d.stale_at <= ? ORDER BY d.stale_at, d.id",
+            (cutoff,),
+        )
+        return [_rows.document(row) for row in rows]
+
+    # -- attachments ---------------------------------------------------------------------
+
+    def attach_document_to_session(self, document_id: str, session_id: str) -> bool:
+        with self.db.write() as conn:
+            document = self.get_document(document_id)
+            session = self.get_session(session_id)
+            if document.workspace_id not in (session.workspace_id, GLOBAL_WORKSPACE):
+                raise ScopeError(
+                    f"document {document_id!r} is in workspace {document.workspace_id!r};"
+                    f" session {session_id!r} is in {session.workspace_id!r}. A session can"
+                    " only attach documents of its own workspace or of the global library."
+                )
+            cur = conn.execute(
+                "INSERT INTO rag_document_sessions (document_id, session_id, created_at)"
+                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (document_id, session_id, utcnow()),
+            )
+            if session.closed_at is None:  # in use again: no longer stale
+                conn.execute(
+                    "UPDATE rag_documents SET stale_at = NULL WHERE id = ?", (document_id,)
+                )
+            return cur.rowcount > 0
+
+    def detach_document_from_session(self, document_id: str, session_id: str) -> bool:
+        with self.db.write() as conn:
+            self.get_document(document_id)
+            self.get_session(session_id)
+            cur = conn.execute(
+                "DELETE FROM rag_document_sessions WHERE document_id = ? AND session_id = ?",
+                (document_id, session_id),
+            )
+            return cur.rowcount > 0

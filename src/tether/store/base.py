@@ -1,0 +1,330 @@
+"""The backend interface: what tether asks of a store, and what a store promises.
+
+:class:`Store` is written against the records of :mod:`tether.store.records` and the
+models of :mod:`tether.models`; ``tests/test_store_contract.py`` is its conformance
+suite, run against every backend.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from tether.models import (
+    Document,
+    Exclusions,
+    Filters,
+    Hit,
+    Scope,
+    Session,
+    Tags,
+    Workspace,
+)
+from tether.store.records import (
+    AuditEntry,
+    CandidateRow,
+    ChunkVectors,
+    NewChunk,
+    NewDocument,
+    RegistryEntry,
+    StoredChunk,
+    VectorSnapshot,
+)
+
+
+class Store(ABC):
+    """Documents, chunks, sessions, embeddings, the library registry and the audit log.
+
+    **The scope invariant.** A scoped read — the lexical candidates
+    (:meth:`search_lexical`, :meth:`search_lexical_scores`) and the document set a vector
+    scan may read (:meth:`scope_document_ids`) — carries its scope (the documents
+    attached to the session, the documents of the workspace, or those of the ``GLOBAL``
+    workspace), its tag :class:`~tether.models.Filters` and the policy's
+    :class:`~tether.models.Exclusions` in the query itself. They are never a filter
+    applied in Python after ranking. Top-k inside a scope is therefore exact, and filled
+    whenever the scope has k matches, however many better matches lie outside it. Only
+    documents with ``status = 'active'`` are ever searched.
+
+    **Atomicity.** Each writing method is atomic on its own. A document's chunks, their
+    search-index rows and their embeddings change together: a reader sees the old
+    version or the new one, never a mix, and a failed write leaves what was stored.
+    Several writes grouped in :meth:`write` commit together, or not at all.
+
+    Methods that read one thing by id raise the ``*NotFound`` error of
+    :mod:`tether.errors` when it does not exist; ``find_*`` methods return None instead.
+    """
+
+    # -- transactions and lifetime -----------------------------------------------------
+
+    @abstractmethod
+    def write(self) -> AbstractContextManager[None]:
+        """A write transaction: every store write inside the block commits together when
+        it ends, or none does if it raises. Nested, it is a savepoint: the inner block's
+        failure undoes only the inner block (and still raises)."""
+
+    @property
+    @abstractmethod
+    def cross_thread(self) -> bool:
+        """Whether the store may be used from threads other than the one that made it."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the data lives, for messages and ``repr`` (a path, ``:memory:``, a DSN
+        without its password)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every connection; the store is not used after this."""
+
+    # -- workspaces ----------------------------------------------------------------------
+
+    @abstractmethod
+    def ensure_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
+        """Create the workspace unless it exists (its name defaults to its id); a
+        ``name`` given renames an existing one. Returns it."""
+
+    @abstractmethod
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        """The workspace; raises ``WorkspaceNotFound``."""
+
+    @abstractmethod
+    def list_workspaces(self) -> list[Workspace]:
+        """Every workspace (``GLOBAL`` included), by id."""
+
+    # -- sessions ------------------------------------------------------------------------
+
+    @abstractmethod
+    def ensure_session(self, session_id: str, workspace_id: str) -> Session:
+        """Create the session in ``workspace_id`` (creating the workspace too) unless it
+        exists. A session exists in one workspace only: asking for it in another raises
+        ``ScopeError``."""
+
+    @abstractmethod
+    def get_session(self, session_id: str) -> Session:
+        """The session; raises ``SessionNotFound``."""
+
+    @abstractmethod
+    def find_session(self, session_id: str) -> Session | None:
+        """The session, or None."""
+
+    @abstractmethod
+    def scope_exists(self, scope: Scope) -> bool:
+        """Whether the session or workspace a scope names exists (the global one always)."""
+
+    @abstractmethod
+    def list_sessions(self, workspace_id: str | None = None) -> list[Session]:
+        """Sessions (of ``workspace_id``, if given), oldest first."""
+
+    @abstractmethod
+    def close_session(self, session_id: str) -> tuple[Session, list[str]]:
+        """Close a session (closing it again keeps the first time) and mark stale the
+        documents imported into it (metadata ``origin = "chatpdf"``) that no open session
+        uses and no library registry row owns. Returns the session and the sorted ids of
+        the documents marked now. Raises ``SessionNotFound``."""
+
+    @abstractmethod
+    def stale_documents(self, cutoff: str) -> list[Document]:
+        """Documents marked stale at or before ``cutoff`` (ISO time), oldest first."""
+
+    # -- attachments ---------------------------------------------------------------------
+
+    @abstractmethod
+    def attach_document_to_session(self, document_id: str, session_id: str) -> bool:
+        """Attach; True if it was not attached before. Only a document of the session's
+        own workspace or of ``GLOBAL`` may be attached (else ``ScopeError``). Attaching
+        to an open session clears the document's stale mark. Raises
+        ``DocumentNotFound`` / ``SessionNotFound``."""
+
+    @abstractmethod
+    def detach_document_from_session(self, document_id: str, session_id: str) -> bool:
+        """Detach; True if it was attached. The document stays. Raises
+        ``DocumentNotFound`` / ``SessionNotFound``."""
+
+    # -- documents and chunks ------------------------------------------------------------
+
+    @abstractmethod
+    def get_document(self, document_id: str) -> Document:
+        """The document with its chunk count and sessions; raises ``DocumentNotFound``."""
+
+    @abstractmethod
+    def find_document(
+        self,
+        *,
+        workspace_id: str,
+        document_id: str | None = None,
+        source_path: str | None = None,
+        content_hash: str | None = None,
+    ) -> Document | None:
+        """The document that a new source would update: by id, else by path in the
+        workspace, else (for text without a path) by identical content in the workspace;
+        the oldest if several. None if there is none, or no key is given."""
+
+    @abstractmethod
+    def list_documents(
+        self, *, workspace_id: str | None = None, session_id: str | None = None
+    ) -> list[Document]:
+        """Documents of a workspace and/or attached to a session (all without either),
+        by workspace, title, id. Every status is listed."""
+
+    @abstractmethod
+    def insert_document(
+        self,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None = None,
+    ) -> None:
+        """Store a new document with its chunks, their search-index rows and, when given,
+        one vector per chunk (``ValueError`` if the counts differ): all or nothing."""
+
+    @abstractmethod
+    def replace_document(
+        self,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None = None,
+    ) -> None:
+        """Swap a document's fields, chunks, index rows and vectors at once (its
+        ``created_at`` and attachments stay); readers see the old version or the new one.
+        Raises ``DocumentNotFound``."""
+
+    @abstractmethod
+    def delete_document(self, document_id: str) -> None:
+        """Delete a document with its chunks, index rows, embeddings and attachments.
+        Raises ``DocumentNotFound``."""
+
+    @abstractmethod
+    def chunks_of(self, document_id: str) -> list[StoredChunk]:
+        """The document's chunks by ordinal ([] for an unknown document)."""
+
+    @abstractmethod
+    def set_tags_and_status(
+        self, document_id: str, tags: Tags | None, status: str, *, title: str | None = None
+    ) -> None:
+        """Set a document's tags (None clears them) and status, and its title when given;
+        content, chunks and vectors stay. Raises ``DocumentNotFound``."""
+
+    @abstractmethod
+    def set_status(self, document_id: str, status: str) -> None:
+        """Set a document's status; only ``active`` documents are searched. Raises
+        ``DocumentNotFound``."""
+
+    # -- scoped search (the scope invariant holds for each) ------------------------------
+
+    @abstractmethod
+    def search_lexical(
+        self,
+        scope: Scope,
+        match: str,
+        k: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[Hit]:
+        """The top ``k`` chunks of ``scope`` for ``match`` (a compiled, safe full-text
+        expression), best first, ties by chunk id; ``score`` is higher-is-better."""
+
+    @abstractmethod
+    def search_lexical_scores(
+        self,
+        scope: Scope,
+        match: str,
+        k: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[tuple[int, float]]:
+        """``(chunk_id, score)`` of the same ranking as :meth:`search_lexical`, without
+        reading the chunks' text."""
+
+    @abstractmethod
+    def scope_document_ids(
+        self,
+        scope: Scope,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[str]:
+        """Ids of the documents ``scope`` may see: the predicate of every scoped search
+        (the document set a vector scan reads). In no particular order."""
+
+    # -- reads by chunk id (of chunks a scoped search returned) --------------------------
+
+    @abstractmethod
+    def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
+        """Hits (score 0) for chunk ids, keyed by id; ids that no longer exist are absent."""
+
+    @abstractmethod
+    def candidate_rows(
+        self, chunk_ids: Sequence[int], session_id: str | None = None
+    ) -> dict[int, CandidateRow]:
+        """Per chunk id, what reranking and context building need of it (recency: when
+        its document joined ``session_id``, or without one, when it was indexed). Ids
+        that no longer exist are absent."""
+
+    # -- embeddings and change counters --------------------------------------------------
+
+    @abstractmethod
+    def vectors_for_hashes(self, model: str, hashes: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        """``(dims, vector)`` per chunk content hash already embedded with ``model``
+        (hashes not embedded are absent)."""
+
+    @abstractmethod
+    def insert_embeddings(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store ``(chunk_id, dims, vector)`` rows for ``model``, replacing a chunk's
+        existing vector of that model. Vectors are float32 little-endian bytes."""
+
+    @abstractmethod
+    def documents_missing_embeddings(self, model: str) -> list[str]:
+        """Ids of documents with at least one chunk that has no ``model`` vector, sorted."""
+
+    @abstractmethod
+    def embedding_counts(self) -> dict[str, int]:
+        """How many vectors each model has."""
+
+    @abstractmethod
+    def load_vectors(self, model: str) -> VectorSnapshot:
+        """Every vector of ``model`` and the order to lay them out in (by workspace, then
+        document, then chunk), read in one consistent snapshot."""
+
+    @abstractmethod
+    def change_counters(self) -> dict[str, int]:
+        """Counters readers poll to know a cache is stale: ``embeddings`` grows with every
+        change of a vector; ``documents`` with every change of a document's existence,
+        workspace, status, tags or path, or of an attachment."""
+
+    # -- the library registry ------------------------------------------------------------
+
+    @abstractmethod
+    def registry(self, under: str | None = None) -> list[RegistryEntry]:
+        """Registry entries (of paths under the folder ``under``, if given), by path."""
+
+    @abstractmethod
+    def upsert_registry(self, source_path: str, **fields: Any) -> None:
+        """Create the entry of ``source_path`` (status ``queued`` unless given) or update
+        only ``fields`` of it. A field :class:`RegistryEntry` lacks is a ``ValueError``."""
+
+    @abstractmethod
+    def delete_registry(self, source_path: str) -> None:
+        """Forget ``source_path`` (nothing if unknown)."""
+
+    @abstractmethod
+    def rename_source(self, old_path: str, new_path: str, document_id: str | None) -> None:
+        """A file moved: its document (if any) and registry entry follow it, replacing any
+        entry ``new_path`` had. Nothing is re-indexed."""
+
+    # -- the audit log -------------------------------------------------------------------
+
+    @abstractmethod
+    def log_retrieval(self, entry: AuditEntry) -> None:
+        """Append one audit entry (its retrieval id is unique)."""
+
+    @abstractmethod
+    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[AuditEntry]:
+        """The newest ``limit`` entries (with ``outcome``, if given), newest first."""
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    @abstractmethod
+    def counts(self) -> dict[str, int]:
+        """Rows per table: ``workspaces``, ``sessions``, ``rag_documents``,
+        ``rag_document_sessions``, ``rag_chunks``, ``rag_embeddings``."""

@@ -1,0 +1,142 @@
+"""The typed records that go into and come out of a :class:`~tether.store.Store`.
+
+Every backend speaks these: no sqlite rows, tuples or dicts cross the store's boundary
+(a ranked list of ``(chunk_id, score)`` pairs is the one plain shape, as fusion wants it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tether.models import Hit
+
+
+def utcnow() -> str:
+    """Now, in the ISO-8601 UTC form every stored timestamp has (it sorts as text)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A chunk ready to store (produced by the chunker)."""
+
+    ordinal: int
+    content: str
+    section_title: str | None
+    char_start: int
+    char_end: int
+    page: int | None
+    content_hash: str
+    token_count: int | None = None
+
+
+@dataclass(frozen=True)
+class ChunkVectors:
+    """One vector per chunk of a document (same order), all from one model."""
+
+    model: str
+    dims: int
+    blobs: Sequence[bytes]
+
+
+@dataclass(frozen=True)
+class VectorSnapshot:
+    """``rows``: (chunk_id, dims, vector) ordered by chunk id; ``layout``: (chunk_id,
+    document_id) in the order the vectors should be laid out in memory."""
+
+    rows: list[tuple[int, int, bytes]]
+    layout: list[tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """A document to insert, or the new version of one to replace."""
+
+    id: str
+    workspace_id: str
+    title: str
+    source_path: str | None
+    source_type: str | None
+    mime: str
+    content_hash: str
+    file_size: int | None
+    metadata: dict[str, Any]
+    project_id: str | None = None
+    domain: str | None = None
+    version: str | None = None
+    last_verified: str | None = None
+    status: str = "active"
+    #: The chunk settings used, e.g. ``"1000/150"`` (size/overlap).
+    chunking: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as stored, with the id the store gave it."""
+
+    id: int
+    document_id: str
+    ordinal: int
+    content: str
+    section_title: str | None
+    token_count: int | None
+    char_start: int
+    char_end: int
+    page: int | None
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """What reranking and context building need of one chunk: its hit (score 0), its
+    stored token count, its document's metadata and source type, and ``recency``: when
+    its document joined the session asked about (without one, when it was indexed)."""
+
+    hit: Hit
+    token_count: int | None
+    metadata: dict[str, Any]
+    recency: str | None
+    source_type: str | None
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """What the library registry knows about one file of a watched folder."""
+
+    source_path: str
+    workspace_id: str | None
+    document_id: str | None
+    content_hash: str | None
+    status: str
+    retry_count: int
+    last_seen_at: str | None
+    last_indexed_at: str | None
+    next_retry_at: str | None
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One row of the audit trail: ids, the sanitized query, scope, filters and outcome.
+
+    There is deliberately no field for chunk text, vectors or scores: the audit log
+    cannot hold them."""
+
+    retrieval_id: str
+    created_at: str
+    query: str
+    scope: dict[str, Any]
+    filters: dict[str, Any]
+    chunk_ids: list[int]
+    document_ids: list[str]
+    outcome: str
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

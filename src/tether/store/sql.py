@@ -1,0 +1,275 @@
+"""SQL built apart from its execution: pure functions of their parameters that return
+``(sql, params)``, as sqlite-utils' ``search_sql()`` does; the store's methods run them.
+
+Every value is a bound parameter; only identifiers this module chooses itself (column
+names, placeholders) are written into the text. The scope of a read is always part of
+the statement: :func:`scope_sql` is the one predicate for "what a scope may see", used by
+the lexical search and by the scope's document set alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from tether.models import Exclusions, Filters, Scope
+from tether.store._rows import AUDIT_COLUMNS, DOCUMENT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS
+from tether.store.records import RegistryEntry
+
+# bm25 column weights for (content, section_title).
+FTS_COLUMN_WEIGHTS = (1.0, 1.0)
+
+#: The registry fields a caller may set (the path is the key).
+REGISTRY_FIELDS = frozenset(RegistryEntry.__dataclass_fields__) - {"source_path"}
+
+DocumentColumn = Literal["c.document_id", "d.id"]
+
+# -- the scope predicate ---------------------------------------------------------------
+
+
+def scope_sql(
+    scope: Scope,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
+    *,
+    document_column: DocumentColumn = "c.document_id",
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE fragment for what ``scope`` may see under its tag filters and the
+    policy's exclusions: active documents only. ``d`` is rag_documents; the document id
+    is read from ``document_column`` (``c.document_id`` when the statement selects
+    chunks ``c``, ``d.id`` when it selects documents)."""
+    if document_column not in ("c.document_id", "d.id"):
+        raise ValueError(f"unknown document column {document_column!r}")
+    params: dict[str, Any] = {"scope_id": scope.id}
+    clauses = ["d.status = 'active'", _scope_clause(scope, document_column)]
+    if filters is not None:
+        clauses += _filter_clauses(filters, params)
+    if exclusions is not None:
+        clauses += _exclusion_clauses(exclusions, params)
+    return " AND ".join(clauses), params
+
+
+def _scope_clause(scope: Scope, document_column: DocumentColumn) -> str:
+    if scope.kind == "session":
+        return (
+            f"{document_column} IN (SELECT ds.document_id FROM rag_document_sessions ds"
+            " WHERE ds.session_id = :scope_id)"
+        )
+    return "d.workspace_id = :scope_id"  # workspace and global: GLOBAL is a workspace
+
+
+def _filter_clauses(filters: Filters, params: dict[str, Any]) -> list[str]:
+    clauses = []
+    for column, values in (
+        ("domain", filters.domains),
+        ("project_id", filters.project_ids),
+        ("source_type", filters.source_types),
+    ):
+        if values is None:
+            continue
+        names = []
+        for i, value in enumerate(v for v in values if v is not None):
+            params[f"f_{column}_{i}"] = value
+            names.append(f":f_{column}_{i}")
+        parts = [f"d.{column} IN ({', '.join(names)})"] if names else []
+        if None in values:
+            parts.append(f"d.{column} IS NULL")
+        clauses.append("(" + " OR ".join(parts) + ")")
+    return clauses
+
+
+def _exclusion_clauses(exclusions: Exclusions, params: dict[str, Any]) -> list[str]:
+    clauses = []
+    if exclusions.log_cutoff is not None:
+        params["log_cutoff"] = exclusions.log_cutoff
+        # NULL-safe throughout: an untagged document is never excluded by accident.
+        clauses.append(
+            "(d.source_type IS NOT 'log'"
+            " OR coalesce(d.last_verified, d.indexed_at, d.created_at) >= :log_cutoff)"
+        )
+    if exclusions.unverified_urls:
+        clauses.append(
+            "(d.last_verified IS NOT NULL OR (d.source_type IS NOT 'link'"
+            " AND lower(coalesce(d.source_path, '')) NOT LIKE 'http://%'"
+            " AND lower(coalesce(d.source_path, '')) NOT LIKE 'https://%'))"
+        )
+    return clauses
+
+
+# -- scoped reads ----------------------------------------------------------------------
+
+
+def lexical_search_sql(
+    scope: Scope,
+    match: str,
+    k: int,
+    *,
+    ids_only: bool = False,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``.
+
+    Rows are the hit columns then the bm25 rank score (lower is better); with
+    ``ids_only``, just the chunk id and that score (a deep candidate list is cheap)."""
+    where, params = scope_sql(scope, filters, exclusions)
+    w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
+    columns = "c.id" if ids_only else HIT_COLUMNS
+    sql = f"""
+        SELECT {columns},
+               bm25(rag_chunks_fts, {w_content!r}, {w_section!r}) AS rank_score
+        FROM rag_chunks_fts
+        JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid
+        JOIN rag_documents d ON d.id = c.document_id
+        WHERE rag_chunks_fts MATCH :match
+          AND {where}
+        ORDER BY rank_score, c.id
+        LIMIT :k
+    """
+    return sql, {**params, "match": match, "k": int(k)}
+
+
+def scope_documents_sql(
+    scope: Scope, filters: Filters | None = None, exclusions: Exclusions | None = None
+) -> tuple[str, dict[str, Any]]:
+    """SQL for the ids of the documents ``scope`` may see: the predicate of every search."""
+    where, params = scope_sql(scope, filters, exclusions, document_column="d.id")
+    return f"SELECT d.id FROM rag_documents d WHERE {where}", params
+
+
+# -- reads by id -----------------------------------------------------------------------
+
+
+def _placeholders(count: int) -> str:
+    return ",".join("?" * count)
+
+
+def hits_sql(chunk_ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """SQL for the hit columns of ``chunk_ids`` (keep a batch under SQLite's 999 variables)."""
+    sql = (
+        f"SELECT {HIT_COLUMNS} FROM rag_chunks c JOIN rag_documents d ON d.id = c.document_id"
+        f" WHERE c.id IN ({_placeholders(len(chunk_ids))})"
+    )
+    return sql, list(chunk_ids)
+
+
+def candidate_rows_sql(
+    chunk_ids: Sequence[int], session_id: str | None = None
+) -> tuple[str, list[Any]]:
+    """SQL for the hit columns of ``chunk_ids`` then token count, document metadata,
+    recency (when the document joined ``session_id``; without one, when it was indexed)
+    and source type."""
+    if session_id is None:
+        recency, join, params = "d.indexed_at", "", []
+    else:
+        recency = "ds.created_at"
+        join = " LEFT JOIN rag_document_sessions ds ON ds.document_id = d.id AND ds.session_id = ?"
+        params = [session_id]
+    sql = (
+        f"SELECT {HIT_COLUMNS}, c.token_count, d.metadata, {recency}, d.source_type"
+        f" FROM rag_chunks c JOIN rag_documents d ON d.id = c.document_id{join}"
+        f" WHERE c.id IN ({_placeholders(len(chunk_ids))})"
+    )
+    return sql, [*params, *chunk_ids]
+
+
+def vectors_for_hashes_sql(model: str, hashes: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL for ``(content_hash, dims, vector)`` of the chunks with ``hashes`` embedded by
+    ``model``."""
+    sql = (
+        "SELECT c.content_hash, e.dims, e.vector FROM rag_chunks c"
+        " JOIN rag_embeddings e ON e.chunk_id = c.id AND e.model = ?"
+        f" WHERE c.content_hash IN ({_placeholders(len(hashes))})"
+    )
+    return sql, [model, *hashes]
+
+
+# -- listings --------------------------------------------------------------------------
+
+
+def find_document_sql(
+    *,
+    workspace_id: str,
+    document_id: str | None = None,
+    source_path: str | None = None,
+    content_hash: str | None = None,
+) -> tuple[str, list[Any]] | None:
+    """SQL for the document a new source would update: by id, else by path, else (for
+    text without a path) by identical content in the workspace; None without any key."""
+    if document_id is not None:
+        where, params = "d.id = ?", [document_id]
+    elif source_path is not None:
+        where, params = "d.workspace_id = ? AND d.source_path = ?", [workspace_id, source_path]
+    elif content_hash is not None:
+        where = "d.workspace_id = ? AND d.source_path IS NULL AND d.content_hash = ?"
+        params = [workspace_id, content_hash]
+    else:
+        return None
+    sql = f"SELECT {DOCUMENT_COLUMNS} FROM rag_documents d WHERE {where}"
+    return sql + " ORDER BY d.created_at LIMIT 1", params
+
+
+def list_documents_sql(
+    *, workspace_id: str | None = None, session_id: str | None = None
+) -> tuple[str, list[Any]]:
+    """SQL for the documents of a workspace and/or attached to a session (else all)."""
+    clauses, params = [], []
+    if workspace_id is not None:
+        clauses.append("d.workspace_id = ?")
+        params.append(workspace_id)
+    if session_id is not None:
+        clauses.append(
+            "d.id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
+        )
+        params.append(session_id)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    sql = f"SELECT {DOCUMENT_COLUMNS} FROM rag_documents d{where}"
+    return sql + " ORDER BY d.workspace_id, d.title, d.id", params
+
+
+def list_sessions_sql(workspace_id: str | None = None) -> tuple[str, list[Any]]:
+    """SQL for the sessions (of ``workspace_id``, if given), oldest first."""
+    sql = "SELECT id, workspace_id, created_at, closed_at FROM sessions"
+    params: list[Any] = []
+    if workspace_id is not None:
+        sql += " WHERE workspace_id = ?"
+        params = [workspace_id]
+    return sql + " ORDER BY created_at", params
+
+
+# -- the library registry and the audit log --------------------------------------------
+
+
+def registry_sql(under: str | None = None) -> tuple[str, list[Any]]:
+    """SQL for the registry rows (of paths under the folder ``under``, if given), by path."""
+    sql = f"SELECT {REGISTRY_COLUMNS} FROM rag_index_registry"
+    params: list[Any] = []
+    if under is not None:
+        prefix = under.rstrip("/") + "/"
+        sql += " WHERE substr(source_path, 1, ?) = ?"
+        params = [len(prefix), prefix]
+    return sql + " ORDER BY source_path", params
+
+
+def upsert_registry_sql(source_path: str, fields: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """SQL that creates the registry row of ``source_path`` with ``fields`` (status
+    ``queued`` unless given) or updates just ``fields`` of the existing row."""
+    unknown = set(fields) - REGISTRY_FIELDS
+    if unknown:
+        raise ValueError(f"unknown registry fields {sorted(unknown)}")
+    updates = ", ".join(f"{c} = excluded.{c}" for c in fields) or "status = status"
+    inserted = {"status": "queued", **fields}  # a new row needs a status
+    columns = ["source_path", *inserted]
+    sql = (
+        f"INSERT INTO rag_index_registry ({', '.join(columns)})"
+        f" VALUES ({_placeholders(len(columns))})"
+        f" ON CONFLICT (source_path) DO UPDATE SET {updates}"
+    )
+    return sql, [source_path, *inserted.values()]
+
+
+def retrieval_log_sql(limit: int = 50, outcome: str | None = None) -> tuple[str, list[Any]]:
+    """SQL for the newest ``limit`` audit rows (with ``outcome``, if given), newest first."""
+    where, params = (" WHERE outcome = ?", [outcome]) if outcome else ("", [])
+    sql = f"SELECT {AUDIT_COLUMNS} FROM rag_retrieval_log{where} ORDER BY id DESC LIMIT ?"
+    return sql, [*params, limit]

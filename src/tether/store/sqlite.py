@@ -1,0 +1,82 @@
+"""The SQLite store: the embedded default backend, one file (or ``:memory:``).
+
+Its parts are mixins by concern, each over the same :class:`Database`. Every writing
+method opens its own ``BEGIN IMMEDIATE`` transaction, or becomes a savepoint of the one
+open in :meth:`SQLiteStore.write`, so each call is atomic on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tether.store._audit import AuditMixin
+from tether.store._documents import DocumentsMixin
+from tether.store._embeddings import EmbeddingsMixin
+from tether.store._registry import RegistryMixin
+from tether.store._search import SearchMixin
+from tether.store._sessions import SessionsMixin
+from tether.store.base import Store
+from tether.store.database import Database
+
+_COUNTED_TABLES = (
+    "workspaces",
+    "sessions",
+    "rag_documents",
+    "rag_document_sessions",
+    "rag_chunks",
+    "rag_embeddings",
+)
+
+
+class SQLiteStore(
+    SessionsMixin,
+    DocumentsMixin,
+    SearchMixin,
+    EmbeddingsMixin,
+    RegistryMixin,
+    AuditMixin,
+    Store,
+):
+    """All reads and writes of the tether schema, on one :class:`Database`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.location!r})"
+
+    # -- transactions and lifetime -----------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self.db.write():
+            yield
+
+    @property
+    def cross_thread(self) -> bool:
+        return self.db.cross_thread
+
+    @property
+    def location(self) -> str:
+        return self.db.path
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        with self.db.read() as conn:
+            return {
+                t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _COUNTED_TABLES
+            }
+
+    def fts_integrity_check(self) -> None:
+        """Raise ``sqlite3.DatabaseError`` unless the FTS index matches rag_chunks exactly
+        (FTS5's integrity check in its content-comparing form, rank = 1). SQLite only:
+        not part of :class:`Store`."""
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO rag_chunks_fts (rag_chunks_fts, rank) VALUES ('integrity-check', 1)"
+            )
