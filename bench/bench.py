@@ -414,7 +414,7 @@ def tether_lexical_index(
         results = t.add(sources)
         seconds = time.perf_counter() - started
         chunks = sum(r.chunk_count or 0 for r in results)
-        with t.db.read() as conn:
+        with t.store.db.read() as conn:
             texts = [r[0] for r in conn.execute("SELECT content FROM rag_chunks ORDER BY id")]
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -740,10 +740,10 @@ def build_tether_store(
     """Write ``texts`` with their vectors straight through the repository: documents of
     ``per_doc`` chunks, ``docs_per_txn`` documents per transaction. Returns seconds."""
     from tether.models import GLOBAL_WORKSPACE
-    from tether.store import ChunkVectors, Database, NewChunk, NewDocument, Repository
+    from tether.store import ChunkVectors, Database, NewChunk, NewDocument, SQLiteStore
 
     db = Database(path)
-    repo = Repository(db)
+    repo = SQLiteStore(db)
     n = len(texts)
     started = time.perf_counter()
     last_log = started
@@ -849,7 +849,7 @@ def run_tether(
     size = file_mb(path)
     res.builds.append(
         {
-            "system": "tether store (Repository.insert_document: chunks + FTS5 + vectors)",
+            "system": "tether store (SQLiteStore.insert_document: chunks + FTS5 + vectors)",
             "seconds": seconds,
             "chunks_per_s": n / seconds,
             "db_file_mb": size,
@@ -866,7 +866,7 @@ def run_tether(
         "fusion": rag.fusion,
         "rrf_k": rag.rrf_k,
     }
-    with t.db.read() as conn:
+    with t.store.db.read() as conn:
         lo, hi, count = conn.execute("SELECT min(id), max(id), count(*) FROM rag_chunks").fetchone()
     if (lo, hi, count) != (1, n, n):
         raise SystemExit(f"error: unexpected chunk ids in the tether store: {lo}..{hi} ({count})")

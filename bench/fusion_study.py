@@ -96,7 +96,7 @@ def main() -> None:
     if not t.documents(workspace_id=workspace):
         raise SystemExit(f"error: {args.db} has no {workspace}; run `tether eval --db` first")
     scope = Scope.workspace(workspace)
-    with t.db.read() as conn:
+    with t.store.db.read() as conn:
         chunk_doc = dict(conn.execute("SELECT id, document_id FROM rag_chunks"))
     searcher = t._searcher
     assert searcher.vectors is not None

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import SCIFACT
-from tether import InvalidArgument
+from tether import InvalidArgument, Settings
 from tether.cli import app
-from tether.eval import load_beir, ndcg_at, recall_at
+from tether.eval import load_beir, ndcg_at, recall_at, run
 
 runner = CliRunner()
 
@@ -60,6 +60,36 @@ def test_tiny_dataset_end_to_end(tmp_path: Path) -> None:
     assert report["recall@100"] == 1.0
     assert report["queries"] == 2 and report["documents"] == 4
     assert report["latency_ms_p95"] >= report["latency_ms_p50"] > 0
+
+
+def test_the_pipeline_is_scored_beside_search(tmp_path: Path) -> None:
+    root = write_beir(tmp_path / "tiny")
+    result = runner.invoke(app, ["eval", str(root), "--pipeline", "--json"])
+    assert result.exit_code == 0, result.output
+    pipeline = json.loads(result.stdout)["pipeline"]
+    assert pipeline["ndcg@10"] == 1.0 and pipeline["context_recall"] == 1.0
+    assert pipeline["skipped"] == 0 and pipeline["mean_context_chunks"] >= 1
+    assert [row["threshold"] for row in pipeline["thresholds"]][:2] == [0.0, 0.2]
+    table = runner.invoke(app, ["eval", str(root), "--pipeline"])
+    assert table.exit_code == 0, table.output
+    assert "pipeline nDCG@10" in table.stdout and "relevance threshold" in table.stdout
+
+
+def test_run_indexes_scores_and_reports_its_stages(tmp_path: Path) -> None:
+    root = write_beir(tmp_path / "tiny")
+    with (root / "corpus.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "d5", "title": "", "text": ""}) + "\n")
+    stages: list[tuple[str, int, int | None]] = []
+    outcome = run(
+        root,
+        db=tmp_path / "eval.db",
+        settings=Settings.load(),
+        lexical_only=True,
+        progress=lambda *stage: stages.append(stage),
+    )
+    assert outcome.report.method == "lexical" and outcome.report.unindexed == 1
+    assert [entry for entry, _ in outcome.indexing.failed] == ["d5"]
+    assert stages[0] == ("Indexing tiny", 0, None) and stages[-1] == ("Scoring tiny", 2, 2)
 
 
 def test_eval_reuses_a_stored_index(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ Rule = Callable[[Graph], list[str]]
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tether"
 ROOT = "tether"
-FACADE = "tether._tether"
 
 #: Bottom to top. A module belongs to the layer of the longest prefix naming it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -33,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("tether.store",)),
     ("ingest/embed/llm", ("tether.ingest", "tether.embed", "tether.llm", "tether.testing")),
     ("retrieve", ("tether.retrieve",)),
-    ("facade", ("tether._tether",)),
+    ("facade", ("tether._tether", "tether._indexing", "tether._catalog")),
     ("shells", ("tether.policy", "tether.graph", "tether.cli", "tether.eval", "tether.server",
                 ROOT)),
 )  # fmt: skip
@@ -146,12 +145,14 @@ def root_imports(graph: Graph) -> list[str]:
 
 
 def facade_imports(graph: Graph) -> list[str]:
-    """Shells reach the facade by its public name (``from tether import Tether``): only
-    the package root imports the private module that defines it."""
+    """Shells reach the facade by its public names (``from tether import Tether``): only
+    the package root and the facade itself import the private modules that make it."""
+    facade = dict(LAYERS)["facade"]
     return [
-        f"{module} -> {FACADE} (a private module: import public names from {ROOT})"
+        f"{module} -> {target} (a private module: import public names from {ROOT})"
         for module in sorted(graph)
-        if module != ROOT and FACADE in graph[module]
+        if module != ROOT and module not in facade
+        for target in sorted(graph[module] & set(facade))
     ]
 
 

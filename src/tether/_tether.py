@@ -9,40 +9,27 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
+from tether._catalog import Catalog
+from tether._indexing import Indexing
 from tether.embed import Embedder, default_token_counter, embedder_from_settings
-from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument
-from tether.ingest.indexer import Indexer, ProgressCallback, ReembedReport
-from tether.ingest.jobs import IndexJob, IndexWorker
-from tether.ingest.jobs import ProgressCallback as JobProgressCallback
-from tether.ingest.sources import PathSource, TextSource, coerce_sources, smallest_first
-from tether.ingest.sources import text_source as make_text_source
-from tether.ingest.watcher import LibrarySync, SyncReport
+from tether.errors import ConfigurationError, InvalidArgument
+from tether.ingest.indexer import Indexer
+from tether.ingest.jobs import IndexWorker
 from tether.llm import ChatModel, chat_from_settings
 from tether.models import (
-    GLOBAL_WORKSPACE,
     MAX_K,
-    CleanupReport,
-    Document,
     Filters,
-    IndexResult,
     RetrievalResult,
     Scope,
-    Session,
-    Tags,
-    Workspace,
-    parse_retention,
 )
 from tether.retrieve.decide import Decision
 from tether.retrieve.pipeline import Pipeline, Request
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
-from tether.store import AuditEntry, Database, RegistryEntry, SQLiteStore, Store, StoredChunk
-from tether.tags import DOCUMENT_STATUSES, validate_tags
+from tether.store import Database, SQLiteStore, Store
 
 logger = logging.getLogger("tether")
 
@@ -51,7 +38,7 @@ ScopeArg = Scope | Literal["session", "workspace", "global"] | None
 Status = Literal["active", "draft", "pending"]
 
 
-class Tether:
+class Tether(Indexing, Catalog):
     """A tether knowledge store in one SQLite file.
 
     >>> t = Tether(db=":memory:")
@@ -165,183 +152,6 @@ class Tether:
             if self._jobs is None:
                 self._jobs = IndexWorker(self._index().add, self.settings.rag.index_workers)
             return self._jobs
-
-    # -- indexing -----------------------------------------------------------------------
-
-    def add(
-        self,
-        sources: PathLike | TextSource | Iterable[PathLike | TextSource] | None = None,
-        *,
-        text: str | None = None,
-        title: str | None = None,
-        mime: Literal["text/plain", "text/markdown"] = "text/plain",
-        workspace_id: str | None = None,
-        session_id: str | None = None,
-        document_id: str | None = None,
-        source: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        tags: Tags | dict[str, Any] | None = None,
-        status: Status | None = None,
-        on_error: Literal["raise", "collect"] = "raise",
-        progress: ProgressCallback | None = None,
-    ) -> list[IndexResult]:
-        """Index files and texts: ``add(["a.pdf", "b.md"])``, ``add(text=..., title=...)``,
-        or many texts at once with ``add([TextSource(text, title, document_id=...), ...])``.
-
-        Documents go to ``workspace_id`` (default: the session's workspace, else the global
-        library) and are attached to ``session_id`` when given; workspace and session are
-        created on first use. Unchanged content is skipped; changed content replaces the
-        document's chunks and vectors atomically. Embedding is batched across sources. A
-        source that cannot be indexed does not stop the rest: with ``on_error="raise"``
-        (the default) :class:`IndexingFailed` is raised at the end, carrying every result;
-        with ``"collect"`` the failures are returned as results with ``status="failed"``.
-        ``progress(done, total, result)`` is called after each source.
-
-        ``tags`` (``domain``, ``source_type``, ``last_verified``, ``version``,
-        ``project_id``; see :func:`tether.policy.validate_tags`) and ``status``
-        (``draft`` and ``pending`` documents are never searched until made ``active``;
-        default: a document keeps its status, a new one is active) apply to every file
-        and to ``text=``; a TextSource carries its own. A bad or (with
-        ``policy.require_tags``) missing tag fails that source with :class:`InvalidTag`.
-        Re-adding unchanged content with new tags or status updates them in place.
-        """
-        if (sources is None) == (text is None):
-            raise InvalidArgument("give either sources or text=, not both and not neither")
-        if on_error not in ("raise", "collect"):
-            raise InvalidArgument(f"on_error must be 'raise' or 'collect', not {on_error!r}")
-        if text is not None:
-            items: list[PathSource | TextSource] = [make_text_source(
-                text, title=title, mime=mime, document_id=document_id, source=source,
-                metadata=metadata, tags=tags, status=status,
-            )]  # fmt: skip
-        elif document_id is not None or source is not None or metadata is not None:
-            raise InvalidArgument(
-                "document_id=, source= and metadata= go with text= (or a TextSource)"
-            )
-        else:
-            items = coerce_sources(sources, tags, status)
-        indexer = self._index()
-        placement = indexer.place(workspace_id, session_id)
-        return indexer.add(items, placement, on_error=on_error, progress=progress)
-
-    def submit(
-        self,
-        sources: PathLike | TextSource | Iterable[PathLike | TextSource],
-        *,
-        workspace_id: str | None = None,
-        session_id: str | None = None,
-        tags: Tags | dict[str, Any] | None = None,
-        status: Status | None = None,
-        on_progress: JobProgressCallback | None = None,
-        kind: str = "document",
-    ) -> IndexJob:
-        """:meth:`add` on a background thread: returns an :class:`IndexJob` at once.
-
-        Sources are checked here (bad arguments raise now); each one's own failure is in
-        the job's results, and fails only this job. ``on_progress(job, progress)`` runs
-        on the worker after each source; ``job.progress.description`` reads like
-        "Processing PDF 3 of 12"."""
-        items = coerce_sources(sources, tags, status)
-        placement = self._index().place(workspace_id, session_id)
-        labels = [i.label for i in items]
-        call = {"items": items, "placement": placement}
-        return self._worker().submit(kind, labels, call, on_progress, smallest_first(items))
-
-    def on_pdf_imported(
-        self,
-        path: PathLike,
-        session_id: str,
-        workspace_id: str | None = None,
-        *,
-        on_progress: JobProgressCallback | None = None,
-    ) -> IndexJob:
-        """A PDF was imported into a chat session: index it (skipped when its content is
-        unchanged) and attach it to the session, in the background. It is the session's
-        ChatPDF document: closing the session makes it stale."""
-        if not session_id:
-            raise InvalidArgument("on_pdf_imported needs the session_id the PDF belongs to")
-        if not isinstance(path, str | os.PathLike):
-            raise InvalidArgument(f"path must be a path, not {type(path).__name__}")
-        source = PathSource(path, metadata={"origin": "chatpdf", "session_id": session_id})
-        placement = self._index().place(workspace_id, session_id)
-        call = {"items": [source], "placement": placement}
-        return self._worker().submit("PDF", [str(path)], call, on_progress)
-
-    def on_text_artifact_saved(
-        self,
-        artifact_id: str,
-        text: str,
-        session_id: str | None = None,
-        workspace_id: str | None = None,
-        *,
-        title: str | None = None,
-        on_progress: JobProgressCallback | None = None,
-    ) -> IndexJob | None:
-        """A text artifact (a note, a generated document) was saved: index it when
-        ``rag.index_text_artifacts`` is on (``None`` otherwise: nothing is done). The
-        artifact id is its stable key, so a changed text replaces the earlier version
-        and an unchanged one is skipped by hash."""
-        if not isinstance(artifact_id, str) or not artifact_id.strip():
-            raise InvalidArgument("artifact_id must be a non-empty string")
-        if not isinstance(text, str):
-            raise InvalidArgument(f"text must be str, not {type(text).__name__}")
-        if not self.settings.rag.index_text_artifacts:
-            logger.debug("text artifact %s not indexed: rag.index_text_artifacts is off",
-                         artifact_id)  # fmt: skip
-            return None
-        source = TextSource(text, title or artifact_id, source=f"artifact:{artifact_id}")
-        return self.submit(
-            source, workspace_id=workspace_id, session_id=session_id,
-            on_progress=on_progress, kind="text artifact",
-        )  # fmt: skip
-
-    def library(
-        self,
-        folder: PathLike,
-        *,
-        workspace_id: str = GLOBAL_WORKSPACE,
-        settle: float = 0.5,
-        backoff: float = 30.0,
-        clock: Callable[[], datetime] | None = None,
-    ) -> LibrarySync:
-        """The files under ``folder`` as a library kept in ``workspace_id`` (default: the
-        global library): ``.scan()`` once, or ``.watch()`` for changes. See
-        :mod:`tether.ingest.watcher`. ``clock`` (for retry times) defaults to UTC now."""
-        options: dict[str, Any] = {"clock": clock} if clock is not None else {}
-        return LibrarySync(
-            self._index(), folder, workspace_id=workspace_id, settle=settle, backoff=backoff,
-            **options,
-        )  # fmt: skip
-
-    def scan(self, folder: PathLike, *, workspace_id: str = GLOBAL_WORKSPACE) -> SyncReport:
-        """One pass over ``folder``: index new and changed files, follow renames, delete
-        the documents of removed files, retry failures that are due."""
-        return self.library(folder, workspace_id=workspace_id).scan()
-
-    def watch(
-        self,
-        folder: PathLike,
-        *,
-        workspace_id: str = GLOBAL_WORKSPACE,
-        stop: threading.Event | None = None,
-        on_pass: Callable[[SyncReport], None] | None = None,
-    ) -> None:
-        """Keep ``folder`` indexed until ``stop`` is set (blocks; run it in a thread)."""
-        self.library(folder, workspace_id=workspace_id).watch(stop=stop, on_pass=on_pass)
-
-    def registry(self, folder: PathLike | None = None) -> list[RegistryEntry]:
-        """What the library registry knows about each file (under ``folder``, if given)."""
-        under = str(Path(folder).expanduser().resolve()) if folder is not None else None
-        return self.store.registry(under)
-
-    def jobs(self) -> list[IndexJob]:
-        """Every job submitted through this Tether, oldest first."""
-        return self._jobs.jobs() if self._jobs is not None else []
-
-    def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
-        """Embed, with the configured model, every chunk that has no vector for it yet
-        (after switching models, or for documents stored while embedding failed)."""
-        return self._index().reembed(progress)
 
     # -- search and retrieval -----------------------------------------------------------
 
@@ -482,103 +292,3 @@ class Tether:
             session_id=session_id,
             workspace_id=workspace_id,
         )
-
-    # -- documents ----------------------------------------------------------------------
-
-    def documents(
-        self, *, workspace_id: str | None = None, session_id: str | None = None
-    ) -> list[Document]:
-        return self.store.list_documents(workspace_id=workspace_id, session_id=session_id)
-
-    def get_document(self, document_id: str) -> Document:
-        return self.store.get_document(document_id)
-
-    def chunks(self, document_id: str) -> list[StoredChunk]:
-        self.store.get_document(document_id)
-        return self.store.chunks_of(document_id)
-
-    def delete_document(self, document_id: str) -> None:
-        """Delete a document with its chunks, FTS rows, embeddings and attachments."""
-        self.store.delete_document(document_id)
-
-    def set_status(self, document_id: str, status: Status) -> Document:
-        """Publish a draft or approve a submission (``"active"``), or take a document out of
-        retrieval (``"draft"``, ``"pending"``) without deleting it."""
-        if status not in DOCUMENT_STATUSES:
-            raise InvalidArgument(f"status must be one of {DOCUMENT_STATUSES}, not {status!r}")
-        self.store.set_status(document_id, status)
-        return self.store.get_document(document_id)
-
-    def approve(self, document_id: str) -> Document:
-        """Approve a user-submitted (``pending``) or draft document: it becomes searchable."""
-        return self.set_status(document_id, "active")
-
-    def set_tags(self, document_id: str, tags: Tags | dict[str, Any]) -> Document:
-        """Replace a document's tags (validated against the policy), content unchanged."""
-        document = self.store.get_document(document_id)
-        checked = validate_tags(document_id, tags, self.settings.policy)
-        self.store.set_tags_and_status(document_id, checked, document.status)
-        return self.store.get_document(document_id)
-
-    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[AuditEntry]:
-        """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
-        retrieved chunk and document ids, and the outcome (``grounded``, ``ungrounded``,
-        ``skipped``, ``blocked`` or ``error``) with its reason."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
-        return self.store.retrieval_log(limit, outcome)
-
-    def cleanup(self, retention: str | timedelta = "7d", *, dry_run: bool = False) -> CleanupReport:
-        """Delete documents that have been stale for longer than ``retention`` (``"7d"``,
-        ``"12h"``, ``"30m"``, ``"2w"`` or a timedelta), with their chunks, embeddings, FTS
-        rows and attachments. ``dry_run`` lists them and deletes nothing."""
-        cutoff = (datetime.now(UTC) - parse_retention(retention)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        documents = self.store.stale_documents(cutoff)
-        for document in documents if not dry_run else ():
-            try:
-                self.store.delete_document(document.id)
-            except DocumentNotFound:
-                continue  # deleted meanwhile
-        if documents and not dry_run:
-            logger.info("cleanup deleted %d stale document(s)", len(documents))
-        return CleanupReport(documents=tuple(documents), deleted=not dry_run, cutoff=cutoff)
-
-    # -- workspaces and sessions --------------------------------------------------------
-
-    def create_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
-        _require_id(workspace_id, "workspace_id")
-        return self.store.ensure_workspace(workspace_id, name)
-
-    def workspaces(self) -> list[Workspace]:
-        return self.store.list_workspaces()
-
-    def create_session(self, session_id: str, *, workspace_id: str) -> Session:
-        _require_id(session_id, "session_id")
-        _require_id(workspace_id, "workspace_id")
-        self.store.ensure_workspace(workspace_id)
-        return self.store.ensure_session(session_id, workspace_id)
-
-    def sessions(self, *, workspace_id: str | None = None) -> list[Session]:
-        return self.store.list_sessions(workspace_id)
-
-    def close_session(self, session_id: str) -> Session:
-        """Close a session. Its ChatPDF documents (imported with :meth:`on_pdf_imported`)
-        that no other open session uses are marked stale (``stale_at``), for
-        :meth:`cleanup` to delete once the retention window has passed."""
-        session, stale = self.store.close_session(session_id)
-        if stale:
-            logger.info("session %s closed: %d document(s) marked stale", session_id, len(stale))
-        return session
-
-    def attach(self, document_id: str, session_id: str) -> bool:
-        """Attach a document to a session; False if it already was."""
-        return self.store.attach_document_to_session(document_id, session_id)
-
-    def detach(self, document_id: str, session_id: str) -> bool:
-        """Detach a document from a session (the document stays); False if it was not."""
-        return self.store.detach_document_from_session(document_id, session_id)
-
-
-def _require_id(value: object, name: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"{name} must be a non-empty string, not {value!r}")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +243,99 @@ def recall_at(ranked: list[str], relevant: dict[str, int], cutoff: int) -> float
     return len(wanted.intersection(ranked[:cutoff])) / len(wanted)
 
 
+#: ``progress(stage, done, total)``: ``"Indexing <dataset>"`` with the corpus entries
+#: indexed so far (no total), then ``"Scoring <dataset>"`` with the queries scored so far
+#: of the judged ones. Each stage is first announced with ``done=0``.
+EvalProgress = Callable[[str, int, int | None], None]
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """What :func:`run` did: the ``report``, and the ``indexing`` of the corpus whose
+    failed entries the report counts as ``unindexed`` (never retrieved)."""
+
+    report: EvalReport
+    indexing: CorpusIndexing
+
+
+def run(
+    directory: str | Path,
+    *,
+    split: str = "test",
+    db: str | Path | None = None,
+    settings: Settings | None = None,
+    lexical_only: bool = False,
+    pipeline: bool = False,
+    progress: EvalProgress | None = None,
+) -> EvalRun:
+    """Index the BEIR dataset in ``directory`` into ``db`` and score its ``split``: the
+    whole of ``tether eval``.
+
+    ``db`` defaults to a temporary file, removed afterwards; a stored one is reused (see
+    :func:`index_dataset`). ``settings`` default to :meth:`Settings.load`.
+    ``lexical_only`` scores FTS5 alone, with embeddings turned off so that no vectors
+    are computed; ``pipeline`` also scores :meth:`Tether.retrieve` (see
+    :func:`evaluate`)."""
+    settings = settings if settings is not None else Settings.load()
+    if lexical_only:
+        settings = _without_embeddings(settings)
+    with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
+        store = db if db is not None else Path(tmp) / "eval.db"
+        with Tether(store, settings=settings) as tether:
+            dataset = load_beir(directory, split=split)
+            indexing = index_dataset(
+                tether, dataset, progress=_stage(progress, f"Indexing {dataset.name}", None)
+            )
+            report = evaluate(
+                tether,
+                dataset,
+                mode="lexical" if lexical_only else "hybrid",
+                pipeline=pipeline,
+                progress=_stage(progress, f"Scoring {dataset.name}", len(_judged_queries(dataset))),
+            )
+    return EvalRun(replace(report, unindexed=len(indexing.failed)), indexing)
+
+
+def _without_embeddings(settings: Settings) -> Settings:
+    rag = settings.rag
+    embeddings = rag.embeddings.model_copy(update={"enabled": False})
+    return settings.model_copy(update={"rag": rag.model_copy(update={"embeddings": embeddings})})
+
+
+def _stage(
+    progress: EvalProgress | None, stage: str, total: int | None
+) -> Callable[[int], None] | None:
+    """``progress`` for one stage, told now that the stage starts."""
+    if progress is None:
+        return None
+    progress(stage, 0, total)
+    return lambda done: progress(stage, done, total)
+
+
+@dataclass(frozen=True)
+class _SearchScore:
+    """One judged query through :meth:`Tether.search`; ``ranked`` holds corpus ids."""
+
+    ranked: list[str]
+    ndcg_at_10: float
+    recall_at_100: float
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class _PipelineScore:
+    """One judged query through :meth:`Tether.retrieve`; ``relevances`` as in
+    :func:`threshold_table`."""
+
+    ndcg_at_10: float
+    context_recall: float
+    grounded: float
+    context_chunks: int
+    skipped: bool
+    latency_ms: float
+    relevances: list[tuple[float, bool]]
+
+
 def evaluate(
     tether: Tether,
     dataset: BeirDataset,
@@ -249,74 +343,112 @@ def evaluate(
     mode: SearchMode = "hybrid",
     pipeline: bool = False,
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS,
+    progress: Callable[[int], None] | None = None,
 ) -> EvalReport:
     """Run every query with a relevance judgement and score the rankings.
 
     ``mode`` is the search mode; the report's ``method`` is what actually ran (hybrid
     degrades to lexical when there are no embeddings). With ``pipeline``, each query
     also runs through :meth:`Tether.retrieve` with the settings as they are (see
-    :class:`PipelineReport`)."""
-    workspace = eval_workspace(dataset)
-    scope = Scope.workspace(workspace)
-    prefix = f"{workspace}:"
-    ndcgs, recalls, latencies = [], [], []
-    p_ndcgs, p_recalls, p_grounded, p_chunks, p_latencies = [], [], [], [], []
-    relevances: list[list[tuple[float, bool]]] = []
-    skipped = 0
-    for query_id, text in dataset.queries.items():
-        relevant = dataset.qrels.get(query_id)
-        if relevant is None:
-            continue
-        started = time.perf_counter()
-        ranked = rank_documents(tether, text, scope, depth=100, mode=mode)
-        latencies.append((time.perf_counter() - started) * 1000)
-        ranked = [d.removeprefix(prefix) for d in ranked]
-        ndcgs.append(ndcg_at(ranked, relevant, 10))
-        recalls.append(recall_at(ranked, relevant, 100))
-        if not pipeline:
-            continue
-        started = time.perf_counter()
-        result = tether.retrieve(text, scope=scope)
-        p_latencies.append((time.perf_counter() - started) * 1000)
-        if not result.retrieved:
-            skipped += 1
-        ranked_chunks = result.debug.get("ranked", [])
-        reranked = [doc.removeprefix(prefix) for _, doc, _ in ranked_chunks]
-        relevances.append(
-            [(rel, relevant.get(doc.removeprefix(prefix), 0) > 0) for _, doc, rel in ranked_chunks]
-        )
-        order = list(dict.fromkeys(reranked + ranked))
-        p_ndcgs.append(ndcg_at(order, relevant, 10))
-        cited = {c.document_id.removeprefix(prefix) for c in result.citations}
-        p_recalls.append(1.0 if any(relevant.get(d, 0) > 0 for d in cited) else 0.0)
-        p_grounded.append(1.0 if result.grounded else 0.0)
-        p_chunks.append(len(result.selected_chunk_ids))
-    if not ndcgs:
-        raise InvalidArgument(f"{dataset.name}: no query has a relevance judgement")
-    documents = len(tether.documents(workspace_id=workspace))
+    :class:`PipelineReport`). ``progress(queries scored)`` is called after each query."""
+    judged = _judged_queries(dataset)
+    scope = Scope.workspace(eval_workspace(dataset))
+    searches: list[_SearchScore] = []
+    runs: list[_PipelineScore] = []
+    for text, relevant in judged:
+        # Each query is searched, then retrieved, before the next: as a user would.
+        searches.append(_score_search(tether, dataset, scope, mode, text, relevant))
+        if pipeline:
+            runs.append(_score_pipeline(tether, dataset, scope, text, relevant, searches[-1]))
+        if progress:
+            progress(len(searches))
     method = tether.search(next(iter(dataset.queries.values())), scope=scope, k=1, mode=mode)
     return EvalReport(
         settings=non_default_settings(tether.settings),
         dataset=dataset.name,
         method=method.debug["method"],
-        queries=len(ndcgs),
-        documents=documents,
-        ndcg_at_10=statistics.fmean(ndcgs),
-        recall_at_100=statistics.fmean(recalls),
-        latency_ms_p50=_percentile(latencies, 50),
-        latency_ms_p95=_percentile(latencies, 95),
-        pipeline=PipelineReport(
-            ndcg_at_10=statistics.fmean(p_ndcgs),
-            context_recall=statistics.fmean(p_recalls),
-            grounded=statistics.fmean(p_grounded),
-            mean_context_chunks=statistics.fmean(p_chunks),
-            skipped=skipped,
-            latency_ms_p50=_percentile(p_latencies, 50),
-            latency_ms_p95=_percentile(p_latencies, 95),
-            thresholds=threshold_table(relevances, thresholds),
-        )
-        if pipeline
-        else None,
+        queries=len(searches),
+        documents=len(tether.documents(workspace_id=eval_workspace(dataset))),
+        ndcg_at_10=statistics.fmean(s.ndcg_at_10 for s in searches),
+        recall_at_100=statistics.fmean(s.recall_at_100 for s in searches),
+        latency_ms_p50=_percentile([s.latency_ms for s in searches], 50),
+        latency_ms_p95=_percentile([s.latency_ms for s in searches], 95),
+        pipeline=_pipeline_report(runs, thresholds) if pipeline else None,
+    )
+
+
+def _judged_queries(dataset: BeirDataset) -> list[tuple[str, dict[str, int]]]:
+    """``(query text, relevance by corpus id)`` for every query with a judgement."""
+    judged = [
+        (text, dataset.qrels[query_id])
+        for query_id, text in dataset.queries.items()
+        if query_id in dataset.qrels
+    ]
+    if not judged:
+        raise InvalidArgument(f"{dataset.name}: no query has a relevance judgement")
+    return judged
+
+
+def _score_search(
+    tether: Tether,
+    dataset: BeirDataset,
+    scope: Scope,
+    mode: SearchMode,
+    text: str,
+    relevant: dict[str, int],
+) -> _SearchScore:
+    started = time.perf_counter()
+    ranked = rank_documents(tether, text, scope, depth=100, mode=mode)
+    latency_ms = (time.perf_counter() - started) * 1000
+    ranked = [_corpus_id(dataset, d) for d in ranked]
+    return _SearchScore(
+        ranked, ndcg_at(ranked, relevant, 10), recall_at(ranked, relevant, 100), latency_ms
+    )
+
+
+def _score_pipeline(
+    tether: Tether,
+    dataset: BeirDataset,
+    scope: Scope,
+    text: str,
+    relevant: dict[str, int],
+    search: _SearchScore,
+) -> _PipelineScore:
+    """The pipeline's documents rank in its reranked order, then in ``search``'s."""
+    started = time.perf_counter()
+    result = tether.retrieve(text, scope=scope)
+    latency_ms = (time.perf_counter() - started) * 1000
+    ranked_chunks = result.debug.get("ranked", [])
+    reranked = [_corpus_id(dataset, doc) for _, doc, _ in ranked_chunks]
+    cited = {_corpus_id(dataset, c.document_id) for c in result.citations}
+    return _PipelineScore(
+        ndcg_at_10=ndcg_at(list(dict.fromkeys(reranked + search.ranked)), relevant, 10),
+        context_recall=1.0 if any(relevant.get(d, 0) > 0 for d in cited) else 0.0,
+        grounded=1.0 if result.grounded else 0.0,
+        context_chunks=len(result.selected_chunk_ids),
+        skipped=not result.retrieved,
+        latency_ms=latency_ms,
+        relevances=[
+            (rel, relevant.get(doc, 0) > 0)
+            for doc, (_, _, rel) in zip(reranked, ranked_chunks, strict=True)
+        ],
+    )
+
+
+def _corpus_id(dataset: BeirDataset, document_id: str) -> str:
+    return document_id.removeprefix(f"{eval_workspace(dataset)}:")
+
+
+def _pipeline_report(runs: list[_PipelineScore], thresholds: tuple[float, ...]) -> PipelineReport:
+    return PipelineReport(
+        ndcg_at_10=statistics.fmean(r.ndcg_at_10 for r in runs),
+        context_recall=statistics.fmean(r.context_recall for r in runs),
+        grounded=statistics.fmean(r.grounded for r in runs),
+        mean_context_chunks=statistics.fmean(r.context_chunks for r in runs),
+        skipped=sum(r.skipped for r in runs),
+        latency_ms_p50=_percentile([r.latency_ms for r in runs], 50),
+        latency_ms_p95=_percentile([r.latency_ms for r in runs], 95),
+        thresholds=threshold_table([r.relevances for r in runs], thresholds),
     )
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from langchain_core.callbacks import (
@@ -255,6 +256,140 @@ def _log(node: str, reason: str, config: Any, **fields: Any) -> None:
     )
 
 
+def _route_for_decision(
+    tether: Tether, state: dict[str, Any], config: Any, decision: Decision
+) -> tuple[str, str]:
+    """``(node, reason)`` for this turn: :func:`route` when retrieval is needed, else
+    ``skip_rag`` with why it was skipped."""
+    _global_scope(config)  # a bad rag_scope is an error on every turn, not only some
+    if decision.needed:
+        return route(tether, state, config)
+    if not tether.settings.rag.enabled:
+        return SKIP_NODE, "rag disabled -> skipped"
+    return SKIP_NODE, f"decision: {decision.reason} -> skipped"
+
+
+class _DecideNode:
+    """The ``decide`` node: decides whether the turn needs retrieval, and records the
+    route and the decision in the state for the node that runs next."""
+
+    def __init__(self, tether: Tether) -> None:
+        self._tether = tether
+
+    def _record_route(
+        self, state: dict[str, Any], config: Any, decision: Decision, question: str
+    ) -> dict[str, Any]:
+        node, reason = _route_for_decision(self._tether, state, config, decision)
+        return {
+            "rag_route": node,
+            "rag_route_reason": reason,
+            "rag_decision": {**decision.to_dict(), "_question": question},
+        }
+
+    def decide(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
+        question = question_from_state(state)
+        return self._record_route(state, config, self._tether.decide(question), question)
+
+    async def adecide(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
+        question = question_from_state(state)
+        decision = await self._tether.adecide(question)
+        # Routing may look up the session's documents: keep SQLite off the event loop.
+        return await asyncio.to_thread(self._record_route, state, config, decision, question)
+
+    def as_runnable(self) -> RunnableLambda:
+        return RunnableLambda(self.decide, afunc=self.adecide, name="decide")
+
+
+def _recorded_route(state: dict[str, Any]) -> str:
+    return state["rag_route"]
+
+
+@dataclass(frozen=True)
+class _RetrievalPlan:
+    """What a RAG node retrieves with: the question and decision recorded by ``decide``,
+    and the scope (and session) its node searches."""
+
+    question: str
+    decision: Decision
+    session_id: str | None
+    scope: Scope
+    used: RagUsed
+
+
+def _plan_retrieval(node: str, state: dict[str, Any], config: Any) -> _RetrievalPlan:
+    decided = state["rag_decision"]
+    decision = Decision(decided["needed"], decided["category"], decided["reason"], decided["by"])
+    if node == LOCAL_NODE:
+        session_id = _configurable(config)["session_id"]
+        return _RetrievalPlan(
+            decided["_question"], decision, session_id, Scope.session(session_id), "local"
+        )
+    # The global library or a workspace: the chat session plays no part (and need
+    # not be known to tether yet).
+    return _RetrievalPlan(decided["_question"], decision, None, _global_scope(config), "global")
+
+
+def _retrieval_update(
+    node: str, state: dict[str, Any], config: Any, result: RetrievalResult, used: RagUsed
+) -> dict[str, Any]:
+    """Logs a RAG node's retrieval and turns it into the node's ``rag_*`` update."""
+    reason = state["rag_route_reason"]
+    _log(
+        node,
+        reason,
+        config,
+        scope=result.scope.to_dict(),
+        grounded=result.grounded,
+        chunks=len(result.selected_chunk_ids),
+    )
+    return _update(result, used, result.scope, _summary(result, node, reason), None)
+
+
+class _RetrievalNode:
+    """A RAG node (``local_rag_node`` or ``global_rag_node``): retrieves in the scope
+    its node plans, treating a session tether has never seen as an empty one."""
+
+    def __init__(self, tether: Tether, node: str) -> None:
+        self._tether = tether
+        self._node = node
+
+    def retrieve(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
+        plan = _plan_retrieval(self._node, state, config)
+        try:
+            result = self._tether.retrieve(
+                plan.question, scope=plan.scope, session_id=plan.session_id, decision=plan.decision
+            )
+        except SessionNotFound:
+            result = _empty_session(plan.question, plan.scope, plan.decision)
+        return _retrieval_update(self._node, state, config, result, plan.used)
+
+    async def aretrieve(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
+        plan = _plan_retrieval(self._node, state, config)
+        try:
+            result = await self._tether.aretrieve(
+                plan.question, scope=plan.scope, session_id=plan.session_id, decision=plan.decision
+            )
+        except SessionNotFound:
+            result = _empty_session(plan.question, plan.scope, plan.decision)
+        return _retrieval_update(self._node, state, config, result, plan.used)
+
+    def as_runnable(self) -> RunnableLambda:
+        return RunnableLambda(self.retrieve, afunc=self.aretrieve, name=self._node)
+
+
+def _skip_rag(state: dict[str, Any], config: Any) -> dict[str, Any]:
+    """The ``skip_rag`` node: no retrieval, an empty ``rag_*`` update saying why."""
+    reason = state["rag_route_reason"]
+    decided = state["rag_decision"]
+    _log(SKIP_NODE, reason, config)
+    debug = {
+        "node": SKIP_NODE,
+        "route_reason": reason,
+        "decision": {k: v for k, v in decided.items() if k != "_question"},
+    }
+    return _update(None, "none", None, debug, decided["_question"])
+
+
 def build_rag_subgraph(tether: Tether) -> Any:
     """The compiled RAG subgraph for ``tether``. Add it to a parent graph as a node
     (``builder.add_node("rag", build_rag_subgraph(t))``) and put it before the node that
@@ -262,101 +397,13 @@ def build_rag_subgraph(tether: Tether) -> Any:
     ``active_pdf_document_id`` from the parent's state and returns only the ``rag_*``
     keys (:class:`RagOutput`); the parent's state class should extend :class:`RagState`."""
     lg = _require_langgraph()
-
-    def _routed(state: dict[str, Any], config: Any, decision: Decision, question: str) -> dict:
-        _global_scope(config)  # a bad rag_scope is an error on every turn, not only some
-        if decision.needed:
-            node, reason = route(tether, state, config)
-        elif not tether.settings.rag.enabled:
-            node, reason = SKIP_NODE, "rag disabled -> skipped"
-        else:
-            node, reason = SKIP_NODE, f"decision: {decision.reason} -> skipped"
-        return {
-            "rag_route": node,
-            "rag_route_reason": reason,
-            "rag_decision": {**decision.to_dict(), "_question": question},
-        }
-
-    def decide(state: dict[str, Any], config: Any) -> dict[str, Any]:
-        question = question_from_state(state)
-        return _routed(state, config, tether.decide(question), question)
-
-    async def adecide(state: dict[str, Any], config: Any) -> dict[str, Any]:
-        question = question_from_state(state)
-        decision = await tether.adecide(question)
-        # Routing may look up the session's documents: keep SQLite off the event loop.
-        return await asyncio.to_thread(_routed, state, config, decision, question)
-
-    def pick(state: dict[str, Any]) -> str:
-        return state["rag_route"]
-
-    def _plan(node: str, state: dict[str, Any], config: Any) -> tuple[Any, ...]:
-        decided = state["rag_decision"]
-        decision = Decision(
-            decided["needed"], decided["category"], decided["reason"], decided["by"]
-        )
-        if node == LOCAL_NODE:
-            session_id = _configurable(config)["session_id"]
-            return decided["_question"], decision, session_id, Scope.session(session_id), "local"
-        # The global library or a workspace: the chat session plays no part (and need
-        # not be known to tether yet).
-        return decided["_question"], decision, None, _global_scope(config), "global"
-
-    def _done(
-        node: str, state: dict[str, Any], config: Any, result: RetrievalResult, used: RagUsed
-    ) -> dict[str, Any]:
-        reason = state["rag_route_reason"]
-        _log(
-            node,
-            reason,
-            config,
-            scope=result.scope.to_dict(),
-            grounded=result.grounded,
-            chunks=len(result.selected_chunk_ids),
-        )
-        return _update(result, used, result.scope, _summary(result, node, reason), None)
-
-    def rag_node(node: str) -> Any:
-        def sync(state: dict[str, Any], config: Any) -> dict[str, Any]:
-            question, decision, session_id, scope, used = _plan(node, state, config)
-            try:
-                result = tether.retrieve(
-                    question, scope=scope, session_id=session_id, decision=decision
-                )
-            except SessionNotFound:
-                result = _empty_session(question, scope, decision)
-            return _done(node, state, config, result, used)
-
-        async def asynchronous(state: dict[str, Any], config: Any) -> dict[str, Any]:
-            question, decision, session_id, scope, used = _plan(node, state, config)
-            try:
-                result = await tether.aretrieve(
-                    question, scope=scope, session_id=session_id, decision=decision
-                )
-            except SessionNotFound:
-                result = _empty_session(question, scope, decision)
-            return _done(node, state, config, result, used)
-
-        return RunnableLambda(sync, afunc=asynchronous, name=node)
-
-    def skip_rag(state: dict[str, Any], config: Any) -> dict[str, Any]:
-        reason = state["rag_route_reason"]
-        decided = state["rag_decision"]
-        _log(SKIP_NODE, reason, config)
-        debug = {
-            "node": SKIP_NODE,
-            "route_reason": reason,
-            "decision": {k: v for k, v in decided.items() if k != "_question"},
-        }
-        return _update(None, "none", None, debug, decided["_question"])
-
     builder = lg.StateGraph(_Internal, input_schema=RagState, output_schema=RagOutput)
-    builder.add_node("decide", RunnableLambda(decide, afunc=adecide, name="decide"))
-    builder.add_node(LOCAL_NODE, rag_node(LOCAL_NODE))
-    builder.add_node(GLOBAL_NODE, rag_node(GLOBAL_NODE))
-    builder.add_node(SKIP_NODE, RunnableLambda(skip_rag, name=SKIP_NODE))
+    builder.add_node("decide", _DecideNode(tether).as_runnable())
+    builder.add_node(LOCAL_NODE, _RetrievalNode(tether, LOCAL_NODE).as_runnable())
+    builder.add_node(GLOBAL_NODE, _RetrievalNode(tether, GLOBAL_NODE).as_runnable())
+    builder.add_node(SKIP_NODE, RunnableLambda(_skip_rag, name=SKIP_NODE))
     builder.add_edge(lg.START, "decide")
-    builder.add_conditional_edges("decide", pick, [LOCAL_NODE, GLOBAL_NODE, SKIP_NODE])
+    builder.add_conditional_edges("decide", _recorded_route, [LOCAL_NODE, GLOBAL_NODE, SKIP_NODE])
     for node in (LOCAL_NODE, GLOBAL_NODE, SKIP_NODE):
         builder.add_edge(node, lg.END)
     return builder.compile(name="rag")

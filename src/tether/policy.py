@@ -44,7 +44,14 @@ from tether.sanitize import sanitize_query
 from tether.tags import validate_tags
 
 __all__ = [
+    "EVENT_FIELDS",
+    "EVENT_LIST_FIELDS",
+    "MAX_BUILT_QUERY_CHARS",
+    "MAX_FIELD_CHARS",
+    "STATE_FIELDS",
+    "CitationReport",
     "Grounding",
+    "Violation",
     "attach_retrieval",
     "build_query",
     "require_grounding",

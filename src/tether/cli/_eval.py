@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-import dataclasses
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
+from tether import Settings, TetherError
 from tether.cli._shell import (
     ConfigOption,
     JsonOption,
     err,
-    open_tether,
+    error_message,
+    fail,
     out,
     print_json,
     progress_bar,
 )
 
 if TYPE_CHECKING:
-    from tether.eval import EvalReport, PipelineReport
+    from rich.progress import Progress
+
+    from tether.eval import EvalProgress, EvalReport, PipelineReport
 
 
 def eval_(
@@ -49,43 +51,40 @@ def eval_(
     as_json: JsonOption = False,
 ) -> None:
     """Index a BEIR dataset and print nDCG@10, Recall@100 and query latency."""
-    with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
-        store = db if db is not None else Path(tmp) / "eval.db"
-        report, failed = _evaluate(directory, split, store, config, lexical_only, pipeline)
-    if failed:
-        _note_unindexed(failed)
-    if as_json:
-        print_json(report.to_dict())
-        return
-    _print_report(report)
-    if report.pipeline is not None:
-        out.print(_threshold_table(report.pipeline))
-
-
-def _evaluate(
-    directory: Path,
-    split: str,
-    store: Path,
-    config: Path | None,
-    lexical_only: bool,
-    pipeline: bool,
-) -> tuple[EvalReport, tuple[tuple[str, str], ...]]:
-    """The report, and the corpus entries that could not be indexed (entry, reason)."""
     from tether import eval as beir  # loaded only when evaluating
 
-    # Lexical-only runs need no vectors: do not spend time computing them.
-    overrides: dict[str, Any] = {"rag": {"embeddings": {"enabled": False}}} if lexical_only else {}
-    with open_tether(store, config, **overrides) as tether:
-        dataset = beir.load_beir(directory, split=split)
+    try:
         with progress_bar() as bar:
-            task = bar.add_task(f"Indexing {dataset.name}", total=None)
-            indexing = beir.index_dataset(
-                tether, dataset, progress=lambda n: bar.update(task, completed=n)
+            result = beir.run(
+                directory,
+                split=split,
+                db=db,
+                settings=Settings.load(config),
+                lexical_only=lexical_only,
+                pipeline=pipeline,
+                progress=_one_bar_a_stage(bar),
             )
-        report = beir.evaluate(
-            tether, dataset, mode="lexical" if lexical_only else "hybrid", pipeline=pipeline
-        )
-    return dataclasses.replace(report, unindexed=len(indexing.failed)), indexing.failed
+    except TetherError as exc:
+        fail(error_message(exc))
+    if result.indexing.failed:
+        _note_unindexed(result.indexing.failed)
+    if as_json:
+        print_json(result.report.to_dict())
+        return
+    _print_report(result.report)
+    if result.report.pipeline is not None:
+        out.print(_threshold_table(result.report.pipeline))
+
+
+def _one_bar_a_stage(bar: Progress) -> EvalProgress:
+    def show(stage: str, done: int, total: int | None) -> None:
+        if not bar.tasks or bar.tasks[0].description != stage:
+            for task in bar.task_ids:
+                bar.remove_task(task)
+            bar.add_task(stage, total=total)
+        bar.update(bar.task_ids[0], completed=done)
+
+    return show
 
 
 def _note_unindexed(failed: tuple[tuple[str, str], ...]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,34 +156,24 @@ class Indexer:
         fast, and the group's documents are then written in one transaction: every
         document appears whole, with all its vectors, and commits are few.
         """
-        results: list[IndexResult | None] = []
-        group: list[tuple[int, _Prepared]] = []
-        group_chunks = 0
-
-        def report(slot: int, result: IndexResult) -> None:
-            results[slot] = result
-            if progress:
-                progress(result)
-
-        def flush() -> None:
-            nonlocal group_chunks
-            embedded = self._embed_group([p for _, p in group])
-            with self.store.write():
-                # Each document is a savepoint of the group's transaction: one that cannot
-                # be stored fails alone, and the others still commit.
-                written = [
-                    self._write(prepared, placement, vectors, warning)
-                    for prepared, vectors, warning in embedded
-                ]
-            for (slot, _), result in zip(group, written, strict=True):
-                report(slot, result)
-            group.clear()
-            group_chunks = 0
-
         items = list(sources)
+        batch = _Batch(self, placement, len(items), progress)
+        for slot, outcome in self._loaded(items, placement, cancelled):
+            if isinstance(outcome, IndexResult):
+                batch.report(slot, outcome)
+            else:
+                batch.add(slot, outcome)
+        batch.flush()
+        return batch.finished()
+
+    def _loaded(
+        self, items: list[Source], placement: Placement, cancelled: Callable[[], bool] | None
+    ) -> Iterator[tuple[int, _Prepared | IndexResult]]:
+        """Each item, in order, prepared (or already answered: skipped, failed,
+        cancelled). Loading and chunking (PDF parsing, mostly) run a few files at a time,
+        ahead of the writer; each file gets ``rag.file_timeout`` seconds once its turn
+        comes, and a file stuck in its loader is abandoned, not waited for."""
         timeout = self.rag.file_timeout
-        # Loading and chunking (PDF parsing, mostly) run a few files at a time, ahead of
-        # the writer; each file gets ``file_timeout`` seconds once its turn comes.
         pool: Any = (
             concurrent.futures.ThreadPoolExecutor(
                 max(1, min(self.rag.convert_workers, len(items))), thread_name_prefix="tether-load"
@@ -195,37 +185,25 @@ class Indexer:
         futures: dict[int, concurrent.futures.Future[_Prepared | IndexResult]] = {}
         try:
             for i, source in enumerate(items):
-                results.append(None)
-                label = str(source.path) if isinstance(source, PathSource) else source.title
+                label = source.label
                 if cancelled is not None and cancelled():
-                    report(
-                        i, IndexResult(label, "failed", error=IndexingCancelled(label, "cancelled"))
+                    yield (
+                        i,
+                        IndexResult(label, "failed", error=IndexingCancelled(label, "cancelled")),
                     )
                     continue
                 for j in range(i, min(len(items), i + ahead)):
                     if j not in futures:
                         futures[j] = pool.submit(self._prepare, items[j], placement)
                 try:
-                    prepared = futures.pop(i).result(timeout=timeout)
+                    outcome = futures.pop(i).result(timeout=timeout)
                 except concurrent.futures.TimeoutError:
                     problem = f"loading took longer than {timeout:g}s (rag.file_timeout); skipped"
                     logger.error("%s: %s", label, problem)
-                    report(i, IndexResult(label, "failed", error=UnreadableFile(label, problem)))
-                    continue
-                if isinstance(prepared, IndexResult):
-                    report(i, prepared)
-                    continue
-                group.append((i, prepared))
-                group_chunks += len(prepared.chunks)
-                if group_chunks >= GROUP_CHUNKS:
-                    flush()
+                    outcome = IndexResult(label, "failed", error=UnreadableFile(label, problem))
+                yield i, outcome
         finally:
-            # A file stuck in its loader is abandoned, not waited for.
             pool.shutdown(wait=False, cancel_futures=True)
-        if group:
-            flush()
-        assert all(r is not None for r in results)
-        return [r for r in results if r is not None]
 
     def _prepare(self, source: Source, placement: Placement) -> _Prepared | IndexResult:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
@@ -468,6 +446,57 @@ class Indexer:
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
             self.store.attach_document_to_session(document_id, placement.session_id)
+
+
+class _Batch:
+    """The results of one :meth:`Indexer.index` call, and the group of prepared
+    documents that are embedded in one call and written in one transaction."""
+
+    def __init__(
+        self,
+        indexer: Indexer,
+        placement: Placement,
+        size: int,
+        progress: Callable[[IndexResult], None] | None,
+    ) -> None:
+        self.indexer = indexer
+        self.placement = placement
+        self.progress = progress
+        self.results: list[IndexResult | None] = [None] * size
+        self.group: list[tuple[int, _Prepared]] = []
+        self.chunks = 0
+
+    def report(self, slot: int, result: IndexResult) -> None:
+        self.results[slot] = result
+        if self.progress:
+            self.progress(result)
+
+    def add(self, slot: int, prepared: _Prepared) -> None:
+        self.group.append((slot, prepared))
+        self.chunks += len(prepared.chunks)
+        if self.chunks >= GROUP_CHUNKS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.group:
+            return
+        indexer = self.indexer
+        embedded = indexer._embed_group([p for _, p in self.group])
+        with indexer.store.write():
+            # Each document is a savepoint of the group's transaction: one that cannot be
+            # stored fails alone, and the others still commit.
+            written = [
+                indexer._write(prepared, self.placement, vectors, warning)
+                for prepared, vectors, warning in embedded
+            ]
+        for (slot, _), result in zip(self.group, written, strict=True):
+            self.report(slot, result)
+        self.group.clear()
+        self.chunks = 0
+
+    def finished(self) -> list[IndexResult]:
+        assert all(r is not None for r in self.results)
+        return [r for r in self.results if r is not None]
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:

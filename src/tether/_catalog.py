@@ -1,0 +1,126 @@
+"""The facade's catalogue half: documents, their status and tags, workspaces, sessions
+and attachments, the audit log and cleanup. A part of :class:`tether.Tether`; each
+method is one call to the store."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from tether.errors import DocumentNotFound, InvalidArgument
+from tether.models import CleanupReport, Document, Session, Tags, Workspace, parse_retention
+from tether.settings import Settings
+from tether.store import AuditEntry, Store, StoredChunk
+from tether.tags import DOCUMENT_STATUSES, validate_tags
+
+logger = logging.getLogger("tether")
+
+Status = Literal["active", "draft", "pending"]
+
+
+class Catalog:
+    """Document, workspace and session methods of :class:`tether.Tether`."""
+
+    settings: Settings
+    store: Store
+
+    # -- documents ----------------------------------------------------------------------
+
+    def documents(
+        self, *, workspace_id: str | None = None, session_id: str | None = None
+    ) -> list[Document]:
+        return self.store.list_documents(workspace_id=workspace_id, session_id=session_id)
+
+    def get_document(self, document_id: str) -> Document:
+        return self.store.get_document(document_id)
+
+    def chunks(self, document_id: str) -> list[StoredChunk]:
+        self.store.get_document(document_id)
+        return self.store.chunks_of(document_id)
+
+    def delete_document(self, document_id: str) -> None:
+        """Delete a document with its chunks, FTS rows, embeddings and attachments."""
+        self.store.delete_document(document_id)
+
+    def set_status(self, document_id: str, status: Status) -> Document:
+        """Publish a draft or approve a submission (``"active"``), or take a document out of
+        retrieval (``"draft"``, ``"pending"``) without deleting it."""
+        if status not in DOCUMENT_STATUSES:
+            raise InvalidArgument(f"status must be one of {DOCUMENT_STATUSES}, not {status!r}")
+        self.store.set_status(document_id, status)
+        return self.store.get_document(document_id)
+
+    def approve(self, document_id: str) -> Document:
+        """Approve a user-submitted (``pending``) or draft document: it becomes searchable."""
+        return self.set_status(document_id, "active")
+
+    def set_tags(self, document_id: str, tags: Tags | dict[str, Any]) -> Document:
+        """Replace a document's tags (validated against the policy), content unchanged."""
+        document = self.store.get_document(document_id)
+        checked = validate_tags(document_id, tags, self.settings.policy)
+        self.store.set_tags_and_status(document_id, checked, document.status)
+        return self.store.get_document(document_id)
+
+    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[AuditEntry]:
+        """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
+        retrieved chunk and document ids, and the outcome (``grounded``, ``ungrounded``,
+        ``skipped``, ``blocked`` or ``error``) with its reason."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
+        return self.store.retrieval_log(limit, outcome)
+
+    def cleanup(self, retention: str | timedelta = "7d", *, dry_run: bool = False) -> CleanupReport:
+        """Delete documents that have been stale for longer than ``retention`` (``"7d"``,
+        ``"12h"``, ``"30m"``, ``"2w"`` or a timedelta), with their chunks, embeddings, FTS
+        rows and attachments. ``dry_run`` lists them and deletes nothing."""
+        cutoff = (datetime.now(UTC) - parse_retention(retention)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        documents = self.store.stale_documents(cutoff)
+        for document in documents if not dry_run else ():
+            try:
+                self.store.delete_document(document.id)
+            except DocumentNotFound:
+                continue  # deleted meanwhile
+        if documents and not dry_run:
+            logger.info("cleanup deleted %d stale document(s)", len(documents))
+        return CleanupReport(documents=tuple(documents), deleted=not dry_run, cutoff=cutoff)
+
+    # -- workspaces and sessions --------------------------------------------------------
+
+    def create_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
+        _require_id(workspace_id, "workspace_id")
+        return self.store.ensure_workspace(workspace_id, name)
+
+    def workspaces(self) -> list[Workspace]:
+        return self.store.list_workspaces()
+
+    def create_session(self, session_id: str, *, workspace_id: str) -> Session:
+        _require_id(session_id, "session_id")
+        _require_id(workspace_id, "workspace_id")
+        self.store.ensure_workspace(workspace_id)
+        return self.store.ensure_session(session_id, workspace_id)
+
+    def sessions(self, *, workspace_id: str | None = None) -> list[Session]:
+        return self.store.list_sessions(workspace_id)
+
+    def close_session(self, session_id: str) -> Session:
+        """Close a session. Its ChatPDF documents (imported with :meth:`on_pdf_imported`)
+        that no other open session uses are marked stale (``stale_at``), for
+        :meth:`cleanup` to delete once the retention window has passed."""
+        session, stale = self.store.close_session(session_id)
+        if stale:
+            logger.info("session %s closed: %d document(s) marked stale", session_id, len(stale))
+        return session
+
+    def attach(self, document_id: str, session_id: str) -> bool:
+        """Attach a document to a session; False if it already was."""
+        return self.store.attach_document_to_session(document_id, session_id)
+
+    def detach(self, document_id: str, session_id: str) -> bool:
+        """Detach a document from a session (the document stays); False if it was not."""
+        return self.store.detach_document_from_session(document_id, session_id)
+
+
+def _require_id(value: object, name: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{name} must be a non-empty string, not {value!r}")
