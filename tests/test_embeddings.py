@@ -361,3 +361,47 @@ def test_inconsistent_stored_vectors_are_reported_not_misread(db_path: Path) -> 
         results = t.search("coolant", mode="hybrid")
         assert results.debug["method"] == "lexical"
         assert any("expected" in d and "bytes" in d for d in results.debug["degradations"])
+        # The pipeline goes through the same candidate path: it degrades the same way,
+        # and says the stored vectors (not the query) are the problem.
+        result = t.retrieve("coolant pumps", scope="global")
+        assert result.grounded and result.debug["method"] == "lexical"
+        [problem] = [d for d in result.debug["degradations"] if "expected" in d]
+        assert problem.startswith("stored vectors unusable, lexical only")
+        assert "re-embed" in problem
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_finds_nothing_and_says_what_ran(db_path: Path, query: str) -> None:
+    with open_store(db_path, HashEmbedder()) as t:
+        t.add(text="\n\n".join(PARAGRAPHS), title="Plant")
+        results = t.search(query, mode="hybrid")
+        assert list(results) == [] and results.debug["method"] == "hybrid"
+        assert results.debug["degradations"] == []
+    settings = make_settings(embeddings={"enabled": False})
+    with Tether(db=db_path, settings=settings) as t:
+        results = t.search(query, mode="hybrid")
+        assert list(results) == [] and results.debug["method"] == "lexical"
+        assert "disabled" in results.debug["degradations"][0]
+
+
+def test_a_search_inside_the_callers_transaction_runs_in_it() -> None:
+    """A plain search runs both sides in the caller's thread: inside a read or write
+    transaction on a shared in-memory store it neither deadlocks nor misses the
+    transaction's own writes."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        with Tether(db=":memory:", settings=make_settings(), embedder=HashEmbedder()) as t:
+            t.add(text="\n\n".join(PARAGRAPHS), title="Plant", document_id="plant")
+            t.add(text="Spare coolant pumps are kept in room B.", title="Stores")
+            with t.store.db.read():
+                outcome.append([h.title for h in t.search("coolant pumps", mode="hybrid")])
+            with t.store.db.write():
+                t.set_status("plant", "draft")  # not committed yet: this transaction's own
+                outcome.append([h.title for h in t.search("coolant pumps", mode="hybrid")])
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "search deadlocked inside the caller's transaction"
+    assert outcome == [["Stores", "Plant"], ["Stores"]]

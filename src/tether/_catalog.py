@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from tether.errors import DocumentNotFound, InvalidArgument
-from tether.models import CleanupReport, Document, Session, Tags, Workspace, parse_retention
+from tether.models import (
+    CleanupReport,
+    Document,
+    DocumentStatus,
+    Session,
+    Tags,
+    Workspace,
+    iso_utc,
+    parse_retention,
+)
 from tether.settings import Settings
 from tether.store import AuditEntry, Store, StoredChunk
 from tether.tags import DOCUMENT_STATUSES, validate_tags
 
 logger = logging.getLogger("tether")
-
-Status = Literal["active", "draft", "pending"]
 
 
 class Catalog:
@@ -43,7 +50,7 @@ class Catalog:
         """Delete a document with its chunks, FTS rows, embeddings and attachments."""
         self.store.delete_document(document_id)
 
-    def set_status(self, document_id: str, status: Status) -> Document:
+    def set_status(self, document_id: str, status: DocumentStatus) -> Document:
         """Publish a draft or approve a submission (``"active"``), or take a document out of
         retrieval (``"draft"``, ``"pending"``) without deleting it."""
         if status not in DOCUMENT_STATUSES:
@@ -74,7 +81,7 @@ class Catalog:
         """Delete documents that have been stale for longer than ``retention`` (``"7d"``,
         ``"12h"``, ``"30m"``, ``"2w"`` or a timedelta), with their chunks, embeddings, FTS
         rows and attachments. ``dry_run`` lists them and deletes nothing."""
-        cutoff = (datetime.now(UTC) - parse_retention(retention)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        cutoff = iso_utc(datetime.now(UTC) - parse_retention(retention))
         documents = self.store.stale_documents(cutoff)
         for document in documents if not dry_run else ():
             try:

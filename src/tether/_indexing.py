@@ -18,14 +18,13 @@ from tether.ingest.jobs import ProgressCallback as JobProgressCallback
 from tether.ingest.sources import PathSource, TextSource, coerce_sources, smallest_first
 from tether.ingest.sources import text_source as make_text_source
 from tether.ingest.watcher import LibrarySync, SyncReport
-from tether.models import GLOBAL_WORKSPACE, IndexResult, Tags
+from tether.models import GLOBAL_WORKSPACE, DocumentStatus, IndexResult, Tags
 from tether.settings import Settings
 from tether.store import RegistryEntry, Store
 
 logger = logging.getLogger("tether")
 
 PathLike = str | os.PathLike[str]
-Status = Literal["active", "draft", "pending"]
 
 
 class Indexing:
@@ -55,7 +54,7 @@ class Indexing:
         source: str | None = None,
         metadata: dict[str, Any] | None = None,
         tags: Tags | dict[str, Any] | None = None,
-        status: Status | None = None,
+        status: DocumentStatus | None = None,
         on_error: Literal["raise", "collect"] = "raise",
         progress: ProgressCallback | None = None,
     ) -> list[IndexResult]:
@@ -105,7 +104,7 @@ class Indexing:
         workspace_id: str | None = None,
         session_id: str | None = None,
         tags: Tags | dict[str, Any] | None = None,
-        status: Status | None = None,
+        status: DocumentStatus | None = None,
         on_progress: JobProgressCallback | None = None,
         kind: str = "document",
     ) -> IndexJob:

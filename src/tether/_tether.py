@@ -35,7 +35,6 @@ logger = logging.getLogger("tether")
 
 PathLike = str | os.PathLike[str]
 ScopeArg = Scope | Literal["session", "workspace", "global"] | None
-Status = Literal["active", "draft", "pending"]
 
 
 class Tether(Indexing, Catalog):

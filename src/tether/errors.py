@@ -25,7 +25,9 @@
     GenerationBlocked             (also TetherError) a guarded generation may not run:
                                   nothing relevant, a timeout or an error; ``.advisory`` says why
 
-Every message says what was wrong and what to do about it.
+Every message says what was wrong and what to do about it, in the library's words
+(``Tether.reembed``, not a command line). An error whose advice a shell words its own
+way keeps what was wrong apart, in ``problem``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ from typing import Any
 
 class TetherError(Exception):
     """Base class of every error tether raises on purpose."""
+
+    @property
+    def problem(self) -> str:
+        """What was wrong, without the advice (the whole message, unless a subclass
+        keeps them apart)."""
+        return str(self)
 
 
 class ConfigurationError(TetherError):
@@ -67,6 +75,10 @@ class SessionNotFound(NotFound):
             " session_id when adding a document"
         )
         self.session_id = session_id
+
+    @property
+    def problem(self) -> str:
+        return f"no session with id {self.session_id!r}"
 
 
 class WorkspaceNotFound(NotFound):
@@ -108,6 +120,17 @@ class EmbeddingsUnavailable(EmbeddingError):
 class StoredVectorsInvalid(EmbeddingError):
     """The store holds vectors of the configured model that cannot be used together
     (their sizes disagree): delete that model's vectors and re-embed (Tether.reembed)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}; delete the model's vectors and re-embed (Tether.reembed)")
+        self._problem = problem
+
+    @property
+    def problem(self) -> str:
+        return self._problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._problem,))
 
 
 class IngestError(TetherError):

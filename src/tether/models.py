@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tether.errors import InvalidArgument, ScopeError
 
 GLOBAL_WORKSPACE = "GLOBAL"
+#: Documents' statuses: ``active`` is searchable, ``draft`` not yet published,
+#: ``pending`` user-submitted and not yet approved.
+DocumentStatus = Literal["active", "draft", "pending"]
 #: The most hits one search returns.
 MAX_K = 1000
 
@@ -392,3 +395,9 @@ def parse_retention(value: str | timedelta) -> timedelta:
     if window < timedelta(0):
         raise InvalidArgument(f"retention must not be negative, not {value!r}")
     return window
+
+
+def iso_utc(moment: datetime) -> str:
+    """``moment`` as stored: ISO-8601 in UTC to the microsecond, with a ``Z`` (it sorts
+    as text). A naive ``moment`` is taken to be UTC already."""
+    return (moment.astimezone(UTC) if moment.tzinfo else moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

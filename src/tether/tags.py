@@ -12,16 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from tether.errors import InvalidTag
-from tether.models import Tags
+from tether.models import DocumentStatus, Tags
 from tether.settings import SOURCE_TYPES, PolicySettings
 
 #: ``active``: searchable. ``draft``: not yet published. ``pending``: user-submitted, not
 #: yet approved. Only active documents are ever searched (the policy's exclusions). A
 #: source without a status keeps its document's (new documents are active).
-DOCUMENT_STATUSES = ("active", "draft", "pending")
+DOCUMENT_STATUSES: tuple[str, ...] = get_args(DocumentStatus)
 
 TAG_FIELDS = ("domain", "source_type", "last_verified", "version", "project_id")
 REQUIRED_TAGS = ("domain", "source_type", "last_verified", "version")

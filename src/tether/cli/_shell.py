@@ -72,9 +72,10 @@ _COMMAND_HINTS: dict[type[TetherError], str] = {
 
 
 def error_message(exc: TetherError) -> str:
-    """The library's message, then the hint of the nearest error class that has one."""
+    """The library's message; or, for an error class with a command hint, what was
+    wrong followed by the command that puts it right (instead of the library's advice)."""
     hint = next((_COMMAND_HINTS[c] for c in type(exc).__mro__ if c in _COMMAND_HINTS), None)
-    return str(exc) if hint is None else f"{exc}; {hint}"
+    return str(exc) if hint is None else f"{exc.problem}; {hint}"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -165,7 +165,7 @@ class IndexJob:
 
 class IndexWorker:
     """The thread pool jobs run on. ``index`` is the function that indexes a list of
-    sources (``Tether._index_now``)."""
+    sources (:meth:`tether.ingest.indexer.Indexer.add`)."""
 
     def __init__(self, index: Callable[..., list[IndexResult]], workers: int = 2) -> None:
         if workers < 1:

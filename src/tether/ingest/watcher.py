@@ -44,8 +44,8 @@ from typing import Any
 
 from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument
 from tether.ingest.indexer import Indexer
-from tether.ingest.sources import PathSource
-from tether.models import GLOBAL_WORKSPACE
+from tether.ingest.sources import PathSource, smallest_first
+from tether.models import GLOBAL_WORKSPACE, iso_utc
 from tether.store import RegistryEntry, utcnow
 
 logger = logging.getLogger("tether.watch")
@@ -196,7 +196,7 @@ class LibrarySync:
         if row.status != "error":
             return True
         due = row.next_retry_at
-        return due is None or due <= self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return due is None or due <= iso_utc(self.clock())
 
     def _delete_vanished(
         self, vanished: dict[str, RegistryEntry], only: set[Path] | None, report: SyncReport
@@ -226,6 +226,8 @@ class LibrarySync:
         registered: dict[str, RegistryEntry],
         report: SyncReport,
     ) -> None:
+        # Smallest first, as indexing runs: the report lists files in that order.
+        files = [files[i] for i in smallest_first([PathSource(p) for p, _ in files])]
         placement = self.indexer.place(self.workspace_id, None)
         results = self.indexer.add([PathSource(p) for p, _ in files], placement, on_error="collect")
         for (path, digest), result in zip(files, results, strict=True):
@@ -250,7 +252,7 @@ class LibrarySync:
         retries = (row.retry_count if row else 0) + 1
         gave_up = retries >= self.max_retries
         delay = timedelta(seconds=self.backoff * 2 ** (retries - 1))
-        due = None if gave_up else (self.clock() + delay).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        due = None if gave_up else iso_utc(self.clock() + delay)
         self.store.upsert_registry(
             key, content_hash=digest, status="failed" if gave_up else "error",
             retry_count=retries, next_retry_at=due, error=error[:500],

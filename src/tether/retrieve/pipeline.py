@@ -38,7 +38,7 @@ from opentelemetry import trace
 
 from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
-from tether.models import RetrievalResult
+from tether.models import Exclusions, RetrievalResult
 from tether.retrieve.context import Context, build_context
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.fts import term_coverage
@@ -48,7 +48,7 @@ from tether.retrieve.loop import LoopThread
 from tether.retrieve.request import MAX_QUESTION_CHARS, Request, check_question
 from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
 from tether.retrieve.rewrite import Rewrite, arewrite_query
-from tether.retrieve.search import Ranked, Searcher
+from tether.retrieve.search import Candidates, Ranked, Searcher, ms_since
 from tether.sanitize import sanitize_query
 from tether.settings import Settings
 from tether.store import AuditEntry, Store, utcnow
@@ -73,7 +73,7 @@ class _Run:
     debug: dict[str, Any] = field(default_factory=dict)
 
     def lap(self, name: str, since: float) -> None:
-        self.timings[name] = _ms(since)
+        self.timings[name] = ms_since(since)
 
 
 class Pipeline:
@@ -284,6 +284,8 @@ class Pipeline:
             *(self._retrieve_one(run, i, q, exclusions) for i, q in enumerate(queries))
         )
         run.lap("retrieve", t0)
+        for found in per_query:  # in query order, whatever order they finished in
+            run.degradations.extend(found.degradations)
         t0 = time.perf_counter()
         lists = [found.fused for found in per_query]
         if len(lists) == 1:
@@ -296,7 +298,7 @@ class Pipeline:
         question_vector = per_query[0].query_vector
         run.debug["queries"] = [
             {"index": i, "query": q, "lexical": len(found.lexical), "vector": len(found.vector),
-             "fused": found.fused, "fusion": found.fusion, "ms": found.timings_ms.get("total")}
+             "fusion": found.fusion, "ms": found.timings_ms.get("total")}
             for i, (q, found) in enumerate(zip(queries, per_query, strict=True))
         ]  # fmt: skip
         run.debug["method"] = "hybrid" if question_vector is not None else "lexical"
@@ -305,7 +307,9 @@ class Pipeline:
         )
         return fused, question_vector
 
-    async def _retrieve_one(self, run: _Run, index: int, query: str, exclusions: Any) -> Any:
+    async def _retrieve_one(
+        self, run: _Run, index: int, query: str, exclusions: Exclusions
+    ) -> Candidates:
         rag = self.settings.rag
         with tracer.start_as_current_span("retrieve", attributes={"rag.query_index": index}) as sp:
             t0 = time.perf_counter()
@@ -318,11 +322,11 @@ class Pipeline:
                 vector_depth=rag.k_vector,
                 filters=run.request.filters,
                 exclusions=exclusions,
+                parallel=True,
             )
-            found.timings_ms["total"] = _ms(t0)
+            found.timings_ms["total"] = ms_since(t0)
             sp.set_attribute("rag.candidates.lexical", len(found.lexical))
             sp.set_attribute("rag.candidates.vector", len(found.vector))
-        run.degradations.extend(found.degradations)
         return found
 
     async def _rerank(
@@ -497,7 +501,3 @@ def _skipped(run: _Run) -> RetrievalResult:
         selected_chunk_ids=(),
         debug=run.debug,
     )
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

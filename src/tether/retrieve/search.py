@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tether.embed import Embedder
-from tether.errors import EmbeddingError
+from tether.errors import EmbeddingError, StoredVectorsInvalid
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion
@@ -58,6 +58,8 @@ class Candidates:
     method: str
     query_vector: np.ndarray | None = None
     fusion: dict[str, Any] | None = None
+    #: Whether the vector side ran (``False``: lexical only, for the reason recorded).
+    vectors_ran: bool = False
     #: The lexical side's hits by chunk id, read with their ranks in one query (when
     #: asked for with ``with_text``: chunk ids are not stable across a replace).
     lexical_hits: dict[int, Hit] | None = None
@@ -90,6 +92,7 @@ class Searcher:
         self._vectors: tuple[Embedder | None, VectorIndex | None, str | None] | None = None
         self._lock = threading.Lock()
         self._side_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
 
     # -- the embedder and its vectors, made on first use ----------------------------------
 
@@ -115,6 +118,7 @@ class Searcher:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             pool, self._side_pool = self._side_pool, None
         if pool is not None:
             pool.shutdown(wait=True)
@@ -142,31 +146,36 @@ class Searcher:
         filters: Filters | None = None,
         exclusions: Exclusions | None = None,
         with_text: bool = False,
+        parallel: bool = False,
     ) -> Candidates:
-        """The ranked candidates of ``query`` in ``scope``: the lexical and the vector
-        side run at the same time (when both run and the store allows threads), then
-        are fused. Vectors that cannot run (no embedder, a failed query embedding)
-        degrade to lexical, recorded in ``degradations``. ``with_text`` reads the
-        lexical side's hits with its ranking, in one query."""
+        """The ranked candidates of ``query`` in ``scope``, fused by ``rag.fusion``.
+
+        Vectors that cannot run (no embedder, a failed query embedding, unusable stored
+        vectors) degrade to lexical, recorded in ``degradations``. ``with_text`` reads
+        the lexical side's hits with its ranking, in one query. ``parallel`` runs the
+        lexical side on a helper thread while the vector side runs here (the pipeline
+        does; a plain search stays in the caller's thread, and so in its transaction)."""
         exclusions = exclusions if exclusions is not None else self.exclusions()
         found = Candidates(lexical=[], vector=[], fused=[], method="lexical")
-        wants_vectors = mode in ("hybrid", "vector") and bool(query.strip())
         wants_lexical = mode != "vector"
-        lexical_future = None
-        both = wants_lexical and wants_vectors and self.vectors is not None
-        if both and self.store.cross_thread:
-            lexical_future = self._pool().submit(
-                self._lexical, query, scope, lexical_depth, filters, exclusions, found, with_text
-            )
-        if wants_vectors:
+        side = None
+        if mode in ("hybrid", "vector"):
+            if parallel and wants_lexical and self._can_run_sides_apart():
+                side = self._pool().submit(
+                    self._lexical, query, scope, lexical_depth, filters, exclusions, found,
+                    with_text,
+                )  # fmt: skip
             self._vector(query, scope, vector_depth, filters, exclusions, found)
-        if lexical_future is not None:
-            lexical_future.result()
-        elif wants_lexical or found.method != "vector":
-            # Vector mode without vectors falls back to the lexical side.
+        if side is not None:
+            side.result()
+        elif wants_lexical or not found.vectors_ran:
+            # (Vector mode without vectors falls back to the lexical side.)
             self._lexical(query, scope, lexical_depth, filters, exclusions, found, with_text)
         self._fuse_sides(mode, found)
         return found
+
+    def _can_run_sides_apart(self) -> bool:
+        return self.vectors is not None and self.store.cross_thread and not self._closed
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
@@ -196,7 +205,7 @@ class Searcher:
             found.lexical = self.store.search_lexical_scores(
                 scope, match, depth, filters, exclusions
             )
-        found.timings_ms["lexical"] = _ms(started)
+        found.timings_ms["lexical"] = ms_since(started)
 
     def _vector(
         self,
@@ -211,31 +220,39 @@ class Searcher:
         if embedder is None or vectors is None:
             found.degradations.append(f"lexical only: {unavailable or 'no embedder configured'}")
             return
+        if not query.strip():
+            found.vectors_ran = True  # nothing to embed: no vector candidates
+            return
         try:
             started = time.perf_counter()
             query_vector = embedder.embed_query(query)
-            found.timings_ms["embed_query"] = _ms(started)
+            found.timings_ms["embed_query"] = ms_since(started)
             started = time.perf_counter()
             found.vector = vectors.search(scope, query_vector, depth, filters, exclusions)
-            found.timings_ms["vector"] = _ms(started)
+            found.timings_ms["vector"] = ms_since(started)
+        except StoredVectorsInvalid as exc:
+            found.degradations.append(f"stored vectors unusable, lexical only: {exc}")
+            logger.error("stored vectors unusable, lexical only: %s", exc)
+            found.vector = []
+            return
         except EmbeddingError as exc:
             found.degradations.append(f"query embedding failed, lexical only: {exc}")
             logger.warning("query embedding failed, lexical only: %s", exc)
             found.vector = []
             return
         found.query_vector = query_vector
-        found.method = "vector"
+        found.vectors_ran = True
 
     def _fuse_sides(self, mode: SearchMode, found: Candidates) -> None:
         started = time.perf_counter()
-        if found.query_vector is None:
+        if not found.vectors_ran:
             found.method, found.fused = "lexical", found.lexical
         elif mode == "vector":
-            found.fused = found.vector
+            found.method, found.fused = "vector", found.vector
         else:
             found.method = "hybrid"
             found.fused, found.fusion = self.fuse(found.lexical, found.vector)
-        found.timings_ms["fuse"] = _ms(started)
+        found.timings_ms["fuse"] = ms_since(started)
 
     def fuse(self, lexical: Ranked, vector: Ranked) -> tuple[Ranked, dict[str, Any]]:
         """One query's lexical and vector lists fused by ``rag.fusion``, and its debug."""
@@ -268,6 +285,7 @@ class Searcher:
         """The ``k`` best hits: in hybrid mode from ``max(k, rag.k_lexical)`` lexical and
         ``max(k, rag.k_vector)`` vector candidates; one side alone gives its top ``k``."""
         hybrid = mode == "hybrid" and self.vectors is not None
+        exclusions = self.exclusions()
         found = self.candidates(
             query,
             scope,
@@ -275,14 +293,21 @@ class Searcher:
             lexical_depth=max(k, self.rag.k_lexical) if hybrid else k,
             vector_depth=max(k, self.rag.k_vector) if hybrid else k,
             filters=filters,
+            exclusions=exclusions,
             with_text=not hybrid,
         )
+        if found.method == "lexical" and found.lexical_hits is None:
+            # Vectors failed after the lexical side read its deep list of ids: the top k
+            # instead, with their text, in one query (ids can be reused by a replace).
+            self._lexical(query, scope, k, filters, exclusions, found, with_text=True)
+            found.fused = found.lexical
         started = time.perf_counter()
-        if found.method == "lexical" and found.lexical_hits is not None:
+        if found.lexical_hits is not None and found.method == "lexical":
             hits = [found.lexical_hits[cid] for cid, _ in found.fused[:k]]
         else:
             hits = self.hits(found.fused[:k])
-        found.timings_ms["hits"] = _ms(started)
+        # (Reading the winners' text counts as part of fusion, as it always has.)
+        found.timings_ms["fuse"] = round(found.timings_ms["fuse"] + ms_since(started), 3)
         debug: dict[str, Any] = {"mode": mode, "scope": scope.to_dict(), "k": k}
         if filters is not None:
             debug["filters"] = filters.to_dict()
@@ -327,5 +352,6 @@ def _ranks(hits: list[Hit], lexical: Ranked, vector: Ranked) -> dict[int, dict[s
     return ranks
 
 
-def _ms(started: float) -> float:
+def ms_since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()``), to the microsecond."""
     return round((time.perf_counter() - started) * 1000, 3)

@@ -124,8 +124,7 @@ class VectorIndex:
         if bad is not None:
             raise StoredVectorsInvalid(
                 f"stored {self.model!r} vector of chunk {bad[0]} has {len(bad[2])} bytes and"
-                f" dims {bad[1]}, expected {4 * dims} bytes and dims {dims}; delete the"
-                " model's vectors and re-embed (Tether.reembed)"
+                f" dims {bad[1]}, expected {4 * dims} bytes and dims {dims}"
             )
         # Fill the matrix a slice at a time (no second full copy of the raw bytes), then
         # lay the rows out by workspace and document with one gather.

@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tether.models import Hit
+from tether.models import Hit, iso_utc
 
 
 def utcnow() -> str:
     """Now, in the ISO-8601 UTC form every stored timestamp has (it sorts as text)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return iso_utc(datetime.now(UTC))
 
 
 @dataclass(frozen=True)
