@@ -22,6 +22,7 @@ from tether.cli._shell import (
     place,
     print_json,
     print_listing,
+    say,
 )
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def _print_document(document: Document, chunks: list[StoredChunk]) -> None:
     out.print(_documents_table([document]))
     if document.tags is not None:
         tags = " · ".join(f"{k} {v}" for k, v in document.tags.to_dict().items() if v)
-        out.print(f"tags: {tags}", highlight=False, markup=False)
+        say(f"tags: {tags}")
     if document.status != "active":
         out.print(f"status: {document.status} (not searched until approved)", highlight=False)
     for c in chunks:
@@ -127,4 +128,4 @@ def _each_document(
             tether.get_document(document_id)
         for document_id in document_ids:
             action(tether, document_id)
-            out.print(f"{verb} {document_id}", highlight=False, markup=False)
+            say(f"{verb} {document_id}")

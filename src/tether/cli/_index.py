@@ -26,6 +26,7 @@ from tether.cli._shell import (
     print_json,
     print_listing,
     progress_bar,
+    say,
     short_time,
 )
 
@@ -139,14 +140,10 @@ def cleanup(
         return
     verb = "would delete" if dry_run else "deleted"
     if not report.documents:
-        out.print(f"Nothing stale for longer than {retention}.", highlight=False, markup=False)
+        say(f"Nothing stale for longer than {retention}.")
         return
     for d in report.documents:
-        out.print(
-            f"{verb} {d.id}  {d.title}  ({d.chunk_count} chunks, stale since {d.stale_at})",
-            highlight=False,
-            markup=False,
-        )
+        say(f"{verb} {d.id}  {d.title}  ({d.chunk_count} chunks, stale since {d.stale_at})")
 
 
 LibraryWorkspaceOption = Annotated[

@@ -22,6 +22,7 @@ from tether.cli._shell import (
     place,
     print_degradations,
     print_json,
+    say,
 )
 
 if TYPE_CHECKING:
@@ -64,11 +65,9 @@ def _print_hits(hits: SearchResults, scope: Scope) -> None:
             highlight=False,
         )
     if not hits:
-        out.print(
+        say(
             f"No matches in {scope.kind} {scope.id!r}. Try a wider scope"
-            " (session -> workspace -> global) or add documents.",
-            highlight=False,
-            markup=False,
+            " (session -> workspace -> global) or add documents."
         )
     for number, hit in enumerate(hits, start=1):
         _print_hit(number, hit)
@@ -121,11 +120,9 @@ def context(
 def _print_context(result: RetrievalResult) -> None:
     print_degradations(result.debug)
     if not result.retrieved:
-        out.print(
-            f"No retrieval: {result.debug['decision']['reason']}.", highlight=False, markup=False
-        )
+        say(f"No retrieval: {result.debug['decision']['reason']}.")
     elif not result.grounded:
-        out.print(f"Not grounded. {result.guidance}", highlight=False, markup=False)
+        say(f"Not grounded. {result.guidance}")
     else:
         out.print(result.context, highlight=False, markup=False, soft_wrap=True)
         out.print()

@@ -17,6 +17,7 @@ from tether.cli._shell import (
     cells,
     out,
     print_json,
+    say,
 )
 
 DocumentArgument = Annotated[str, typer.Argument(help="Document id.")]
@@ -48,7 +49,7 @@ def sessions_create(
 ) -> None:
     """Create a session in a workspace."""
     s = call_tether(db, config, lambda t: t.create_session(session_id, workspace_id=workspace))
-    out.print(f"session {s.id} in workspace {s.workspace_id}", highlight=False, markup=False)
+    say(f"session {s.id} in workspace {s.workspace_id}")
 
 
 def sessions_close(
@@ -58,7 +59,7 @@ def sessions_close(
 ) -> None:
     """Mark a session closed."""
     s = call_tether(db, config, lambda t: t.close_session(session_id))
-    out.print(f"session {s.id} closed at {s.closed_at}", highlight=False, markup=False)
+    say(f"session {s.id} closed at {s.closed_at}")
 
 
 def sessions_attach(
@@ -69,11 +70,7 @@ def sessions_attach(
 ) -> None:
     """Attach a document to a session (its workspace's or a global document)."""
     new = call_tether(db, config, lambda t: t.attach(document_id, session_id))
-    out.print(
-        f"{'attached' if new else 'already attached'}: {document_id} -> {session_id}",
-        highlight=False,
-        markup=False,
-    )
+    say(f"{'attached' if new else 'already attached'}: {document_id} -> {session_id}")
 
 
 def sessions_detach(
@@ -84,8 +81,4 @@ def sessions_detach(
 ) -> None:
     """Detach a document from a session; the document itself stays."""
     was = call_tether(db, config, lambda t: t.detach(document_id, session_id))
-    out.print(
-        f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}",
-        highlight=False,
-        markup=False,
-    )
+    say(f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}")

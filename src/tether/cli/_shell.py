@@ -78,6 +78,11 @@ def error_message(exc: TetherError) -> str:
     return str(exc) if hint is None else f"{exc.problem}; {hint}"
 
 
+def say(text: str) -> None:
+    """Print data as text: never as markup, never highlighted (titles may hold ``[/]``)."""
+    out.print(text, highlight=False, markup=False)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code) from None
