@@ -81,7 +81,7 @@ def _fill(t: Tether) -> Store:
     in_session = {"workspace_id": WORKSPACE, "session_id": SESSION}
     store.docs["session"] = [
         _add(t, "The sensor warranty policy covers the battery for two years.", "Sensor notes",
-             **in_session),
+             document_id="doc-open", **in_session),
         _add(t, "The sensor setup policy says: calibrate the dial before first use.",
              "Setup notes", **in_session),
     ]  # fmt: skip
@@ -843,3 +843,30 @@ def test_the_example_prints_the_grounded_prompt_without_an_llm(tmp_path: Path) -
     assert db.exists()
     with Tether(db=db, settings=make_settings()) as t:
         assert any(d.mime == "application/pdf" for d in t.documents(session_id="support-chat"))
+
+
+def test_an_active_pdf_is_the_only_document_searched(store: Store) -> None:
+    """``active_pdf_document_id`` routes to the session and filters to that document:
+    the session's other documents match the question too, and stay out."""
+    run = stream(
+        parent_graph(store.t),
+        chat_input(active_pdf_document_id="doc-open"),
+        conf(session_id=SESSION),
+    )
+    out = run.state
+    assert out["rag_grounded"] is True
+    assert {c["document_id"] for c in out["rag_citations"]} == {"doc-open"}
+    assert set(out["rag_selected_chunk_ids"]) <= {c.id for c in store.t.chunks("doc-open")}
+
+
+def test_chatpdf_summarize_this_reads_the_open_document(store: Store) -> None:
+    """In ChatPDF mode "summarize this" is about the open document (an overview of its
+    opening), not a request to reformat the last answer."""
+    graph = parent_graph(store.t)
+    chatpdf = conf(session_id=SESSION, conversation_mode="chatpdf")
+    run = stream(graph, chat_input("can you summarize this?"), chatpdf)
+    assert run.rag_nodes() == ["local_rag_node"]
+    assert run.state["rag_grounded"] is True
+    assert run.state["rag_debug"]["decision"]["category"] == "document"
+    normal = stream(graph, chat_input("can you summarize this?"), conf(session_id=SESSION))
+    assert normal.rag_nodes() == ["skip_rag"]  # no open document: reformat the answer

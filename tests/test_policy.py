@@ -2025,3 +2025,163 @@ def test_retrieval_metadata_carries_ids_only(two_sources: tuple[Tether, Retrieva
     assert row.retrieval_id == meta["retrieval_id"]
     assert row.chunk_ids == meta["chunk_ids"]
     assert row.document_ids == sorted(meta["document_ids"])
+
+
+# -- 8b. citations in the forms models write (lists, ranges, footnotes) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("Seals [1, 2].", (1, 2)),
+        ("Seals [1,2].", (1, 2)),
+        ("Seals [1; 2].", (1, 2)),
+        ("Seals [1-2].", (1, 2)),
+        ("Seals [1–2].", (1, 2)),
+        ("Seals [1 - 2].", (1, 2)),
+        ("Seals [2-2].", (2,)),
+        ("Seals [^1].", (1,)),
+        ("Seals [1][2].", (1, 2)),
+        ("Seals [2, 1-2].", (2, 1)),
+        ("Seals [^2] and [1; 2] and [2].", (2, 1)),
+    ],
+)
+def test_citation_lists_ranges_and_footnotes_are_read(
+    two_sources: tuple[Tether, RetrievalResult], text: str, numbers: tuple[int, ...]
+) -> None:
+    _, result = two_sources
+    report = verify_citations(text, result)
+    assert report.ok, report.violations
+    assert report.cited_numbers == numbers
+
+
+@pytest.mark.parametrize(
+    ("text", "details"),
+    [
+        ("Seals [1, 3].", ["[3] in [1, 3] is not a retrieved source"]),
+        ("Seals [3,1].", ["[3] in [3,1] is not a retrieved source"]),
+        (
+            "Seals [1-4].",
+            ["[3] in [1-4] is not a retrieved source", "[4] in [1-4] is not a retrieved source"],
+        ),
+        ("Seals [^7].", ["[7] in [^7] is not a retrieved source"]),
+        ("Seals [1][5].", ["[5] is not a retrieved source"]),
+        ("Seals [3, 3].", ["[3] in [3, 3] is not a retrieved source"]),
+        (
+            "Seals [0; 2, 3–4].",
+            [f"[{n}] in [0; 2, 3–4] is not a retrieved source" for n in (0, 3, 4)],
+        ),
+    ],
+)
+def test_each_unknown_number_in_a_citation_list_is_flagged(
+    two_sources: tuple[Tether, RetrievalResult], text: str, details: list[str]
+) -> None:
+    _, result = two_sources
+    report = verify_citations("Fine [1].\n" + text, result)
+    assert [v.detail for v in report.violations] == details
+    assert {(v.kind, v.line) for v in report.violations} == {("unknown_citation", 2)}
+
+
+@pytest.mark.parametrize(
+    ("text", "words", "numbers"),
+    [
+        ("Seals [5-2].", ["5-2 in [5-2] is a reversed range; write [2-5]"], ()),
+        ("Seals [2–1].", ["2–1 in [2–1] is a reversed range; write [1-2]"], ()),
+        ("Seals [1-51].", ["1-51 in [1-51] spans 51 sources (at most 50)"], ()),
+        ("Seals [1-9999].", ["1-9999 in [1-9999] spans 9999 sources"], ()),
+        ("Seals [1, 9-2, 2].", ["9-2 in [1, 9-2, 2] is a reversed range"], (1, 2)),
+    ],
+)
+def test_reversed_and_oversized_citation_ranges_are_violations(
+    two_sources: tuple[Tether, RetrievalResult],
+    text: str,
+    words: list[str],
+    numbers: tuple[int, ...],
+) -> None:
+    _, result = two_sources
+    report = verify_citations(text, result)
+    assert [v.kind for v in report.violations] == ["invalid_citation"] * len(words)
+    for violation, expected in zip(report.violations, words, strict=True):
+        assert violation.detail.startswith(expected)
+    assert report.cited_numbers == numbers
+
+
+def test_a_citation_range_of_fifty_is_expanded(
+    two_sources: tuple[Tether, RetrievalResult],
+) -> None:
+    _, result = two_sources
+    report = verify_citations("Seals [1-50].", result)
+    assert report.cited_numbers == tuple(range(1, 51))
+    assert [v.kind for v in report.violations] == ["unknown_citation"] * 48
+    assert report.violations[0].detail == "[3] in [1-50] is not a retrieved source"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "See [the pump manual](https://example.test/pump).",
+        "- [ ] check the seals\n- [x] order new ones",
+        "Use `a[7]` or ``b[7, 8]`` in code.",
+        "```\nx = a[7]\ny = b[1, 9]\n```",
+        "~~~python\n[3-4]\n~~~",
+        "   ```\n[9]\n   ```",
+        "```\n[9]\n~~~\n[9]",  # a ~~~ does not close a ``` block; unclosed runs to the end
+        "````\n```\n[9]\n````",
+        "Not citations: [12345], [1-2-3], [ 7 ], [^note], [7a], [1,], [-3].",
+    ],
+)
+def test_citation_lookalikes_and_code_are_ignored(
+    two_sources: tuple[Tether, RetrievalResult], text: str
+) -> None:
+    _, result = two_sources
+    report = verify_citations(text, result)
+    assert report.ok, report.violations
+    assert report.cited_numbers == ()
+
+
+def test_citations_after_code_keep_their_line_numbers_and_years_stay_citations(
+    two_sources: tuple[Tether, RetrievalResult],
+) -> None:
+    _, result = two_sources
+    text = "```\n[9]\n```\nOut of range [9] but `[8]` is code.\nSince [2024]."
+    report = verify_citations(text, result)
+    assert [(v.kind, v.line, v.detail) for v in report.violations] == [
+        ("unknown_citation", 4, "[9] is not a retrieved source"),
+        ("unknown_citation", 5, "[2024] is not a retrieved source"),
+    ]
+    assert report.cited_numbers == (9, 2024)
+
+
+@pytest.mark.parametrize(
+    ("finding", "kinds"),
+    [
+        ("- Seals are replaced in spring [1, 2].", []),
+        ("- Seals are replaced in spring [1; 2].", []),
+        ("- Seals are replaced in spring [1-2].", []),
+        ("- Seals are replaced in spring [1–2].", []),
+        ("- Seals are replaced in spring [^1].", []),
+        ("- Seals are replaced in spring [1][2].", []),
+        ("- Seals are replaced in spring [1, 3].", ["unknown_citation"]),
+        ("- Seals are replaced in spring [5-2].", ["invalid_citation"]),
+        ("- Seals are replaced in spring, see `a[1]`.", ["uncited_finding"]),
+        ("- [x] Seals are replaced in spring.", ["uncited_finding"]),
+        ("- See [the manual](https://example.test/1).", ["uncited_finding"]),
+    ],
+)
+def test_review_mode_accepts_list_range_and_footnote_citations(
+    two_sources: tuple[Tether, RetrievalResult], finding: str, kinds: list[str]
+) -> None:
+    _, result = two_sources
+    report = verify_citations(f"Review:\n{finding}", result, review=True)
+    assert report.findings == 1
+    assert [v.kind for v in report.violations] == kinds
+    assert all(v.line == 2 for v in report.violations)
+
+
+def test_review_mode_does_not_count_code_blocks_as_findings(
+    two_sources: tuple[Tether, RetrievalResult],
+) -> None:
+    _, result = two_sources
+    text = "Seals are replaced in spring [1, 2].\n\n```\n- not a finding\n```\n"
+    report = verify_citations(text, result, review=True)
+    assert report.findings == 1 and report.ok

@@ -402,6 +402,14 @@ def _filter(column: str, inside: Any, outside: Any) -> Callable[[Store], Case]:
     return setup
 
 
+def _documents(store: Store) -> Case:
+    _fill(store, {}, {})
+    inside = (*(f"in-{i}" for i in range(5)), "quiet")
+    view = Filters(document_ids=inside)
+    wide = Filters(document_ids=tuple(f"out-{i}" for i in range(30)))
+    return Case((Scope.global_(), view, None), (Scope.global_(), wide, None))
+
+
 def _old_logs(store: Store) -> Case:
     _fill(store, {"last_verified": "2024-06-01"}, {"last_verified": "2020-01-01"},
           source_type="log")  # fmt: skip
@@ -432,6 +440,7 @@ SCOPE_CASES = {
     "domain filter": _filter("domain", "hr", "it"),
     "project filter (global knowledge)": _filter("project_id", None, "p1"),
     "source type filter": _filter("source_type", "guide", "policy"),
+    "document filter (a chat's active PDF)": _documents,
     "old logs excluded": _old_logs,
     "unverified links excluded": _unverified_links,
     "only active documents": _drafts,
@@ -623,3 +632,40 @@ def test_an_audit_entry_cannot_hold_text_vectors_or_scores() -> None:
     }  # fmt: skip
     with pytest.raises(TypeError):
         AuditEntry(**{**audit("r").to_dict(), "text": "chunk text"})
+
+
+def test_document_chunks_are_read_by_page_or_opening_inside_the_scope(store: Store) -> None:
+    """What "what does page 2 say?" and "summarize this" read: scoped in the query, like
+    every search (a document outside the scope, or filtered out, is never returned)."""
+
+    def paged(document_id: str, pages: list[int], **fields: Any) -> list[int]:
+        store.ensure_workspace(fields.get("workspace_id", GLOBAL_WORKSPACE))
+        chunks = [
+            NewChunk(i, f"{document_id} part {i}", None, 0, 9, page, sha(f"{document_id}{i}"))
+            for i, page in enumerate(pages)
+        ]
+        store.insert_document(
+            new_document(document_id, fields.pop("workspace_id", GLOBAL_WORKSPACE), **fields),
+            chunks,
+        )
+        return [c.id for c in store.chunks_of(document_id)]
+
+    manual = paged("manual", [1, 1, 2, 2, 3], workspace_id="ws")
+    other = paged("other", [1, 2, 2], workspace_id="ws")
+    hidden = paged("hidden", [2, 2, 2], workspace_id="elsewhere")
+    store.ensure_session("chat", "ws")
+    store.attach_document_to_session("manual", "chat")
+    chat = Scope.session("chat")
+
+    assert store.document_chunk_ids(chat, page=2) == manual[2:4]
+    assert store.document_chunk_ids(chat, first=2) == manual[:2]
+    assert store.document_chunk_ids(chat, page=9) == []
+    workspace = Scope.workspace("ws")
+    assert set(store.document_chunk_ids(workspace, page=2)) == {*manual[2:4], *other[1:]}
+    only_other = Filters(document_ids=("other",))
+    assert store.document_chunk_ids(workspace, page=2, filters=only_other) == other[1:]
+    assert store.document_chunk_ids(workspace, page=2, limit=1) != []
+    assert len(store.document_chunk_ids(workspace, first=1)) == 2
+    assert not set(store.document_chunk_ids(workspace, page=2)) & set(hidden)
+    store.set_status("manual", "draft")
+    assert store.document_chunk_ids(chat, page=2) == []

@@ -9,7 +9,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from tether._catalog import Catalog
@@ -205,6 +205,7 @@ class Tether(Indexing, Catalog):
         min_relevance: float | None = None,
         timeout: float | None = None,
         guarded: bool = False,
+        history: Sequence[dict[str, str]] | None = None,
     ) -> RetrievalResult:
         """Everything an LLM app needs before it answers ``question``: a bounded context
         block with numbered citations, or ``grounded=False`` with ``guidance``.
@@ -225,11 +226,16 @@ class Tether(Indexing, Catalog):
         bounds the whole retrieval (:class:`RetrievalTimeout` past it). ``guarded``
         says the caller blocks generation unless the result is grounded (as
         :func:`tether.policy.require_grounding` does): a result that is not grounded, or
-        a timeout, is then audited as ``blocked``. Every call is recorded in the audit
-        log (``policy.audit``) under ``result.retrieval_id``.
+        a timeout, is then audited as ``blocked``. ``history`` (the turns before the
+        question, ``{"role", "content"}``, oldest first) turns a follow-up ("and page
+        12?", "what about the battery?") into a standalone question: by the chat model
+        when one is configured, else by rule. Requests about a document itself
+        ("summarize this document", "what does page 12 say?") read its opening and
+        outline, or that page, inside the scope. Every call is recorded in the audit log
+        (``policy.audit``) under ``result.retrieval_id``.
         """
-        request = self._request(question, scope, session_id, workspace_id, decision,
-                                filters, max_chunks, min_relevance, timeout, guarded)  # fmt: skip
+        request = self._request(question, scope, session_id, workspace_id, decision, filters,
+                                max_chunks, min_relevance, timeout, guarded, history)  # fmt: skip
         return self._retrieval().retrieve(request)
 
     async def aretrieve(
@@ -245,12 +251,13 @@ class Tether(Indexing, Catalog):
         min_relevance: float | None = None,
         timeout: float | None = None,
         guarded: bool = False,
+        history: Sequence[dict[str, str]] | None = None,
     ) -> RetrievalResult:
         """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
         concurrently (``asyncio.gather``), and LLM calls through the async client."""
         request = await asyncio.to_thread(
             self._request, question, scope, session_id, workspace_id, decision, filters,
-            max_chunks, min_relevance, timeout, guarded,
+            max_chunks, min_relevance, timeout, guarded, history,
         )  # fmt: skip
         return await self._retrieval().aretrieve(request)
 
@@ -258,10 +265,10 @@ class Tether(Indexing, Catalog):
                  workspace_id: str | None, *options: Any) -> Request:  # fmt: skip
         """The request, its options checked, for a scope whose session or workspace
         exists (NotFound otherwise)."""
-        decision, filters, max_chunks, min_relevance, timeout, guarded = options
+        decision, filters, max_chunks, min_relevance, timeout, guarded, history = options
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
         request = Request(question, resolved, session_id, decision, filters, max_chunks,
-                          min_relevance, timeout, bool(guarded))  # fmt: skip
+                          min_relevance, timeout, bool(guarded), history or ())  # fmt: skip
         if resolved.kind == "session":
             self.store.get_session(resolved.id)
         elif resolved.kind == "workspace":
@@ -270,14 +277,17 @@ class Tether(Indexing, Catalog):
             self.store.get_session(session_id)
         return request
 
-    def decide(self, message: str) -> Decision:
+    def decide(self, message: str, *, open_document: bool = False) -> Decision:
         """Whether ``message`` needs retrieval, by ``rag.decide`` (the local classifier, or
         the chat model with the classifier as fallback); ``rag.enabled = false`` always
-        says no. The first step of :meth:`retrieve`, for callers that route on it."""
-        return self._retrieval().decide(message)[0]
+        says no. The first step of :meth:`retrieve`, for callers that route on it. A
+        request about a document itself ("summarize this document", "what does page 12
+        say?") is category ``document``; with ``open_document`` (a chat's PDF is open)
+        a bare "summarize this" is one too, rather than a request to reformat."""
+        return self._retrieval().decide(message, open_document=open_document)[0]
 
-    async def adecide(self, message: str) -> Decision:
-        return (await self._retrieval().adecide(message))[0]
+    async def adecide(self, message: str, *, open_document: bool = False) -> Decision:
+        return (await self._retrieval().adecide(message, open_document=open_document))[0]
 
     def resolve_scope(
         self,

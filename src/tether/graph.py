@@ -42,6 +42,7 @@ from pydantic import ConfigDict
 from tether import (
     ConfigurationError,
     Decision,
+    Filters,
     RetrievalResult,
     Scope,
     ScopeError,
@@ -115,6 +116,39 @@ def question_from_state(state: dict[str, Any]) -> str:
     raise ScopeError(
         "the RAG subgraph found no question: set state['question'] or add a human message"
     )
+
+
+_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant"}
+
+
+def _role_and_text(message: Any) -> tuple[str | None, str]:
+    role = getattr(message, "type", None) or (
+        message.get("role") if isinstance(message, dict) else None
+    )
+    content = getattr(message, "content", None)
+    if content is None and isinstance(message, dict):
+        content = message.get("content")
+    return _ROLES.get(role or ""), _text_of(content)
+
+
+def history_from_state(state: dict[str, Any], question: str) -> list[dict[str, str]]:
+    """The user and assistant turns of ``state["messages"]`` before the question (the
+    last human message, when the question is that message), oldest first, for
+    follow-ups; the last 10 at most."""
+    turns = [
+        {"role": role, "content": text}
+        for role, text in map(_role_and_text, state.get("messages") or [])
+        if role is not None and text.strip()
+    ]
+    if turns and turns[-1] == {"role": "user", "content": question}:
+        turns.pop()
+    return turns[-10:]
+
+
+def _document_open(state: dict[str, Any], config: Any) -> bool:
+    """ChatPDF mode or an active PDF: "summarize this" is about that document."""
+    mode = _configurable(config).get("conversation_mode")
+    return mode == "chatpdf" or bool(state.get("active_pdf_document_id"))
 
 
 def _text_of(content: Any) -> str:
@@ -288,11 +322,13 @@ class _DecideNode:
 
     def decide(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
         question = question_from_state(state)
-        return self._record_route(state, config, self._tether.decide(question), question)
+        decision = self._tether.decide(question, open_document=_document_open(state, config))
+        return self._record_route(state, config, decision, question)
 
     async def adecide(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
         question = question_from_state(state)
-        decision = await self._tether.adecide(question)
+        open_document = _document_open(state, config)
+        decision = await self._tether.adecide(question, open_document=open_document)
         # Routing may look up the session's documents: keep SQLite off the event loop.
         return await asyncio.to_thread(self._record_route, state, config, decision, question)
 
@@ -314,19 +350,31 @@ class _RetrievalPlan:
     session_id: str | None
     scope: Scope
     used: RagUsed
+    filters: Filters | None = None
+    history: tuple[dict[str, str], ...] = ()
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of ``Tether.retrieve`` for this plan."""
+        return {"scope": self.scope, "session_id": self.session_id, "decision": self.decision,
+                "filters": self.filters, "history": list(self.history)}  # fmt: skip
 
 
 def _plan_retrieval(node: str, state: dict[str, Any], config: Any) -> _RetrievalPlan:
     decided = state["rag_decision"]
     decision = Decision(decided["needed"], decided["category"], decided["reason"], decided["by"])
+    question = decided["_question"]
+    history = tuple(history_from_state(state, question))
     if node == LOCAL_NODE:
         session_id = _configurable(config)["session_id"]
-        return _RetrievalPlan(
-            decided["_question"], decision, session_id, Scope.session(session_id), "local"
-        )
+        # The open PDF, when there is one, is the only document searched.
+        active_pdf = state.get("active_pdf_document_id")
+        filters = Filters(document_ids=(active_pdf,)) if active_pdf else None
+        return _RetrievalPlan(question, decision, session_id, Scope.session(session_id),
+                              "local", filters, history)  # fmt: skip
     # The global library or a workspace: the chat session plays no part (and need
     # not be known to tether yet).
-    return _RetrievalPlan(decided["_question"], decision, None, _global_scope(config), "global")
+    return _RetrievalPlan(question, decision, None, _global_scope(config), "global",
+                          history=history)  # fmt: skip
 
 
 def _retrieval_update(
@@ -356,9 +404,7 @@ class _RetrievalNode:
     def retrieve(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
         plan = _plan_retrieval(self._node, state, config)
         try:
-            result = self._tether.retrieve(
-                plan.question, scope=plan.scope, session_id=plan.session_id, decision=plan.decision
-            )
+            result = self._tether.retrieve(plan.question, **plan.arguments())
         except SessionNotFound:
             result = _empty_session(plan.question, plan.scope, plan.decision)
         return _retrieval_update(self._node, state, config, result, plan.used)
@@ -366,9 +412,7 @@ class _RetrievalNode:
     async def aretrieve(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
         plan = _plan_retrieval(self._node, state, config)
         try:
-            result = await self._tether.aretrieve(
-                plan.question, scope=plan.scope, session_id=plan.session_id, decision=plan.decision
-            )
+            result = await self._tether.aretrieve(plan.question, **plan.arguments())
         except SessionNotFound:
             result = _empty_session(plan.question, plan.scope, plan.decision)
         return _retrieval_update(self._node, state, config, result, plan.used)

@@ -124,16 +124,19 @@ class Tags:
 
 @dataclass(frozen=True)
 class Filters:
-    """Tag filters, applied in SQL like scopes: a chunk passes when its document's tag
-    is one of the listed values (``None``: no filter on that tag). ``project_ids`` may
-    hold ``None`` to mean "global knowledge" (documents without a project)."""
+    """Filters applied in SQL like scopes: a chunk passes when its document's tag is
+    one of the listed values (``None``: no filter on that tag), and, with
+    ``document_ids``, when it belongs to one of those documents (a chat's active PDF).
+    ``project_ids`` may hold ``None`` to mean "global knowledge" (documents without a
+    project). Filters only narrow a scope: a listed document outside it stays unseen."""
 
     domains: tuple[str, ...] | None = None
     project_ids: tuple[str | None, ...] | None = None
     source_types: tuple[str, ...] | None = None
+    document_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("domains", "project_ids", "source_types"):
+        for name in ("domains", "project_ids", "source_types", "document_ids"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -150,6 +153,7 @@ class Filters:
             "domains": list(self.domains) if self.domains is not None else None,
             "project_ids": list(self.project_ids) if self.project_ids is not None else None,
             "source_types": list(self.source_types) if self.source_types is not None else None,
+            **({"document_ids": list(self.document_ids)} if self.document_ids is not None else {}),
         }
 
 

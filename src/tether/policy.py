@@ -360,15 +360,32 @@ def _blocked_error(exc: Exception) -> GenerationBlocked:
 
 # -- citation checks ----------------------------------------------------------------------
 
-_CITATION = re.compile(r"\[(\d{1,4})\]")
+#: One cited number or a range of them: ``3``, ``1-3``, ``1–3`` (en dash). Four digits at
+#: most, like a plain ``[n]`` always was: ``[2024]`` is a citation, ``[12345]`` is not.
+_CITED_ITEM = r"\d{1,4}(?:\s*[-–]\s*\d{1,4})?"
+#: A number citation: ``[n]``, a footnote ``[^n]`` (group 1), or a list of numbers and
+#: ranges split by commas or semicolons, ``[1, 2]``, ``[1; 3-4]`` (group 2). ``[1][2]`` is
+#: two citations; ``[text](url)``, ``[ ]`` and ``[x]`` never match.
+_NUMBER_CITATION = re.compile(rf"\[(?:\^(\d{{1,4}})|({_CITED_ITEM}(?:\s*[,;]\s*{_CITED_ITEM})*))\]")
+#: An item of a number citation: a number (group 1), or a range ``low-high`` (groups 1, 2).
+_CITED_RANGE = re.compile(r"(\d+)(?:\s*[-–]\s*(\d+))?")
+#: A wider range than this is a violation rather than that many citations.
+_MAX_CITED_RANGE = 50
 _DOC_REF = re.compile(r"\[(?:doc|document|source):\s*([^\]\s]+)\]", re.I)
 _CHUNK_REF = re.compile(r"\[chunk:\s*(\d+)\]", re.I)
+#: A bullet or numbered list item (a reviewer's finding); group 1 is its text.
 _ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+(.*\S)")
+#: A fenced code block's opening or closing line (``` or ~~~, CommonMark's indent).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+#: An inline code span: a run of backticks, the code, the same run again.
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str  # "unknown_citation" | "unknown_document" | "unknown_chunk" | "uncited_finding"
+    # "unknown_citation" | "invalid_citation" (a reversed or too wide range) |
+    # "unknown_document" | "unknown_chunk" | "uncited_finding"
+    kind: str
     detail: str
     line: int
 
@@ -403,47 +420,41 @@ def verify_citations(
 ) -> CitationReport:
     """Check that every source ``text`` cites was retrieved in ``result``.
 
-    Citations are ``[n]`` (a citation number of the context), ``[doc:ID]`` (also
-    ``[document:ID]``, ``[source:ID]``: a document id) and ``[chunk:ID]`` (a chunk id);
-    each must be in the retrieval set. With ``review=True`` (a reviewer's findings),
-    every finding must also cite at least one source: a finding is a bullet or numbered
-    list item, or, when the text has none, a non-empty paragraph."""
+    Citations are numbers of the context, ``[n]``, ``[^n]``, lists and ranges such as
+    ``[1, 2]``, ``[1; 2]``, ``[1-3]`` and ``[1, 3–4]`` (each number in them is cited and
+    checked on its own; a reversed range or one over 50 numbers is a violation), and
+    ``[doc:ID]`` (also ``[document:ID]``, ``[source:ID]``: a document id) and
+    ``[chunk:ID]`` (a chunk id); each must be in the retrieval set. Code spans and fenced
+    code blocks are not read. With ``review=True`` (a reviewer's findings), every finding
+    must also cite at least one source: a finding is a bullet or numbered list item, or,
+    when the text has none, a non-empty paragraph."""
     if not isinstance(text, str):
         raise InvalidArgument(f"text must be str, not {type(text).__name__}")
     res = result.result if isinstance(result, Grounding) else result
     numbers = {c.number for c in res.citations}
     documents = {c.document_id for c in res.citations}
     chunks = set(res.selected_chunk_ids)
-    violations: list[Violation] = []
     # pattern, how a match reads as an id, the retrieval set, the violation and its words
     checks = (
-        (_CITATION, int, numbers, "unknown_citation", "[{}] is not a retrieved source"),
         (_DOC_REF, str, documents, "unknown_document", "document {!r} was not retrieved"),
         (_CHUNK_REF, int, chunks, "unknown_chunk", "chunk {} was not retrieved"),
     )
-    cited: list[list[Any]] = [[], [], []]
-    lines = text.splitlines()
+    cited_n: list[int] = []
+    cited_d: list[str] = []
+    cited_c: list[int] = []
+    violations: list[Violation] = []
+    lines = _without_code(text.splitlines())
     for lineno, line in enumerate(lines, start=1):
-        for found, (pattern, parse, allowed, kind, words) in zip(cited, checks, strict=True):
+        for m in _NUMBER_CITATION.finditer(line):
+            cited_n += _check_number_citation(m, numbers, lineno, violations)
+        for found, (pattern, parse, allowed, kind, words) in zip(
+            (cited_d, cited_c), checks, strict=True
+        ):
             for m in pattern.finditer(line):
-                value = parse(m.group(1))
-                found.append(value)
+                found.append(value := parse(m.group(1)))
                 if value not in allowed:
                     violations.append(Violation(kind, words.format(value), lineno))
-    cited_n, cited_d, cited_c = cited
-    findings = 0
-    if review:
-        items = [
-            (i, m.group(1)) for i, line in enumerate(lines, start=1) if (m := _ITEM.match(line))
-        ]
-        if not items:
-            items = _paragraphs(lines)
-        for lineno, item in items:
-            findings += 1
-            if not (_CITATION.search(item) or _DOC_REF.search(item) or _CHUNK_REF.search(item)):
-                violations.append(
-                    Violation("uncited_finding", f"finding cites no source: {item[:80]!r}", lineno)
-                )
+    findings = _check_findings(lines, violations) if review else 0
     return CitationReport(
         cited_numbers=tuple(dict.fromkeys(cited_n)),
         cited_documents=tuple(dict.fromkeys(cited_d)),
@@ -451,6 +462,79 @@ def verify_citations(
         findings=findings,
         violations=tuple(violations),
     )
+
+
+def _check_number_citation(
+    match: re.Match[str], known: set[int], lineno: int, violations: list[Violation]
+) -> list[int]:
+    """The numbers one number citation cites; a violation for each unknown number and for
+    each reversed or too wide range."""
+    marker = match.group(0)
+    cited: list[int] = []
+    for bounds in _CITED_RANGE.finditer(match.group(1) or match.group(2)):
+        item = bounds.group(0)
+        low = int(bounds.group(1))
+        high = int(bounds.group(2) or low)
+        problem = _range_problem(low, high)
+        if problem:
+            violations.append(
+                Violation("invalid_citation", f"{item} in {marker} {problem}", lineno)
+            )
+            continue
+        for number in range(low, high + 1):
+            if number in cited:
+                continue
+            cited.append(number)
+            if number not in known:
+                where = "" if marker == f"[{number}]" else f" in {marker}"
+                detail = f"[{number}]{where} is not a retrieved source"
+                violations.append(Violation("unknown_citation", detail, lineno))
+    return cited
+
+
+def _range_problem(low: int, high: int) -> str | None:
+    """Why ``low``-``high`` is not a range of citations, or None when it is one."""
+    if high < low:
+        return f"is a reversed range; write [{high}-{low}]"
+    if high - low + 1 > _MAX_CITED_RANGE:
+        return (
+            f"spans {high - low + 1} sources (at most {_MAX_CITED_RANGE});"
+            " cite the sources you used"
+        )
+    return None
+
+
+def _without_code(lines: list[str]) -> list[str]:
+    """``lines`` with fenced code blocks emptied and inline code spans blanked, so that
+    ``a[1]`` in code is not read as a citation; line numbers are kept."""
+    out: list[str] = []
+    fence = ""  # the opening fence of the block we are in, if any
+    for line in lines:
+        m = _FENCE.match(line)
+        if fence:
+            closing = m is not None and m.group(1)[0] == fence[0]
+            if closing and len(m.group(1)) >= len(fence):
+                fence = ""
+            out.append("")
+        elif m:
+            fence = m.group(1)
+            out.append("")
+        else:
+            out.append(_INLINE_CODE.sub(lambda c: c[1] + " " * len(c[2]) + c[1], line))
+    return out
+
+
+def _check_findings(lines: list[str], violations: list[Violation]) -> int:
+    """Count the findings in ``lines`` and add a violation for each that cites nothing."""
+    items = [(i, m.group(1)) for i, line in enumerate(lines, start=1) if (m := _ITEM.match(line))]
+    if not items:
+        items = _paragraphs(lines)
+    for lineno, item in items:
+        if not any(p.search(item) for p in (_NUMBER_CITATION, _DOC_REF, _CHUNK_REF)):
+            violations.append(
+                Violation("uncited_finding", f"finding cites no source: {item[:80]!r}", lineno)
+            )
+    return len(items)
 
 
 def _paragraphs(lines: list[str]) -> list[tuple[int, str]]:

@@ -18,7 +18,9 @@ from pydantic import BaseModel, Field
 
 from tether.llm import ChatModel, parse_json_reply
 
-Category = Literal["question", "greeting", "thanks", "small_talk", "arithmetic", "formatting"]
+Category = Literal[
+    "question", "document", "greeting", "thanks", "small_talk", "arithmetic", "formatting"
+]
 
 
 @dataclass(frozen=True)

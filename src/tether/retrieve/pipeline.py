@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -41,6 +42,8 @@ from tether.llm import ChatModel
 from tether.models import Exclusions, RetrievalResult
 from tether.retrieve.context import Context, build_context
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
+from tether.retrieve.documents import describe as describe_document_request
+from tether.retrieve.documents import document_candidates, outline_text
 from tether.retrieve.fts import term_coverage
 from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.guidance import guidance
@@ -49,6 +52,12 @@ from tether.retrieve.request import MAX_QUESTION_CHARS, Request, check_question
 from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
 from tether.retrieve.rewrite import Rewrite, arewrite_query
 from tether.retrieve.search import Candidates, Ranked, Searcher, ms_since
+from tether.retrieve.turns import (
+    DocumentRequest,
+    acondense_with_llm,
+    document_request,
+    standalone_question,
+)
 from tether.sanitize import sanitize_query
 from tether.settings import Settings
 from tether.store import AuditEntry, Store, utcnow
@@ -67,6 +76,8 @@ class _Run:
     retrieval_id: str
     max_chunks: int
     min_relevance: float
+    #: What is searched for: the question, or a follow-up made standalone.
+    question: str = ""
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     degradations: list[str] = field(default_factory=list)
@@ -116,16 +127,20 @@ class Pipeline:
         self._check_threads()
         return await self._audited(request, otel_context.get_current())
 
-    def decide(self, question: str) -> tuple[Decision, list[str]]:
+    def decide(self, question: str, *, open_document: bool = False) -> tuple[Decision, list[str]]:
         """The decision alone, and its degradations (an LLM decision that fell back)."""
         check_question(question)
         degradations: list[str] = []
-        return self._loop.run(self._decide(question, degradations)), degradations
+        decided = self._decide(question, degradations, open_document=open_document)
+        return self._loop.run(decided), degradations
 
-    async def adecide(self, question: str) -> tuple[Decision, list[str]]:
+    async def adecide(
+        self, question: str, *, open_document: bool = False
+    ) -> tuple[Decision, list[str]]:
         check_question(question)
         degradations: list[str] = []
-        return await self._decide(question, degradations), degradations
+        decided = await self._decide(question, degradations, open_document=open_document)
+        return decided, degradations
 
     # -- the coroutine both entry points run --------------------------------------------
 
@@ -185,6 +200,7 @@ class Pipeline:
         run = _Run(
             request,
             retrieval_id,
+            question=request.question,
             max_chunks=request.max_chunks or rag.max_chunks,
             min_relevance=(
                 request.min_relevance if request.min_relevance is not None else rag.min_relevance
@@ -201,7 +217,9 @@ class Pipeline:
         with tracer.start_as_current_span(
             "rag.retrieve", context=parent, attributes=attributes
         ) as span:
-            decision = request.decision or await self._decide(request.question, run.degradations)
+            decision = request.decision or await self._decide(
+                request.question, run.degradations, open_document=request.open_document
+            )
             run.lap("decide", run.started)
             run.debug["decision"] = decision.to_dict()
             if not decision.needed:
@@ -210,28 +228,84 @@ class Pipeline:
                 run.debug["timings_ms"] = run.timings
                 logger.debug("retrieval skipped: %s", decision.reason)
                 return _skipped(run)
-            queries = await self._queries(run)
-            span.set_attribute("rag.queries", len(queries))
-            fused, question_vector = await self._retrieve_all(run, queries)
-            ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
-            context = self._context(run, ranked)
-            grounded = bool(context.chunk_ids)
-            suggestion = (None, None)
-            if not grounded:
-                has_documents = bool(await asyncio.to_thread(self.store.scope_document_ids, scope))
-                suggestion = guidance(scope, has_documents=has_documents, found=len(fused))
-            span.set_attribute("rag.grounded", grounded)
-            run.lap("total", run.started)
-            run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
-            run.debug["timings_ms"] = run.timings
-            return _result(run, queries, context, suggestion)
+            wanted = document_request(request.question, open_document=request.open_document)
+            if wanted is not None and decision.category == "document":
+                return await self._document(run, wanted, span)
+            return await self._search(run, span)
+
+    async def _search(self, run: _Run, span: Any) -> RetrievalResult:
+        """Search, rerank and build the context: the flow for a question."""
+        rag, scope = self.settings.rag, run.request.scope
+        run.question = await self._standalone(run)
+        queries = await self._queries(run)
+        span.set_attribute("rag.queries", len(queries))
+        fused, question_vector = await self._retrieve_all(run, queries)
+        ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
+        context = self._context(run, ranked)
+        grounded = bool(context.chunk_ids)
+        suggestion = (None, None)
+        if not grounded:
+            has_documents = bool(await asyncio.to_thread(self.store.scope_document_ids, scope))
+            suggestion = guidance(scope, has_documents=has_documents, found=len(fused))
+        span.set_attribute("rag.grounded", grounded)
+        run.lap("total", run.started)
+        run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
+        run.debug["timings_ms"] = run.timings
+        return _result(run, queries, context, suggestion)
+
+    async def _document(self, run: _Run, wanted: DocumentRequest, span: Any) -> RetrievalResult:
+        """A request about the document itself: its page, or its opening and outline."""
+        request, t0 = run.request, time.perf_counter()
+        candidates, outline = await asyncio.to_thread(
+            document_candidates, self.store, request, wanted, self.searcher.exclusions(),
+            max_chunks=run.max_chunks,
+        )  # fmt: skip
+        run.lap("retrieve", t0)
+        run.debug["document_request"] = describe_document_request(wanted, candidates)
+        run.debug["relevance"] = {"definition": "asked_for", "min_relevance": run.min_relevance}
+        context = self._context(run, candidates)
+        overview = outline_text(candidates, outline)
+        if overview and context.chunk_ids:
+            context = dataclasses.replace(context, text=f"{overview}\n\n{context.text}")
+        suggestion = (None, None)
+        if not context.chunk_ids:
+            has_documents = bool(
+                await asyncio.to_thread(self.store.scope_document_ids, request.scope)
+            )
+            suggestion = guidance(request.scope, has_documents=has_documents, found=0)
+        span.set_attribute("rag.grounded", bool(context.chunk_ids))
+        run.lap("total", run.started)
+        run.debug["timings_ms"] = run.timings
+        return _result(run, [request.question], context, suggestion)
+
+    async def _standalone(self, run: _Run) -> str:
+        """The question to search: a follow-up made standalone from the history (by the
+        chat model when there is one, else by rule); any other question as it is."""
+        question, history = run.request.question, run.request.history
+        if not history:
+            return question
+        how, standalone = "rules", standalone_question(question, history)
+        if self.chat is not None:
+            try:
+                standalone, how = await acondense_with_llm(self.chat, question, history), "llm"
+            except LLMError as exc:
+                run.degradations.append(f"LLM condensing failed, rule-based follow-up used: {exc}")
+                logger.warning("LLM condensing failed, rule-based follow-up used: %s", exc)
+        run.debug["standalone"] = {"question": standalone, "by": how,
+                                   "changed": standalone != question}  # fmt: skip
+        return standalone
 
     # -- stages -------------------------------------------------------------------------
 
-    async def _decide(self, question: str, degradations: list[str]) -> Decision:
+    async def _decide(
+        self, question: str, degradations: list[str], *, open_document: bool = False
+    ) -> Decision:
         rag = self.settings.rag
         if not rag.enabled:
             return Decision(False, "question", "rag.enabled is off")
+        wanted = document_request(question, open_document=open_document)
+        if wanted is not None:
+            return Decision(True, "document", wanted.describe())
         if rag.decide == "llm":
             if self.chat is None:
                 degradations.append(
@@ -255,7 +329,7 @@ class Pipeline:
     async def _queries(self, run: _Run) -> list[str]:
         """The original question, plus its LLM rewrites when rewriting is on."""
         rag = self.settings.rag
-        question = run.request.question
+        question = run.question
         if not rag.enable_query_rewrite:
             return [question]
         t0 = time.perf_counter()
@@ -334,7 +408,7 @@ class Pipeline:
     ) -> list[Candidate]:
         """The top candidates judged against the original question (relevance), then
         reordered by the heuristic, or by the chat model when LLM rerank is on."""
-        question, rag = run.request.question, self.settings.rag
+        question, rag = run.question, self.settings.rag
         t0 = time.perf_counter()
         with tracer.start_as_current_span("rerank_chunks") as rerank_span:
             candidates, relevance_kind = await asyncio.to_thread(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from tether.errors import InvalidArgument
 from tether.models import Filters, Scope
 from tether.retrieve.decide import Decision
+from tether.retrieve.turns import Turn, check_history
 
 MAX_QUESTION_CHARS = 8000
 
@@ -27,8 +28,11 @@ def check_question(question: object) -> None:
 @dataclass(frozen=True)
 class Request:
     """One retrieval: the question and where to look, plus per-call limits (``None``:
-    the settings') and whether a guard will block generation on an ungrounded result
-    (its audit outcome is then ``blocked``, not ``ungrounded``)."""
+    the settings'), whether a guard will block generation on an ungrounded result (its
+    audit outcome is then ``blocked``, not ``ungrounded``), and the turns before it.
+
+    A request has an open document (a chat's PDF) when it is scoped to a session or
+    filtered to documents: then a bare "summarize this" asks about that document."""
 
     question: str
     scope: Scope
@@ -39,8 +43,14 @@ class Request:
     min_relevance: float | None = None
     timeout: float | None = None
     guarded: bool = False
+    #: The conversation before the question (oldest first), for follow-ups.
+    history: tuple[Turn, ...] = ()
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "history", tuple(check_history(self.history)))
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         filters, max_chunks = self.filters, self.max_chunks
         min_relevance, timeout = self.min_relevance, self.timeout
         if filters is not None and not isinstance(filters, Filters):
@@ -55,3 +65,7 @@ class Request:
             raise InvalidArgument(f"min_relevance must be between 0 and 1, not {min_relevance!r}")
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise InvalidArgument(f"timeout must be a positive number of seconds, not {timeout!r}")
+
+    @property
+    def open_document(self) -> bool:
+        return self.scope.kind == "session" or bool(self.filters and self.filters.document_ids)

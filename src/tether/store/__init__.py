@@ -18,6 +18,7 @@ from tether.store.records import (
 from tether.store.sql import (
     FTS_COLUMN_WEIGHTS,
     candidate_rows_sql,
+    document_chunks_sql,
     find_document_sql,
     hits_sql,
     lexical_search_sql,
@@ -48,6 +49,7 @@ __all__ = [
     "StoredChunk",
     "VectorSnapshot",
     "candidate_rows_sql",
+    "document_chunks_sql",
     "find_document_sql",
     "hits_sql",
     "lexical_search_sql",

@@ -12,7 +12,13 @@ from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
 from tether.store._common import SQLiteMixin
 from tether.store.records import CandidateRow
-from tether.store.sql import candidate_rows_sql, hits_sql, lexical_search_sql, scope_documents_sql
+from tether.store.sql import (
+    candidate_rows_sql,
+    document_chunks_sql,
+    hits_sql,
+    lexical_search_sql,
+    scope_documents_sql,
+)
 
 
 class SearchMixin(SQLiteMixin):
@@ -52,6 +58,21 @@ class SearchMixin(SQLiteMixin):
         exclusions: Exclusions | None = None,
     ) -> list[str]:
         return [row[0] for row in self._select(*scope_documents_sql(scope, filters, exclusions))]
+
+    def document_chunk_ids(
+        self,
+        scope: Scope,
+        *,
+        page: int | None = None,
+        first: int | None = None,
+        limit: int = 50,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[int]:
+        sql, params = document_chunks_sql(
+            scope, page=page, first=first, limit=limit, filters=filters, exclusions=exclusions
+        )
+        return [row[0] for row in self._select(sql, params)]
 
     def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
         rows = self._select_in_batches(chunk_ids, hits_sql)

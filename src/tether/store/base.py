@@ -254,6 +254,23 @@ class Store(ABC):
         """Hits (score 0) for chunk ids, keyed by id; ids that no longer exist are absent."""
 
     @abstractmethod
+    def document_chunk_ids(
+        self,
+        scope: Scope,
+        *,
+        page: int | None = None,
+        first: int | None = None,
+        limit: int = 50,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[int]:
+        """Ids of the chunks a request about a document itself wants ("what does page
+        12 say?", "summarize this"), inside ``scope`` under ``filters`` and
+        ``exclusions`` (in the query, as for every scoped read): those on physical
+        ``page``, or the first ``first`` chunks of each document. Newest document
+        first, then reading order; at most ``limit``."""
+
+    @abstractmethod
     def candidate_rows(
         self, chunk_ids: Sequence[int], session_id: str | None = None
     ) -> dict[int, CandidateRow]:

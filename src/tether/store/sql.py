@@ -64,6 +64,7 @@ def _filter_clauses(filters: Filters, params: dict[str, Any]) -> list[str]:
         ("domain", filters.domains),
         ("project_id", filters.project_ids),
         ("source_type", filters.source_types),
+        ("id", filters.document_ids),
     ):
         if values is None:
             continue
@@ -151,6 +152,34 @@ def hits_sql(chunk_ids: Sequence[int]) -> tuple[str, list[Any]]:
         f" WHERE c.id IN ({_placeholders(len(chunk_ids))})"
     )
     return sql, list(chunk_ids)
+
+
+def document_chunks_sql(
+    scope: Scope,
+    *,
+    page: int | None = None,
+    first: int | None = None,
+    limit: int = 50,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """SQL for the ids of chunks that a request about a document itself wants, inside
+    ``scope``: those on physical ``page``, or the ``first`` chunks of each document (its
+    opening). Newest document first, then reading order."""
+    where, params = scope_sql(scope, filters, exclusions)
+    if page is not None:
+        where += " AND c.page = :page"
+        params["page"] = int(page)
+    if first is not None:
+        where += " AND c.ordinal < :first"
+        params["first"] = int(first)
+    sql = (
+        "SELECT c.id FROM rag_chunks c JOIN rag_documents d ON d.id = c.document_id"
+        f" WHERE {where}"
+        " ORDER BY coalesce(d.indexed_at, d.created_at) DESC, c.document_id, c.ordinal"
+        " LIMIT :limit"
+    )
+    return sql, {**params, "limit": int(limit)}
 
 
 def candidate_rows_sql(
