@@ -1,19 +1,32 @@
-"""BEIR evaluation: metric arithmetic, a tiny dataset end to end, and the SciFact bar."""
+"""BEIR evaluation: metric arithmetic, a tiny dataset end to end, grounding, and the SciFact bar."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import SCIFACT
-from tether import InvalidArgument, Settings
+from conftest import REPO_ROOT, SCIFACT
+from tether import InvalidArgument, Scope, Settings, Tether
 from tether.cli import app
 from tether.eval import load_beir, ndcg_at, recall_at, run
+from tether.eval_grounding import (
+    GROUNDING_THRESHOLDS,
+    KINDS,
+    Bm25,
+    GroundingAnswer,
+    grounding,
+    select_claims,
+    threshold_rows,
+)
+from tether.testing import HashEmbedder
 
 runner = CliRunner()
 
@@ -212,3 +225,147 @@ def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert lexical["ndcg@10"] >= 0.68, lexical
     assert lexical["recall@100"] >= 0.9, lexical
     assert hybrid["ndcg@10"] > lexical["ndcg@10"] and hybrid["recall@100"] > lexical["recall@100"]
+
+
+# -- grounding: answerable, unanswerable and cross-scope questions ------------------------
+
+GROUNDING_CORPUS = {
+    "s1": ("Perovskite solar cells", "Perovskite layers raise photovoltaic efficiency."),
+    "s2": ("Silicon solar cells", "Crystalline silicon photovoltaic cells dominate rooftops."),
+    "s3": ("Solar cell degradation", "Photovoltaic cells lose output under heat and humidity."),
+    "v1": ("Vitamin D and bones", "Vitamin D supplements reduce fractures in older adults."),
+    "v2": ("Vitamin D and mood", "Vitamin D levels show no link with depression in adults."),
+    "v3": ("Vitamin C and colds", "Vitamin C shortens colds in adults under heavy exercise."),
+    "b1": ("Lithium battery fires", "Lithium cells overheat when the separator fails."),
+    "b2": ("Sodium batteries", "Sodium cells store energy without lithium or cobalt."),
+    "b3": ("Battery recycling", "Recycling recovers cobalt and lithium from spent cells."),
+}
+GROUNDING_QUERIES = {
+    "c1": ("Perovskite layers raise the efficiency of photovoltaic cells.", "s1"),
+    "c2": ("Vitamin D supplements reduce fractures in older adults.", "v1"),
+    "c3": ("Lithium cells overheat when the separator fails.", "b1"),
+}
+
+
+def write_grounding_beir(root: Path) -> Path:
+    root.mkdir()
+    (root / "qrels").mkdir()
+    corpus = [{"_id": i, "title": t, "text": x} for i, (t, x) in GROUNDING_CORPUS.items()]
+    queries = [{"_id": q, "text": text} for q, (text, _) in GROUNDING_QUERIES.items()]
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus) + "\n")
+    (root / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    qrels = "".join(f"{q}\t{doc}\t1\n" for q, (_, doc) in GROUNDING_QUERIES.items())
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return root
+
+
+def test_bm25_picks_lexical_neighbours_deterministically() -> None:
+    bm25 = Bm25({i: f"{t}\n\n{x}" for i, (t, x) in GROUNDING_CORPUS.items()})
+    near = bm25.nearest("vitamin D in adults", 3, exclude=["v1"])
+    assert near[:2] == ["v2", "v3"] and "v1" not in near
+    # Documents sharing no word follow in id order, so k is always filled.
+    assert bm25.nearest("zeppelin", 2) == ["b1", "b2"]
+    assert bm25.nearest("vitamin", 3) == bm25.nearest("vitamin", 3)
+
+
+def test_the_claim_sample_is_deterministic_and_grows_by_extension(tmp_path: Path) -> None:
+    dataset = load_beir(write_grounding_beir(tmp_path / "g"))
+    corpus = {entry.id: entry for entry in dataset.corpus()}
+    two = select_claims(dataset, corpus, claims=2, distractors=3)
+    three = select_claims(dataset, corpus, claims=3, distractors=3)
+    assert three.claims[:2] == two.claims and len(select_claims(
+        dataset, corpus, claims=50, distractors=3).claims) == 3  # fmt: skip
+    for claim in three.claims:
+        assert claim.cited == (GROUNDING_QUERIES[claim.query_id][1],)
+        assert len(claim.distractors) == 3 and not set(claim.cited) & set(claim.distractors)
+        assert claim.distractors[0][0] == claim.cited[0][0]  # the same topic comes first
+    with pytest.raises(InvalidArgument, match="claims must be a positive integer"):
+        select_claims(dataset, corpus, claims=0, distractors=3)
+    with pytest.raises(InvalidArgument, match="not both"):
+        grounding(tmp_path / "g", lexical_only=True, embedder=HashEmbedder())
+
+
+@pytest.mark.parametrize("embedder", [None, HashEmbedder()], ids=["lexical", "hash-embedder"])
+def test_grounding_report_over_one_store(tmp_path: Path, embedder: HashEmbedder | None) -> None:
+    root = write_grounding_beir(tmp_path / "g")
+    db = tmp_path / "grounding.db"
+    stages: list[tuple[str, int, int | None]] = []
+    report = grounding(root, db=db, embedder=embedder, lexical_only=embedder is None, claims=3,
+                       distractors=3, progress=lambda *stage: stages.append(stage))  # fmt: skip
+    assert report.method == ("lexical" if embedder is None else "hybrid")
+    assert report.relevance == ("term_coverage" if embedder is None else "cosine")
+    assert report.claims == 3 and report.documents == 3 * (1 + 2 * 3) and report.unindexed == 0
+    assert stages[-1] == ("Asking g", 9, 9)
+    assert {kind: k.questions for kind, k in report.kinds.items()} == {
+        "answerable": 3, "unanswerable": 3, "cross_scope": 3}  # fmt: skip
+    for kind in report.kinds.values():
+        assert 0.0 <= kind.right <= 1.0 and kind.best_relevance["n"] == 3
+        assert 0.0 <= kind.best_relevance["min"] <= kind.best_relevance["max"] <= 1.0
+    assert (
+        report.kinds["unanswerable"].cites_answer == report.kinds["cross_scope"].cites_answer == 0
+    )
+    assert report.balanced_accuracy == pytest.approx(
+        sum(k.right for k in report.kinds.values()) / 3)  # fmt: skip
+    # An ungrounded session retrieval suggests its workspace.
+    cross = report.kinds["cross_scope"]
+    assert cross.suggested_wider == cross.questions - cross.grounded
+
+    rows = report.thresholds
+    assert [r["threshold"] for r in rows] == sorted({r["threshold"] for r in rows})
+    for low, high in itertools.pairwise(rows):
+        assert low["answerable"] >= high["answerable"]
+        assert low["unanswerable"] <= high["unanswerable"]
+        assert low["cross_scope"] <= high["cross_scope"]
+    # The row at the configured threshold reproduces what retrieval actually did.
+    now = next(r for r in rows if r["threshold"] == report.min_relevance)
+    assert now["balanced"] == pytest.approx(report.balanced_accuracy, abs=1e-4)
+    assert report.best_threshold["balanced"] == max(r["balanced"] for r in rows)
+    assert json.loads(json.dumps(report.to_dict()))["kinds"]["cross_scope"]["questions"] == 3
+
+    # Cross-scope questions are answerable in the workspace but not in the session.
+    layout = select_claims(load_beir(root), {e.id: e for e in load_beir(root).corpus()},
+                           claims=3, distractors=3)  # fmt: skip
+    with Tether(db, settings=Settings.load(), embedder=embedder) as t:
+        for claim in layout.claims:
+            answers = layout.answer_ids(claim)
+            workspace = t.search(claim.text, scope=Scope.workspace(
+                layout.answerable_workspace(claim)), k=10)  # fmt: skip
+            assert answers <= {hit.document_id for hit in workspace}
+            session = t.search(claim.text, scope=Scope.session(layout.session(claim)), k=10)
+            assert session and not answers & {hit.document_id for hit in session}
+            unanswerable = t.documents(workspace_id=layout.unanswerable_workspace(claim))
+            assert sorted(d.id.rpartition(":")[2] for d in unanswerable) == sorted(
+                claim.distractors)  # fmt: skip
+
+
+@given(st.lists(st.tuples(st.sampled_from(KINDS), st.none() | st.floats(0, 1)), max_size=30))
+def test_threshold_rows_move_one_way(outcomes: list[tuple[str, float | None]]) -> None:
+    answers = [
+        GroundingAnswer(kind, "q", Scope.workspace("w"), False, "global", best, None, False)  # type: ignore[arg-type]
+        for kind, best in outcomes
+    ]
+    rows = threshold_rows(answers, GROUNDING_THRESHOLDS)
+    for low, high in itertools.pairwise(rows):
+        assert low["answerable"] >= high["answerable"]
+        assert low["unanswerable"] <= high["unanswerable"]
+        assert low["cross_scope"] <= high["cross_scope"]
+    assert all(0.0 <= row["balanced"] <= 1.0 for row in rows)
+
+
+def test_eval_grounding_cli(tmp_path: Path) -> None:
+    root = write_grounding_beir(tmp_path / "g")
+    result = runner.invoke(app, ["eval", str(root), "--grounding", "--claims", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["claims"] == 2 and data["questions"] == 6 and data["distractors"] == 10
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    documented = readme.split("`tether eval --grounding --json` prints", 1)[1].split(". ")[0]
+    keys = {*data, *data["kinds"]["answerable"], *data["kinds"]["answerable"]["best_relevance"],
+            *data["thresholds"][0]} - {"p25", "p50", "p75", "p90"}  # fmt: skip
+    assert {key for key in keys if f"`{key}`" not in documented} == set()
+    table = runner.invoke(app, ["eval", str(root), "--grounding", "--distractors", "2"])
+    assert table.exit_code == 0, table.output
+    assert "balanced grounding accuracy" in table.stdout and "best relevance" in table.stdout
+    for args in (["--claims", "2"], ["--grounding", "--pipeline"]):
+        usage = runner.invoke(app, ["eval", str(root), *args])
+        assert usage.exit_code == 2 and "--grounding" in usage.output

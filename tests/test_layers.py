@@ -53,8 +53,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ingest/embed/llm", ("tether.ingest", "tether.embed", "tether.llm", "tether.testing")),
     ("retrieve", ("tether.retrieve",)),
     ("facade", ("tether._tether", "tether._indexing", "tether._catalog")),
-    ("shells", ("tether.policy", "tether.graph", "tether.cli", "tether.eval", "tether.server",
-                ROOT)),
+    ("shells", ("tether.policy", "tether.graph", "tether.cli", "tether.eval",
+                "tether.eval_grounding", "tether.eval_documents", "tether.server", ROOT)),
 )  # fmt: skip
 
 

@@ -28,6 +28,11 @@ class CorpusEntry:
     title: str
     text: str
 
+    def source(self, document_id: str) -> TextSource:
+        """The entry as one document: title, a blank line, then text."""
+        text = f"{self.title}\n\n{self.text}" if self.title else self.text
+        return TextSource(text, self.title or self.id, document_id=document_id)
+
 
 @dataclass(frozen=True)
 class BeirDataset:
@@ -185,10 +190,7 @@ def index_dataset(
             progress(count)
 
     for entry in dataset.corpus():
-        text = f"{entry.title}\n\n{entry.text}" if entry.title else entry.text
-        pending.append(
-            TextSource(text, entry.title or entry.id, document_id=f"{workspace}:{entry.id}")
-        )
+        pending.append(entry.source(f"{workspace}:{entry.id}"))
         if len(pending) >= batch:
             flush()
     if pending:

@@ -1,4 +1,4 @@
-"""``tether eval``: index a BEIR dataset and score retrieval on it."""
+"""``tether eval``: index a BEIR dataset and score retrieval (or grounding) on it."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from tether.eval import EvalProgress, EvalReport, PipelineReport
+    from tether.eval_grounding import GroundingReport
 
 
 def eval_(
@@ -47,12 +48,46 @@ def eval_(
             help="Also run the full pipeline (retrieve): its nDCG@10 and context recall.",
         ),
     ] = False,
+    grounding: Annotated[
+        bool,
+        typer.Option(
+            "--grounding",
+            help="Measure grounding instead: answerable, unanswerable and cross-scope"
+            " questions of sampled claims, with a relevance-threshold table.",
+        ),
+    ] = False,
+    claims: Annotated[
+        int | None,
+        typer.Option(
+            "--claims",
+            min=1,
+            help="With --grounding: claims to ask (default 100).",
+            show_default=False,
+        ),
+    ] = None,
+    distractors: Annotated[
+        int | None,
+        typer.Option(
+            "--distractors",
+            min=1,
+            help="With --grounding: similar entries beside each claim's answer (default 10).",
+            show_default=False,
+        ),
+    ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Index a BEIR dataset and print nDCG@10, Recall@100 and query latency."""
+    """Index a BEIR dataset and print nDCG@10, Recall@100 and query latency (or, with
+    --grounding, how well retrieval says whether the answer is in scope)."""
     from tether import eval as beir  # loaded only when evaluating
 
+    if grounding:
+        if pipeline:
+            fail("--pipeline and --grounding are separate evaluations; give one", code=2)
+        _grounding(directory, split, db, config, lexical_only, (claims, distractors), as_json)
+        return
+    if claims is not None or distractors is not None:
+        fail("--claims and --distractors go with --grounding", code=2)
     try:
         with progress_bar() as bar:
             result = beir.run(
@@ -74,6 +109,42 @@ def eval_(
     _print_report(result.report)
     if result.report.pipeline is not None:
         out.print(_threshold_table(result.report.pipeline))
+
+
+def _grounding(
+    directory: Path,
+    split: str,
+    db: Path | None,
+    config: Path | None,
+    lexical_only: bool,
+    sample: tuple[int | None, int | None],
+    as_json: bool,
+) -> None:
+    # loaded only when evaluating
+    from tether.eval_grounding import DEFAULT_CLAIMS, DEFAULT_DISTRACTORS, grounding
+
+    claims, distractors = sample
+
+    try:
+        with progress_bar() as bar:
+            report = grounding(
+                directory,
+                split=split,
+                db=db,
+                settings=Settings.load(config),
+                lexical_only=lexical_only,
+                progress=_one_bar_a_stage(bar),
+                claims=claims if claims is not None else DEFAULT_CLAIMS,
+                distractors=distractors if distractors is not None else DEFAULT_DISTRACTORS,
+            )
+    except TetherError as exc:
+        fail(error_message(exc))
+    if report.unindexed:
+        err.print(f"note: {report.unindexed} documents could not be indexed", highlight=False)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    _print_grounding(report)
 
 
 def _one_bar_a_stage(bar: Progress) -> EvalProgress:
@@ -141,3 +212,55 @@ def _threshold_table(pipeline: PipelineReport) -> Table:
             f"{row['recall_any']:.3f}",
         )
     return trade
+
+
+def _print_grounding(report: GroundingReport) -> None:
+    out.print(
+        f"{report.dataset}: {report.claims} claims, {report.distractors} distractors each,"
+        f" {report.documents} documents, {report.method} retrieval,"
+        f" relevance by {report.relevance}",
+        markup=False,
+    )
+    out.print(
+        "settings: "
+        + (f"not the defaults: {', '.join(report.settings)}" if report.settings else "defaults"),
+        markup=False,
+        highlight=False,
+    )
+    names = {kind: kind.replace("_", "-") for kind in report.kinds}
+    kinds = Table(title="outcome per kind of question")
+    for column in ("kind", "questions", "grounded", "wider scope", "right"):
+        kinds.add_column(column, justify="left" if column == "kind" else "right")
+    for kind, row in report.kinds.items():
+        kinds.add_row(names[kind], str(row.questions), str(row.grounded),
+                      str(row.suggested_wider), f"{row.right:.3f}")  # fmt: skip
+    out.print(kinds)
+    quantiles = ("min", "p10", "p25", "p50", "p75", "p90", "max")
+    spread = Table(title="best relevance per question")
+    for column in ("kind", *quantiles):
+        spread.add_column(column, justify="left" if column == "kind" else "right")
+    for kind, row in report.kinds.items():
+        best = row.best_relevance
+        spread.add_row(names[kind], *(f"{best[q]:.2f}" if best["n"] else "-" for q in quantiles))
+    out.print(spread)
+    out.print(
+        f"balanced grounding accuracy: {report.balanced_accuracy:.4f}"
+        f" (rag.min_relevance = {report.min_relevance})",
+        highlight=False,
+    )
+    trade = Table(title="share right if grounded meant best relevance >= t")
+    for column in ("t", *names.values(), "balanced", ""):
+        trade.add_column(column, justify="right")
+    best_t = report.best_threshold["threshold"]
+    for row in report.thresholds:
+        marks = {
+            "now": row["threshold"] == report.min_relevance,
+            "best": row["threshold"] == best_t,
+        }
+        trade.add_row(
+            f"{row['threshold']:.2f}",
+            *(f"{row[kind]:.3f}" for kind in names),
+            f"{row['balanced']:.3f}",
+            " ".join(mark for mark, on in marks.items() if on),
+        )
+    out.print(trade)
