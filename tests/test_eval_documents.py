@@ -1,0 +1,82 @@
+"""Grounding on real documents: the harness over PDFs made here, with questions of the
+three kinds, run through the real store and retrieval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_pdf, make_settings
+from tether import InvalidArgument
+from tether.eval_documents import KINDS, grounding_on_documents
+
+
+def question_set(tmp_path: Path) -> tuple[Path, Path]:
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    make_pdf(pdfs / "pump.pdf", [
+        "Pump manual. Contents and safety notes.",
+        "Priming: open the vent screw and fill the housing with water before start.",
+        "Seals: replace the shaft seal every two thousand hours of running.",
+    ], title="Pump manual")  # fmt: skip
+    make_pdf(pdfs / "boiler.pdf", [
+        "Boiler manual. Contents and safety notes.",
+        "Descaling: run the descaling cycle each spring with citric acid.",
+    ], title="Boiler manual")  # fmt: skip
+    data = {
+        "documents": [{"name": "pump", "title": "Pump", "pages": 3},
+                      {"name": "boiler", "title": "Boiler", "pages": 2}],
+        "questions": [
+            {"id": "a1", "kind": "answerable", "document": "pump", "pages": [2],
+             "question": "How do I prime the pump housing with water?", "answer": "vent screw"},
+            {"id": "a2", "kind": "answerable", "document": "boiler", "pages": [2],
+             "question": "When should the descaling cycle run?", "answer": "each spring"},
+            {"id": "u1", "kind": "unanswerable", "document": "pump",
+             "question": "What colour is the warranty card?"},
+            {"id": "x1", "kind": "cross_scope", "document": "boiler", "asked_in": "pump",
+             "pages": [2], "question": "Which acid is used for descaling?",
+             "answer": "citric acid"},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "questions.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path, pdfs
+
+
+def test_the_report_measures_every_kind(tmp_path: Path) -> None:
+    questions, pdfs = question_set(tmp_path)
+    seen: list[int] = []
+    report = grounding_on_documents(
+        questions, pdfs, db=tmp_path / "t.db", settings=make_settings(),
+        progress=lambda done, total: seen.append(done),
+    )  # fmt: skip
+    data = report.to_dict()
+    assert seen == [1, 2, 3, 4]
+    assert data["documents"] == 2 and data["chunks"] >= 5
+    assert data["questions"] == {"answerable": 2, "unanswerable": 1, "cross_scope": 1}
+    assert set(data["rates"]) == set(KINDS)
+    assert data["balanced_accuracy"] == pytest.approx(sum(data["rates"].values()) / 3, abs=1e-3)
+    # Both answerable questions are found, on their answer page.
+    assert data["rates"]["answerable"] == 1.0
+    assert data["answer_page_in_context"] == 1.0 and data["hit_at_1"] == 1.0
+    assert set(data["quality"]) == {"hyphen_breaks", "header_footer_lines", "over_window",
+                                    "toc_chunks"}  # fmt: skip
+    rows = data["thresholds"]
+    assert [r["answerable"] for r in rows] == sorted((r["answerable"] for r in rows), reverse=True)
+    assert [r["unanswerable"] for r in rows] == sorted(r["unanswerable"] for r in rows)
+    # The cross-scope question is asked where its answer is not: its right answer is
+    # "not grounded, look in the workspace".
+    [cross] = [o for o in report.outcomes if o.kind == "cross_scope"]
+    assert cross.right == (not cross.grounded and cross.suggested_scope == "workspace")
+
+
+def test_missing_manuals_and_bad_sets_are_clear_errors(tmp_path: Path) -> None:
+    questions, _ = question_set(tmp_path)
+    with pytest.raises(InvalidArgument, match="fetch the manuals"):
+        grounding_on_documents(questions, tmp_path / "nowhere", settings=make_settings())
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]", encoding="utf-8")
+    with pytest.raises(InvalidArgument, match="not a question set"):
+        grounding_on_documents(bad, tmp_path, settings=make_settings())
