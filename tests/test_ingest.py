@@ -1279,3 +1279,30 @@ def test_new_chunk_settings_chunk_unchanged_text_again(tmp_path: Path) -> None:
         assert len(narrow) > wide and max(c.char_end - c.char_start for c in narrow) <= 300
         assert [r.status for r in t.add(path)] == ["skipped"]
         t.store.fts_integrity_check()
+
+
+def test_pdf_manual_chunks_fit_the_embedders_window(tmp_path: Path) -> None:
+    """A real PDF manual, embedded by a model with all-MiniLM-L6-v2's window: every text
+    sent to the embedder (chunk and context header) fits 256 tokens with the model's
+    [CLS]/[SEP], and every chunk keeps its page."""
+    from tether.embed.local import packaged_token_counter
+    from tether.testing import HashEmbedder
+
+    counter = packaged_token_counter()
+    assert counter is not None
+
+    class MiniLMWindow(HashEmbedder):
+        max_tokens = 256
+
+    sentence = "Check the impeller clearance (0.35-0.50 mm) before restarting pump P-{i}."
+    pages = [" ".join(sentence.format(i=p * 100 + i) for i in range(25)) for p in range(4)]
+    path = make_pdf(tmp_path / "manual.pdf", pages, title="Pump manual")
+    embedder = MiniLMWindow()
+    with Tether(db=tmp_path / "t.db", embedder=embedder, count_tokens=counter) as t:
+        [result] = t.add(path)
+        chunks = t.chunks(result.document_id)
+    assert len(chunks) > len(pages)
+    assert {c.page for c in chunks} == {1, 2, 3, 4}
+    counts = counter.count_many(embedder.embedded_texts)
+    assert max(n or 0 for n in counts) + 2 <= 256
+    assert all(c.token_count == counter(c.content) for c in chunks)

@@ -91,10 +91,30 @@ class RagSettings(BaseModel):
 
     enabled: bool = True
     scope: Literal["session", "workspace", "global"] = "global"
-    # ~250-300 MiniLM word pieces: a chunk fits an embedding model's window and still holds
-    # a paragraph or two. Overlap keeps a sentence cut at a boundary findable from both sides.
-    chunk_size: int = Field(1200, ge=100, le=100_000, description="characters per chunk")
-    chunk_overlap: int = Field(150, ge=0, description="characters shared by adjacent chunks")
+    # A chunk the embedder reads whole: sized in its tokens when its window and a tokenizer
+    # are known (all-MiniLM-L6-v2: 256, header included), else in characters (1200: about
+    # 250-300 MiniLM word pieces). Overlap keeps a sentence cut at a boundary findable from
+    # both sides.
+    chunk_by: Literal["tokens", "chars"] = Field(
+        "tokens",
+        description="size chunks in the embedder's tokens (when its window and tokenizer are"
+        " known, else in characters) or always in characters (chunk_size)",
+    )
+    chunk_tokens: int = Field(
+        256, ge=32, le=100_000,
+        description="most tokens in a chunk as embedded (its context header included);"
+        " the embedder's window caps it",
+    )  # fmt: skip
+    chunk_overlap_tokens: int | None = Field(
+        None, ge=0, description="tokens shared by adjacent chunks (default 15% of a chunk)"
+    )
+    chunk_size: int = Field(
+        1200, ge=100, le=100_000,
+        description="characters per chunk, when chunks are not sized in tokens",
+    )  # fmt: skip
+    chunk_overlap: int = Field(
+        150, ge=0, description="characters shared by adjacent chunks sized in characters"
+    )
     # Deep candidate lists: z-score fusion standardizes each list by its own mean and
     # standard deviation, and those are only meaningful over a few hundred candidates.
     # Reading them costs ids and scores, not text. k <= k_lexical, k_vector also means
@@ -139,6 +159,11 @@ class RagSettings(BaseModel):
             raise ValueError(
                 f"chunk_overlap ({self.chunk_overlap}) must be at most half of chunk_size"
                 f" ({self.chunk_size})"
+            )
+        if (self.chunk_overlap_tokens or 0) * 2 > self.chunk_tokens:
+            raise ValueError(
+                f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be at most half of"
+                f" chunk_tokens ({self.chunk_tokens})"
             )
         return self
 

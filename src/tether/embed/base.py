@@ -22,14 +22,19 @@ class Embedder(ABC):
 
     Class attributes are capabilities: ``batch_size`` (texts per ``embed_batch`` call),
     ``retries`` and ``backoff`` (seconds, doubled per attempt) for errors marked
-    retryable. :meth:`embed` does the batching, retries, shape checks and L2
-    normalization, so stored vectors are unit length and cosine is a dot product.
+    retryable, ``max_tokens`` (the model's input window in tokens; None when unknown, and
+    chunks are then sized in characters). :meth:`embed` does the batching, retries, shape
+    checks and L2 normalization, so stored vectors are unit length and cosine is a dot
+    product.
     """
 
     batch_size: ClassVar[int] = 64
     retries: ClassVar[int] = 2
     backoff: ClassVar[float] = 0.5
     query_cache_size: ClassVar[int] = 256
+    # Not a ClassVar: a subclass may know its window per model (an instance attribute, or a
+    # property that reads the model's configuration).
+    max_tokens: int | None = None
 
     #: The name stored in ``rag_embeddings.model``: vectors of different models never mix.
     model: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
@@ -100,6 +101,14 @@ class TokenCounter:
         encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
         return [len(e.ids) for e in encoded]
 
+    def offsets_many(self, texts: list[str]) -> list[list[tuple[int, int]]] | None:
+        """Each text's tokens as ``(start, end)`` character offsets, in one batch: what
+        sizes chunks in tokens without counting every candidate cut."""
+        tokenizer = self._load()
+        if tokenizer is None:
+            return None
+        return [e.offsets for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+
     def _load(self) -> Any:
         if self._tokenizer is not None:
             return self._tokenizer
@@ -186,5 +195,26 @@ class LocalEmbedder(Embedder):
         return self._tokens
 
     @property
-    def max_tokens(self) -> int:
-        return int(getattr(self._load(), "max_seq_length", 256))
+    def max_tokens(self) -> int | None:  # type: ignore[override]
+        """The model's input window (sentence-transformers' ``max_seq_length``, 256 for
+        all-MiniLM-L6-v2): from the model when it is loaded, else from the folder's
+        ``sentence_bert_config.json`` (no torch), else by loading the model. None when
+        the model cannot load: embedding then says why, and chunks are sized in characters."""
+        if self._model is None:
+            configured = _configured_max_seq_length(self.model_path)
+            if configured is not None:
+                return configured
+        try:
+            window = getattr(self._load(), "max_seq_length", None)
+        except EmbeddingsUnavailable:
+            return None
+        return int(window) if window else None
+
+
+def _configured_max_seq_length(model_path: str) -> int | None:
+    try:
+        config = json.loads((Path(model_path) / "sentence_bert_config.json").read_text("utf-8"))
+    except (OSError, ValueError):  # no such file, or not JSON: the loaded model knows
+        return None
+    window = config.get("max_seq_length") if isinstance(config, dict) else None
+    return window if isinstance(window, int) and window > 0 else None

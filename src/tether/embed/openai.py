@@ -10,6 +10,8 @@ from tether.embed.base import Embedder
 from tether.errors import EmbeddingError, EmbeddingsUnavailable
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+#: OpenAI's documented input limit of its embedding models, in tokens.
+_OPENAI_WINDOW = 8191
 
 
 class OpenAIEmbedder(Embedder):
@@ -44,6 +46,7 @@ class OpenAIEmbedder(Embedder):
         self.base_url = base_url
         self.timeout = timeout
         self.dimensions = dimensions
+        self.max_tokens = _known_window(model)
         self._client = client if client is not None else _make_client(api_key, base_url, timeout)
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -79,6 +82,14 @@ class OpenAIEmbedder(Embedder):
 
     def _where(self) -> str:
         return f"embeddings {self.model!r} at {self.base_url or 'the OpenAI API'}"
+
+
+def _known_window(model: str) -> int | None:
+    """OpenAI's models' input window; None for others (an Ollama or vLLM model's is not
+    known here)."""
+    if model.startswith("text-embedding-3-") or model == "text-embedding-ada-002":
+        return _OPENAI_WINDOW
+    return None
 
 
 def _make_client(api_key: str | None, base_url: str | None, timeout: float) -> Any:

@@ -2,12 +2,15 @@
 
 A chunk's ``content`` is always exactly ``text[char_start:char_end]`` of the document's
 normalized text, so offsets can be trusted for highlighting and for merging neighbours.
+Chunks are sized in the embedder's tokens when its window and a tokenizer are known (every
+chunk, under its context header, then fits the window whole), else in characters.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tether.store import NewChunk
@@ -121,17 +124,30 @@ def split_span(
     span after the first starts up to ``overlap`` characters before the previous one ended,
     at a sentence or word boundary.
     """
+    return _split(text, start, end, lambda pos, _: pos + size, lambda _, cut: cut - overlap)
+
+
+def _split(
+    text: str,
+    start: int,
+    end: int,
+    reach: Callable[[int, int], int],
+    back: Callable[[int, int], int],
+) -> Iterator[tuple[int, int]]:
+    """The cutting loop of :func:`split_span`, whatever a chunk's size is measured in:
+    ``reach(pos, stop)`` is how far a chunk starting at ``pos`` may go, ``back(pos, cut)``
+    where the overlap before ``cut`` may start."""
     pos = _skip_space(text, start, end)
     while pos < end:
         stop = _trim_end(text, pos, end)
-        if stop - pos <= size:
+        hi = reach(pos, stop)
+        if stop <= hi:
             if stop > pos:
                 yield pos, stop
             return
-        cut = _best_cut(text, pos + size // 2, pos + size)
-        stop = _trim_end(text, pos, cut)
-        yield pos, stop
-        pos = _skip_space(text, _overlap_start(text, max(pos + 1, cut - overlap), cut), end)
+        cut = _best_cut(text, pos + (hi - pos) // 2, hi)
+        yield pos, _trim_end(text, pos, cut)
+        pos = _skip_space(text, _overlap_start(text, max(pos + 1, back(pos, cut)), cut), end)
 
 
 def _skip_space(text: str, pos: int, end: int) -> int:
@@ -195,24 +211,39 @@ def chunk_sections(
     overlap: int,
     title: str | None = None,
     count_tokens: Callable[[str], int | None] | None = None,
+    max_tokens: int | None = None,
+    overlap_tokens: int | None = None,
 ) -> list[NewChunk]:
     """Chunks for every section, numbered in document order.
+
+    With ``count_tokens`` (which must count, not answer None) and ``max_tokens`` (the
+    embedder's window), chunks are sized in tokens: each chunk's :func:`embedding_text`
+    fits ``max_tokens`` with a few tokens to spare for the model's own markers (unless its
+    header alone takes over three quarters of the window: the content keeps a quarter),
+    neighbours share ``overlap_tokens`` (default 15% of a chunk), and cuts fall at the same
+    boundaries as by characters. Without either, chunks are ``size`` characters with
+    ``overlap``, as :func:`split_span` cuts them.
 
     A chunk's ``content_hash`` is the hash of its :func:`embedding_text`: two chunks with
     the same hash get the same vector, so it is embedded once per model. ``count_tokens``
     gives each chunk its token count; one with a ``count_many(texts)`` method counts the
-    document's chunks in one call (the packaged tokenizer's batch runs on every core).
+    document's chunks in one call (the packaged tokenizer's batch runs on every core), and
+    one with ``offsets_many(texts)`` measures the document once to size its chunks.
     """
-    spans: list[tuple[Section, int, int]] = [
-        (section, start, end)
-        for section in sections
-        for start, end in split_span(text, section.start, section.end, size, overlap)
-    ]
+    counts: list[int | None] | None = None
+    if count_tokens is None or max_tokens is None:
+        spans = [
+            (section, start, end)
+            for section in sections
+            for start, end in split_span(text, section.start, section.end, size, overlap)
+        ]
+    else:
+        spans, counts = _token_spans(
+            text, sections, count_tokens, title, max_tokens, overlap_tokens
+        )
     contents = [text[start:end] for _, start, end in spans]
-    counts: list[int | None] = [None] * len(spans)
-    if count_tokens is not None:
-        many = getattr(count_tokens, "count_many", None)
-        counts = many(contents) if many else [count_tokens(c) for c in contents]
+    if counts is None:
+        counts = _count_all(count_tokens, contents)
     return [
         NewChunk(
             ordinal=ordinal,
@@ -228,3 +259,197 @@ def chunk_sections(
             zip(spans, contents, counts, strict=True)
         )
     ]
+
+
+def _count_all(
+    count_tokens: Callable[[str], int | None] | None, texts: list[str]
+) -> list[int | None]:
+    if count_tokens is None:
+        return [None] * len(texts)
+    many = getattr(count_tokens, "count_many", None)
+    return list(many(texts)) if many else [count_tokens(t) for t in texts]
+
+
+# -- sizing in tokens -----------------------------------------------------------------------
+
+#: Tokens a chunk leaves free in the window: the model's own markers ([CLS], [SEP]) and a
+#: token or two a tokenizer may merge where the header meets the content.
+_TOKEN_MARGIN = 4
+#: A chunk sized in tokens still has at most this many characters per token: a run the
+#: tokenizer reads as one unknown token (a 5,000-character hash) is cut like a long word.
+_MAX_CHARS_PER_TOKEN = 10
+_OVERLAP_SHARE = 0.15
+
+
+class _TokenStarts:
+    """A section's tokens, measured once (the tokenizer's offsets): how far ``n`` tokens
+    reach from a point, and where the last ``n`` tokens before a point start."""
+
+    def __init__(self, starts: list[int]) -> None:
+        self.starts = starts
+
+    def reach(self, pos: int, n: int, limit: int) -> int:
+        after = bisect_left(self.starts, pos) + n
+        if after >= len(self.starts):
+            return limit
+        # Never short of one character: byte-level tokens of one character share a start.
+        return max(pos + 1, min(limit, self.starts[after]))
+
+    def back(self, pos: int, cut: int, n: int) -> int:
+        if n == 0 or not self.starts:
+            return cut
+        return self.starts[max(bisect_left(self.starts, cut) - n, 0)]
+
+
+class _TokenCounts:
+    """The same two answers by counting ``text`` slices: a binary search over characters
+    for a counter without offsets; with ``guess`` (the offsets), one count that checks
+    its reach, to cut again a section whose cut split a word."""
+
+    def __init__(
+        self,
+        text: str,
+        count_tokens: Callable[[str], int | None],
+        guess: _TokenStarts | None = None,
+    ) -> None:
+        self.text = text
+        self.count_tokens = count_tokens
+        self.guess = guess
+
+    def _tokens(self, start: int, end: int) -> int:
+        return self.count_tokens(self.text[start:end]) or 0
+
+    def reach(self, pos: int, n: int, limit: int) -> int:
+        if self.guess is not None:
+            limit = self.guess.reach(pos, n, limit)
+        if self._tokens(pos, limit) <= n:
+            return limit
+        return max(_narrow(pos, limit, lambda end: self._tokens(pos, end) <= n), pos + 1)
+
+    def back(self, pos: int, cut: int, n: int) -> int:
+        if self.guess is not None:
+            return self.guess.back(pos, cut, n)
+        if self._tokens(pos, cut) <= n:
+            return pos
+        return _narrow(cut, pos, lambda start: self._tokens(start, cut) <= n)
+
+
+def _narrow(good: int, bad: int, ok: Callable[[int], bool]) -> int:
+    """Binary search between ``good`` (``ok``) and ``bad`` (not): the ``ok`` point nearest
+    ``bad``, from either side."""
+    while abs(bad - good) > 1:
+        middle = (good + bad) // 2
+        if ok(middle):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
+_Ruler = _TokenStarts | _TokenCounts
+
+
+def _token_spans(
+    text: str,
+    sections: list[Section],
+    count_tokens: Callable[[str], int | None],
+    title: str | None,
+    max_tokens: int,
+    overlap_tokens: int | None,
+) -> tuple[list[tuple[Section, int, int]], list[int | None]]:
+    """Spans sized in tokens, and their token counts.
+
+    Sections are measured with offsets in one batch when the counter has them. A cut
+    inside a word (only a word longer than half a chunk is cut) can tokenize into more
+    pieces on its own than in place; the counts show it, and such a section is cut again
+    by counting.
+    """
+    sizes = _token_sizes(sections, count_tokens, title, max_tokens, overlap_tokens)
+    rulers = _rulers(text, sections, count_tokens)
+    cuts = [
+        list(_token_split(text, section, ruler, *size))
+        for section, ruler, size in zip(sections, rulers, sizes, strict=True)
+    ]
+    flat = [(i, start, end) for i, spans in enumerate(cuts) for start, end in spans]
+    counts = _count_all(count_tokens, [text[start:end] for _, start, end in flat])
+    over = {i for (i, _, _), n in zip(flat, counts, strict=True) if (n or 0) > sizes[i][0]}
+    if over:
+        for i in over:
+            guess = rulers[i] if isinstance(rulers[i], _TokenStarts) else None
+            exact = _TokenCounts(text, count_tokens, guess)
+            cuts[i] = list(_token_split(text, sections[i], exact, *sizes[i]))
+        flat = [(i, start, end) for i, spans in enumerate(cuts) for start, end in spans]
+        counts = _count_all(count_tokens, [text[start:end] for _, start, end in flat])
+    return [(sections[i], start, end) for i, start, end in flat], counts
+
+
+def _token_sizes(
+    sections: list[Section],
+    count_tokens: Callable[[str], int | None],
+    title: str | None,
+    max_tokens: int,
+    overlap_tokens: int | None,
+) -> list[tuple[int, int]]:
+    """Per section: the most tokens of a chunk's content (the window less its header and
+    :data:`_TOKEN_MARGIN`; at least a quarter of the window, whatever the header), and the
+    overlap in tokens (at most half of that)."""
+    headers = sorted({header for s in sections if (header := s.title or title)})
+    header_tokens = dict(zip(headers, _count_all(count_tokens, headers), strict=True))
+    sizes = []
+    for section in sections:
+        header = section.title or title
+        used = (header_tokens[header] or 0) if header else 0
+        budget = max(max_tokens - used - _TOKEN_MARGIN, max_tokens // 4, 1)
+        overlap = round(budget * _OVERLAP_SHARE) if overlap_tokens is None else overlap_tokens
+        sizes.append((budget, min(overlap, budget // 2)))
+    return sizes
+
+
+def _rulers(
+    text: str, sections: list[Section], count_tokens: Callable[[str], int | None]
+) -> Sequence[_Ruler]:
+    """Each section's ruler: its token offsets when the counter gives them (measured in
+    pieces of a few thousand characters, cut at spaces, so one batch spreads a long
+    section over the cores), else counting."""
+    offsets_many = getattr(count_tokens, "offsets_many", None)
+    pieces = [_pieces(text, section.start, section.end) for section in sections]
+    flat = [piece for section_pieces in pieces for piece in section_pieces]
+    measured = offsets_many([text[a:b] for a, b in flat]) if offsets_many else None
+    if measured is None:
+        return [_TokenCounts(text, count_tokens)] * len(sections)
+    starts = iter(
+        [piece_start + start for start, _ in offsets]
+        for (piece_start, _), offsets in zip(flat, measured, strict=True)
+    )
+    return [
+        _TokenStarts([start for _ in section_pieces for start in next(starts)])
+        for section_pieces in pieces
+    ]
+
+
+def _pieces(text: str, start: int, end: int, size: int = 4096) -> list[tuple[int, int]]:
+    """``text[start:end]`` in pieces of at most ``size`` characters, cut before a space or
+    a line break where there is one (a piece then tokenizes as it does in place)."""
+    pieces = []
+    while start < end:
+        stop = end
+        if end - start > size:
+            window = (start + 1, start + size)
+            stop = max(text.rfind(" ", *window), text.rfind("\n", *window))
+            stop = stop if stop > start else start + size
+        pieces.append((start, stop))
+        start = stop
+    return pieces
+
+
+def _token_split(
+    text: str, section: Section, ruler: _Ruler, budget: int, overlap: int
+) -> Iterator[tuple[int, int]]:
+    longest = budget * _MAX_CHARS_PER_TOKEN
+    return _split(
+        text,
+        section.start,
+        section.end,
+        lambda pos, stop: ruler.reach(pos, budget, min(stop, pos + longest)),
+        lambda pos, cut: ruler.back(pos, cut, overlap),
+    )

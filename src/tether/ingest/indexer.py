@@ -7,6 +7,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,29 @@ class Indexer:
         self.policy = policy or PolicySettings()
         self.embedder = embedder
         self.count_tokens = count_tokens
-        self._chunking = f"{rag.chunk_size}/{rag.chunk_overlap}"
+
+    @cached_property
+    def _chunk_tokens(self) -> int | None:
+        """The most tokens a chunk may have as embedded, when chunks are sized in tokens:
+        ``rag.chunk_by`` says so, the embedder knows its window and the counter counts
+        (asked on first use: a local model's window is read from its folder)."""
+        rag, counter = self.rag, self.count_tokens
+        if rag.chunk_by != "tokens" or self.embedder is None or counter is None:
+            return None
+        window = self.embedder.max_tokens
+        if window is None or counter("window") is None:
+            return None
+        return min(window, rag.chunk_tokens)
+
+    @cached_property
+    def _chunking(self) -> str:
+        """How documents are chunked, stored with each: a document chunked otherwise is
+        chunked again when it is next added."""
+        tokens = self._chunk_tokens
+        if tokens is None:
+            return f"{self.rag.chunk_size}/{self.rag.chunk_overlap}"
+        overlap = self.rag.chunk_overlap_tokens
+        return f"{tokens}/{'auto' if overlap is None else overlap} tokens"
 
     def place(self, workspace_id: str | None, session_id: str | None) -> Placement:
         """Resolve (and create on first use) the workspace and session for new documents.
@@ -269,6 +292,8 @@ class Indexer:
             overlap=self.rag.chunk_overlap,
             title=loaded.title,
             count_tokens=self.count_tokens,
+            max_tokens=self._chunk_tokens,
+            overlap_tokens=self.rag.chunk_overlap_tokens,
         )
         return _Prepared(
             label, loaded, digest, lookup, metadata, chunks, tags,
