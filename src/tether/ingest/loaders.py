@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from tether.ingest.chunking import (
     markdown_sections,
     markdown_title,
 )
+from tether.ingest.pdf import read_pdf
 from tether.text import normalize_text
 
 
@@ -30,6 +31,10 @@ class LoadedDocument:
     mime: str
     sections: tuple[Section, ...]
     file_size: int | None = None
+    #: Physical page number -> printed label, where they differ (PDFs: "i", "ii", "A-1").
+    page_labels: dict[int, str] = field(default_factory=dict)
+    #: Physical numbers of the pages left out of ``text`` (PDF contents and index pages).
+    dropped_pages: tuple[int, ...] = ()
 
 
 def load_text(text: str, *, title: str, mime: str = "text/plain") -> LoadedDocument:
@@ -104,42 +109,16 @@ def load_plain_text(path: Path) -> LoadedDocument:
 
 
 def load_pdf(path: Path) -> LoadedDocument:
-    """Text per page; each page is its own section, so every chunk keeps its page number."""
-    from pypdf import PdfReader
-
-    _read_bytes(path)  # uniform errors for missing or unreadable files
-    try:
-        reader = PdfReader(path)
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise UnreadableFile(str(path), "is encrypted with a password")
-        pages = [page.extract_text() or "" for page in reader.pages]
-        meta_title = (reader.metadata.title if reader.metadata else None) or ""
-    except UnreadableFile:
-        raise
-    except Exception as exc:
-        # pypdf raises more than PyPdfError on malformed files (NotImplementedError for an
-        # unknown filter, AttributeError, ...); any of them means "this PDF cannot be read".
-        raise UnreadableFile(str(path), f"is not a readable PDF ({exc})") from exc
-
-    parts: list[str] = []
-    sections: list[Section] = []
-    offset = 0
-    for number, page_text in enumerate(pages, start=1):
-        page_text = normalize_text(page_text)
-        if not page_text:
-            continue
-        if parts:
-            offset += 2  # the "\n\n" joining pages
-        sections.append(Section(offset, offset + len(page_text), None, number))
-        parts.append(page_text)
-        offset += len(page_text)
-    if not parts:
-        raise EmptyDocument(str(path), "the PDF has no text layer (a scan?); run OCR on it first")
+    """Clean text per page (see :mod:`tether.ingest.pdf`); a page is at least its own
+    section, so every chunk keeps its page number, and the outline titles the sections."""
+    pdf = read_pdf(_read_bytes(path), str(path))
     return LoadedDocument(
-        title=meta_title.strip() or path.stem,
-        text="\n\n".join(parts),
+        title=pdf.title or path.stem,
+        text=pdf.text,
         mime="application/pdf",
-        sections=tuple(sections),
+        sections=pdf.sections,
+        page_labels=pdf.page_labels,
+        dropped_pages=pdf.dropped_pages,
     )
 
 
@@ -304,6 +283,4 @@ def load_path(path: Path) -> LoadedDocument:
         )
     if not path.exists():
         raise UnreadableFile(str(path), "no such file")
-    document = loader(path)
-    size = path.stat().st_size
-    return LoadedDocument(document.title, document.text, document.mime, document.sections, size)
+    return replace(loader(path), file_size=path.stat().st_size)
