@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import InvalidArgument, RetrievalResult, Settings, Tether
+from tether.eval_grounding import judged_right
 
 WORKSPACE = "manuals"
 KINDS = ("answerable", "unanswerable", "cross_scope")
@@ -55,11 +56,8 @@ class QuestionOutcome:
 
     @property
     def right(self) -> bool:
-        if self.kind == "answerable":
-            return self.grounded
-        if self.kind == "unanswerable":
-            return not self.grounded
-        return not self.grounded and self.suggested_scope == "workspace"
+        wider = self.suggested_scope == "workspace"
+        return judged_right(self.kind, self.grounded, suggests_wider=wider)
 
 
 @dataclass

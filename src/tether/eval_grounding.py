@@ -70,6 +70,19 @@ GROUNDING_THRESHOLDS = tuple(round(step * 0.05, 2) for step in range(21))
 
 #: The scopes wider than each scope: what a useful ``suggested_scope`` names.
 _WIDER = {"session": ("workspace", "global"), "workspace": ("global",), "global": ()}
+
+
+def judged_right(kind: str, grounded: bool, *, suggests_wider: bool) -> bool:
+    """Whether a retrieval's grounding was right for a question of ``kind``: grounded
+    when answerable, not grounded when unanswerable, and not grounded with a wider
+    scope suggested when the answer is only outside the scope asked."""
+    if kind == "answerable":
+        return grounded
+    if kind == "unanswerable":
+        return not grounded
+    return not grounded and suggests_wider
+
+
 _RETRIEVE = Decision(True, "question", "grounding evaluation: every question is retrieved")
 _WORD = re.compile(r"[a-z0-9]+")
 #: Lucene's default English stopwords, as Anserini's BM25 drops them.
@@ -262,11 +275,7 @@ class GroundingAnswer:
 
     @property
     def right(self) -> bool:
-        if self.kind == "answerable":
-            return self.grounded
-        if self.kind == "unanswerable":
-            return not self.grounded
-        return not self.grounded and self.suggests_wider
+        return judged_right(self.kind, self.grounded, suggests_wider=self.suggests_wider)
 
     def right_at(self, threshold: float) -> bool:
         """Whether the outcome would be right if grounded meant best relevance >=

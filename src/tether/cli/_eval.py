@@ -169,18 +169,18 @@ def _note_unindexed(failed: tuple[tuple[str, str], ...]) -> None:
     )
 
 
+def _print_settings(settings: tuple[str, ...]) -> None:
+    changed = f"not the defaults: {', '.join(settings)}" if settings else "defaults"
+    out.print(f"settings: {changed}", markup=False, highlight=False)
+
+
 def _print_report(report: EvalReport) -> None:
     out.print(
         f"{report.dataset}: {report.queries} queries, {report.documents} documents,"
         f" {report.method} retrieval",
         markup=False,
     )
-    out.print(
-        "settings: "
-        + (f"not the defaults: {', '.join(report.settings)}" if report.settings else "defaults"),
-        markup=False,
-        highlight=False,
-    )
+    _print_settings(report.settings)
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -221,12 +221,7 @@ def _print_grounding(report: GroundingReport) -> None:
         f" relevance by {report.relevance}",
         markup=False,
     )
-    out.print(
-        "settings: "
-        + (f"not the defaults: {', '.join(report.settings)}" if report.settings else "defaults"),
-        markup=False,
-        highlight=False,
-    )
+    _print_settings(report.settings)
     names = {kind: kind.replace("_", "-") for kind in report.kinds}
     kinds = Table(title="outcome per kind of question")
     for column in ("kind", "questions", "grounded", "wider scope", "right"):
