@@ -80,3 +80,24 @@ def test_missing_manuals_and_bad_sets_are_clear_errors(tmp_path: Path) -> None:
     bad.write_text("[]", encoding="utf-8")
     with pytest.raises(InvalidArgument, match="not a question set"):
         grounding_on_documents(bad, tmp_path, settings=make_settings())
+
+
+def test_tether_eval_grounding_reads_a_question_set_folder(tmp_path: Path) -> None:
+    """``tether eval DIR --grounding`` on a folder with ``questions.json`` and ``pdfs/``
+    (``bench/manuals``) measures the real documents."""
+    from typer.testing import CliRunner
+
+    from tether.cli import app
+
+    questions, _ = question_set(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", str(tmp_path), "--grounding", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["questions"] == {"answerable": 2, "unanswerable": 1, "cross_scope": 1}
+    assert data["rates"]["answerable"] == 1.0
+    text = runner.invoke(app, ["eval", str(tmp_path), "--grounding"])
+    assert text.exit_code == 0, text.output
+    assert "balanced accuracy" in text.output and "questions: 2 answerable" in text.output
+    missing = runner.invoke(app, ["eval", str(questions.parent / "nope"), "--grounding"])
+    assert missing.exit_code != 0

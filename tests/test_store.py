@@ -579,3 +579,33 @@ def test_scope_documents_sql_is_built_for_documents_not_patched(scope: Scope) ->
     assert "d.status = 'active'" in where and "d.status = 'active'" in sql
     with pytest.raises(ValueError, match="unknown document column"):
         scope_sql(scope, document_column="x.id")  # type: ignore[arg-type]
+
+
+def test_closing_never_pulls_a_connection_from_under_another_thread(tmp_path: Path) -> None:
+    """A thread inside a transaction when the store is closed (an abandoned file loader,
+    say) finishes it on a connection that is still open; the connection is closed when
+    it is done, and that thread's next transaction is a StoreError, never a crash."""
+    db = Database(tmp_path / "t.db")
+    inside, closed = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def reader() -> None:
+        with db.read() as conn:
+            inside.set()
+            closed.wait(10)
+            seen.append(conn.execute("SELECT count(*) FROM rag_documents").fetchone()[0])
+        try:
+            with db.read():
+                seen.append("read after close")
+        except StoreError as exc:
+            seen.append(type(exc))
+
+    worker = threading.Thread(target=reader)
+    worker.start()
+    assert inside.wait(10)
+    db.close()
+    closed.set()
+    worker.join(10)
+    assert seen == [0, StoreError]
+    with pytest.raises(StoreError, match="closed"):
+        db.connection()

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import InvalidArgument, RetrievalResult, Settings, Tether
+from tether.eval import _without_embeddings
 from tether.eval_grounding import judged_right
 
 WORKSPACE = "manuals"
@@ -215,10 +216,15 @@ def grounding_on_documents(
     *,
     db: str | Path = ":memory:",
     settings: Settings | None = None,
+    lexical_only: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> DocumentsReport:
-    """Index the manuals of ``questions`` (PDFs in ``pdfs``) and ask every question."""
+    """Index the manuals of ``questions`` (PDFs in ``pdfs``) and ask every question;
+    ``lexical_only`` turns embeddings off."""
     data = load_questions(questions)
+    settings = settings if settings is not None else Settings.load()
+    if lexical_only:
+        settings = _without_embeddings(settings)
     with Tether(db=db, settings=settings) as t:
         ids = index_documents(t, data, pdfs)
         outcomes = []

@@ -15,9 +15,11 @@ from tether.cli._shell import (
     err,
     error_message,
     fail,
+    folded_table,
     out,
     print_json,
     progress_bar,
+    say,
 )
 
 if TYPE_CHECKING:
@@ -123,6 +125,9 @@ def _grounding(
     # loaded only when evaluating
     from tether.eval_grounding import DEFAULT_CLAIMS, DEFAULT_DISTRACTORS, grounding
 
+    if (directory / "questions.json").is_file():  # real documents (bench/manuals)
+        _documents_grounding(directory, db, config, lexical_only, as_json)
+        return
     claims, distractors = sample
 
     try:
@@ -145,6 +150,40 @@ def _grounding(
         print_json(report.to_dict())
         return
     _print_grounding(report)
+
+
+def _documents_grounding(
+    directory: Path, db: Path | None, config: Path | None, lexical_only: bool, as_json: bool
+) -> None:
+    """Grounding on real documents: ``DIR/questions.json`` with its PDFs in
+    ``DIR/pdfs`` (``bench/manuals``: fetch them with its ``fetch.py``)."""
+    from tether.eval_documents import grounding_on_documents
+
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task(f"Asking {directory.name}", total=None)
+            report = grounding_on_documents(
+                directory / "questions.json", directory / "pdfs",
+                db=db if db is not None else ":memory:", settings=Settings.load(config),
+                lexical_only=lexical_only,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )  # fmt: skip
+    except TetherError as exc:
+        fail(error_message(exc))
+    data = report.to_dict()
+    if as_json:
+        print_json(data)
+        return
+    table = folded_table("measure", "value")
+    for name in ("balanced_accuracy", "answer_page_in_context", "hit_at_1"):
+        table.add_row(name.replace("_", " "), f"{data[name]:.4f}")
+    for kind, rate in data["rates"].items():
+        table.add_row(f"right on {kind.replace('_', '-')}", f"{rate:.4f}")
+    for name, count in data["quality"].items():
+        table.add_row(name.replace("_", " "), str(count))
+    asked = ", ".join(f"{n} {kind.replace('_', '-')}" for kind, n in data["questions"].items())
+    say(f"{data['documents']} documents, {data['chunks']} chunks; questions: {asked}")
+    out.print(table)
 
 
 def _one_bar_a_stage(bar: Progress) -> EvalProgress:

@@ -37,6 +37,10 @@ class Database:
         self._connections_lock = threading.Lock()
         self._shared: sqlite3.Connection | None = None
         self._shared_lock = threading.RLock()
+        # Transactions running on each connection (by id): a connection another thread
+        # is using is closed by that thread when it is done, never under its feet.
+        self._busy: dict[int, int] = {}
+        self._closed = False
         self.cross_thread = True
         if isinstance(target, sqlite3.Connection):
             self.path = "<connection>"
@@ -91,6 +95,8 @@ class Database:
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection."""
+        if self._closed:
+            raise StoreError(f"{self.path} is closed")
         if self._shared is not None:
             return self._shared
         conn = getattr(self._local, "conn", None)
@@ -107,13 +113,14 @@ class Database:
             if conn.in_transaction:
                 yield conn
                 return
-            conn.execute("BEGIN")
-            self._local.reading = True
-            try:
-                yield conn
-            finally:
-                self._local.reading = False
-                conn.execute("COMMIT")
+            with self._in_use(conn):
+                conn.execute("BEGIN")
+                self._local.reading = True
+                try:
+                    yield conn
+                finally:
+                    self._local.reading = False
+                    conn.execute("COMMIT")
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -147,7 +154,7 @@ class Database:
                     self._local.savepoints = depth - 1
                 conn.execute(f"RELEASE {name}")
                 return
-            with self._write_lock:
+            with self._write_lock, self._in_use(conn):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
@@ -159,13 +166,38 @@ class Database:
     def schema_version(self) -> int:
         return self.connection().execute("PRAGMA user_version").fetchone()[0]
 
-    def close(self) -> None:
+    @contextmanager
+    def _in_use(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Marks ``conn`` busy for one transaction; a store closed meanwhile closes it
+        when the transaction ends (on this thread, after its last statement)."""
         with self._connections_lock:
-            for conn in self._all_connections:
-                conn.close()
-            self._all_connections.clear()
+            if self._closed:
+                raise StoreError(f"{self.path} is closed")
+            self._busy[id(conn)] = self._busy.get(id(conn), 0) + 1
+        try:
+            yield
+        finally:
+            with self._connections_lock:
+                left = self._busy[id(conn)] = self._busy[id(conn)] - 1
+                if left == 0:
+                    del self._busy[id(conn)]
+                if self._closed and left == 0 and conn in self._all_connections:
+                    self._all_connections.remove(conn)
+                    conn.close()
+
+    def close(self) -> None:
+        """Close every connection. One that another thread is in the middle of using (an
+        abandoned file loader, say) is closed by that thread at the end of its
+        transaction; its next one raises StoreError."""
+        with self._connections_lock:
+            self._closed = True
+            for conn in list(self._all_connections):
+                if id(conn) not in self._busy:
+                    conn.close()
+                    self._all_connections.remove(conn)
         if self._shared is not None and self.path == ":memory:":
-            self._shared.close()
+            with self._shared_lock:
+                self._shared.close()
         self._local = threading.local()
 
 
