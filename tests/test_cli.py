@@ -20,7 +20,7 @@ runner = CliRunner()
 
 HIT_KEYS = {
     "document_id", "chunk_id", "title", "section_title", "page", "text", "score", "ordinal",
-    "char_start", "char_end", "source_path", "workspace_id",
+    "char_start", "char_end", "source_path", "workspace_id", "page_label",
 }  # fmt: skip
 
 

@@ -251,8 +251,9 @@ def test_vector_top_k_is_exact_within_scope(db_path: Path) -> None:
                                                               reverse=True))  # fmt: skip
 
 
-def test_hybrid_fuses_both_lists_with_rrf_when_configured(db_path: Path) -> None:
-    with open_store(db_path, HashEmbedder(), fusion="rrf", rrf_k=60) as t:
+def test_hybrid_fuses_both_lists_with_rrf_by_default(db_path: Path) -> None:
+    assert make_settings().rag.fusion == "rrf" and make_settings().rag.rrf_k == 60
+    with open_store(db_path, HashEmbedder()) as t:
         for i, p in enumerate(PARAGRAPHS):
             t.add(text=p, title=f"p{i}", document_id=f"p{i}")
         results = t.search("coolant loop reactor", k=4)
@@ -268,9 +269,9 @@ def test_hybrid_fuses_both_lists_with_rrf_when_configured(db_path: Path) -> None
         assert results[0].document_id == "p0"
 
 
-def test_hybrid_default_fuses_standardized_scores(db_path: Path) -> None:
-    """The default: each list standardized by its own mean and std; absent means z=-3."""
-    with open_store(db_path, HashEmbedder(), vector_weight=0.5) as t:
+def test_zscore_fusion_fuses_standardized_scores(db_path: Path) -> None:
+    """fusion = "zscore": each list standardized by its own mean and std; absent, z=-3."""
+    with open_store(db_path, HashEmbedder(), vector_weight=0.5, fusion="zscore") as t:
         for i, p in enumerate(PARAGRAPHS):
             t.add(text=p, title=f"p{i}", document_id=f"p{i}")
         results = t.search("coolant loop reactor", k=4)

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
@@ -70,7 +69,7 @@ RESULT_KEYS = {
 }  # fmt: skip
 CITATION_KEYS = {
     "number", "document_id", "title", "section_title", "page", "pages", "chunk_ids",
-    "source_path", "workspace_id", "relevance", "text",
+    "source_path", "workspace_id", "relevance", "text", "page_label",
 }  # fmt: skip
 
 
@@ -369,7 +368,8 @@ def test_citations_are_numbered_and_match_the_stored_chunks(db_path: Path) -> No
 def test_adjacent_chunks_merge_into_one_citation_writing_the_overlap_once(
     db_path: Path,
 ) -> None:
-    with store(db_path, chunk_size=120, chunk_overlap=40) as t:
+    # min_relevance 0: every matching chunk reaches the context (citations are tested here)
+    with store(db_path, chunk_size=120, chunk_overlap=40, min_relevance=0.0) as t:
         t.add(text=PLANT, title="Plant", document_id="plant")
         chunks = t.chunks("plant")
         assert len(chunks) >= 4
@@ -390,7 +390,7 @@ def test_adjacent_chunks_merge_into_one_citation_writing_the_overlap_once(
 
 
 def test_non_adjacent_chunks_of_one_document_are_separate_citations(db_path: Path) -> None:
-    with store(db_path, chunk_size=120, chunk_overlap=40) as t:
+    with store(db_path, chunk_size=120, chunk_overlap=40, min_relevance=0.0) as t:
         t.add(text=PLANT, title="Plant", document_id="plant")
         chunks = t.chunks("plant")
         result = t.retrieve("pump reactor boron")  # the first and the last chunk
@@ -409,7 +409,7 @@ def test_pdf_citations_carry_the_pages_of_their_chunks(db_path: Path, tmp_path: 
         ],
         title="Warranty",
     )
-    with store(db_path, chunk_size=200, chunk_overlap=50) as t:
+    with store(db_path, chunk_size=200, chunk_overlap=50, min_relevance=0.0) as t:
         [added] = t.add(pdf)
         doc = added.document_id
         assert doc is not None
@@ -612,7 +612,9 @@ def test_min_relevance_one_makes_partial_matches_ungrounded(db_path: Path) -> No
     question = "pump coolant zeppelin"  # two of three terms occur
     with store(db_path) as t:
         t.add(text=PLANT, title="Plant")
-        assert t.retrieve(question).grounded
+        every, partial = t.retrieve("pump coolant reactor"), t.retrieve(question)
+        assert every.grounded
+        assert every.debug["relevance"]["best"] > partial.debug["relevance"]["best"]
     with store(db_path, min_relevance=1.0) as t:
         result = t.retrieve(question)
         assert result.retrieved is True and result.grounded is False
@@ -622,24 +624,36 @@ def test_min_relevance_one_makes_partial_matches_ungrounded(db_path: Path) -> No
         assert result.guidance.startswith("Nothing in the global library is relevant enough")
         relevance = result.debug["relevance"]
         assert relevance["min_relevance"] == 1.0
-        assert relevance["best"] == pytest.approx(2 / 3, abs=1e-4)
+        assert 0.0 < relevance["best"] < 1.0  # evidence is a probability, never certain
         assert relevance["below_min"] and result.debug["candidates"]["fused"] > 0
-        # Relevance is compared with >=: every term present reaches 1.0 and passes.
-        assert t.retrieve("pump coolant reactor").grounded
+        assert "below min_relevance 1" in result.debug["grounding"]["why"]
+        assert "'zeppelin' occurs nowhere in scope" in result.debug["grounding"]["why"]
+    with store(db_path, min_relevance=0.0) as t:  # compared with >=: 0 lets anything found
+        assert t.retrieve(question).grounded
 
 
-def test_relevance_is_term_coverage_without_embeddings(db_path: Path) -> None:
+def test_relevance_is_lexical_evidence_without_embeddings(db_path: Path) -> None:
     with store(db_path) as t:
         t.add(text=PLANT, title="Plant")
-        result = t.retrieve("pump coolant reactor zeppelin")
-    assert result.debug["method"] == "lexical"
-    assert result.debug["relevance"]["definition"] == "term_coverage"
-    assert any("lexical only" in d for d in result.debug["degradations"])
-    [citation] = result.citations
-    assert citation.relevance == 0.75  # 3 of the 4 terms
+        full = t.retrieve("pump coolant reactor")
+        partial = t.retrieve("pump coolant reactor zeppelin")
+    assert partial.debug["method"] == "lexical"
+    assert partial.debug["relevance"]["definition"] == "evidence (lexical)"
+    assert any("lexical only" in d for d in partial.debug["degradations"])
+    [citation] = partial.citations
+    [chunk_id] = citation.chunk_ids
+    recorded = partial.debug["grounding"]["evidence"][chunk_id]
+    assert recorded["cosine"] is None
+    assert citation.relevance == pytest.approx(recorded["evidence"], abs=1e-4)
+    # Three of four terms (a one-document store: IDF says little, the shares are near
+    # equal, the absent term a little heavier).
+    assert 0.5 < recorded["coverage"] < 0.75
+    # Every term in one passage is stronger evidence than three of four.
+    assert full.citations[0].relevance > citation.relevance
+    assert full.debug["grounding"]["evidence"][chunk_id]["coverage"] == 1.0
 
 
-def test_relevance_is_the_question_cosine_with_an_embedder(db_path: Path) -> None:
+def test_relevance_is_evidence_with_the_question_cosine_inside(db_path: Path) -> None:
     embedder = HashEmbedder()
     question = "how does the pump move coolant"
     with store(db_path, embedder=embedder, chunk_size=120, chunk_overlap=40) as t:
@@ -647,16 +661,17 @@ def test_relevance_is_the_question_cosine_with_an_embedder(db_path: Path) -> Non
         result = t.retrieve(question)
         chunks = stored(t, "plant")
     assert result.debug["method"] == "hybrid"
-    assert result.debug["relevance"]["definition"] == "cosine"
+    assert result.debug["relevance"]["definition"] == "evidence"
     assert result.grounded
+    evidence = result.debug["grounding"]["evidence"]
     q = HashEmbedder().embed([question])[0]
     for citation in result.citations:
-        cosines = []
         for cid in citation.chunk_ids:
             c = chunks[cid]
             v = HashEmbedder().embed([embedding_text("Plant", c.section_title, c.content)])[0]
-            cosines.append(float(np.clip(v @ q, 0.0, 1.0)))
-        assert citation.relevance == pytest.approx(max(cosines), abs=1e-3)
+            assert evidence[cid]["cosine"] == pytest.approx(float(v @ q), abs=1e-3)
+        best = max(evidence[cid]["evidence"] for cid in citation.chunk_ids)
+        assert citation.relevance == pytest.approx(best, abs=1e-3)
 
 
 def test_term_coverage_sees_terms_late_in_a_long_chunk(db_path: Path) -> None:
@@ -735,6 +750,7 @@ def test_a_matching_section_title_wins_a_tie(tmp_path: Path) -> None:
             tmp_path / f"title-{weight}.db",
             chunk_size=100,
             chunk_overlap=0,
+            min_relevance=0.0,
             rerank={"title_weight": weight},
         ) as t:
             t.add(
@@ -856,7 +872,8 @@ def hit(chunk_id: int, document_id: str, section: str | None = None, ordinal: in
 
 
 def test_heuristic_rerank_factor_values() -> None:
-    settings = RerankSettings()  # title 0.1, priority 0.1, recency 0.02, 2 per document
+    # title 0.1, priority 0.1, recency 0.02, 2 per document; base = the fused score alone
+    settings = RerankSettings(evidence_weight=0.0)
     candidates = [
         Candidate(hit(1, "a"), fused=3.0, relevance=1.0, recency="2024-01-01T00:00:00Z"),
         Candidate(
@@ -886,6 +903,27 @@ def test_heuristic_rerank_factor_values() -> None:
     _, outside = heuristic_rerank("refund policy window", candidates, settings, in_session=False)
     assert all(f["recency"] == 0.0 for f in outside["factors"].values())
     assert outside["boosted"]["recency"] == 0
+
+
+def test_the_rerank_base_blends_the_fused_score_with_the_question_match() -> None:
+    candidates = [
+        Candidate(hit(1, "a"), fused=3.0, relevance=0.3, match=0.2),
+        Candidate(hit(2, "b"), fused=2.0, relevance=0.6, match=1.0),
+        Candidate(hit(3, "c"), fused=1.0, relevance=0.5, match=0.6),
+    ]
+    settings = RerankSettings(evidence_weight=0.9, title_weight=0.0)
+    ranked, debug = heuristic_rerank("anything", candidates, settings, in_session=False)
+    # fused scaled 1, 0.5, 0; match scaled 0, 1, 0.5; base = 0.1 * fused + 0.9 * match
+    assert {cid: f["base"] for cid, f in debug["factors"].items()} == {
+        2: pytest.approx(0.95),
+        3: pytest.approx(0.45),
+        1: pytest.approx(0.1),
+    }
+    assert [c.hit.chunk_id for c in ranked] == [2, 3, 1]
+    fused_only, _ = heuristic_rerank(
+        "anything", candidates, RerankSettings(evidence_weight=0.0), in_session=False
+    )
+    assert [c.hit.chunk_id for c in fused_only] == [1, 2, 3]
 
 
 def test_heuristic_rerank_ties_title_and_diversity() -> None:
@@ -990,7 +1028,10 @@ def test_retrieve_cites_only_documents_of_its_scope(
                 visible = {d.id for d in docs if d.workspace_id == scope.id}
             matching = {d.id for d in docs if d.id in visible and set(question) & set(d.words)}
             result = t.retrieve(
-                query, scope=scope, session_id=scope.id if scope.kind == "session" else None
+                query,
+                scope=scope,
+                session_id=scope.id if scope.kind == "session" else None,
+                min_relevance=0.0,  # scoping is tested here: anything matching grounds
             )
             cited = {c.document_id for c in result.citations}
             assert cited <= matching, (scope, cited, matching)

@@ -669,3 +669,53 @@ def test_document_chunks_are_read_by_page_or_opening_inside_the_scope(store: Sto
     assert not set(store.document_chunk_ids(workspace, page=2)) & set(hidden)
     store.set_status("manual", "draft")
     assert store.document_chunk_ids(chat, page=2) == []
+
+
+def test_term_statistics_count_the_store_and_look_only_inside_the_scope(store: Store) -> None:
+    put(store, "a", "the beacon blinks twice", "the beacon resets", workspace_id="w1")
+    put(store, "b", "a beacon and a rotor", workspace_id="w2")
+    put(store, "gone", "rotor rotor", workspace_id="w1", status="draft")
+
+    stats = store.term_statistics(["beacon", "rotor", "zebra", 'say "hi"'], Scope.workspace("w1"))
+
+    assert stats.chunks == 4  # every chunk of the store: the background of IDF
+    assert stats.store == {"beacon": 3, "rotor": 2, "zebra": 0, 'say "hi"': 0}
+    # w1's active documents name the beacon; its rotor is in a draft, and
+    # w2's rotor is outside the scope.
+    assert stats.in_scope == {"beacon": True, "rotor": False, "zebra": False, 'say "hi"': False}
+    session = store.ensure_session("s", "w2")
+    store.attach_document_to_session("b", session.id)
+    in_session = store.term_statistics(["rotor"], Scope.session("s"))
+    assert in_session.in_scope == {"rotor": True}
+    hidden = store.term_statistics(["rotor"], Scope.workspace("w2"), Filters(document_ids=("x",)))
+    assert hidden.in_scope == {"rotor": False}  # filters hold here as in every read
+    assert hidden.store == {"rotor": 2}
+
+
+def test_a_chunk_keeps_its_printed_page_label(store: Store) -> None:
+    store.ensure_workspace("w")
+    labelled = dataclasses.replace(chunk(0, "beacon on page nine"), page=12, page_label="9")
+    store.insert_document(new_document("d", "w"), [labelled, chunk(1, "beacon unlabelled")])
+    stored = store.chunks_of("d")
+    assert [(c.page, c.page_label) for c in stored] == [(12, "9"), (None, None)]
+    hits = store.hits_for_chunks([c.id for c in stored])
+    assert hits[stored[0].id].page_label == "9"
+    assert hits[stored[1].id].page_label is None
+    (top,) = store.search_lexical(Scope.workspace("w"), '"nine"', 5)
+    assert (top.page, top.page_label) == (12, "9")
+
+
+def test_a_page_request_reads_the_page_printed_with_that_number(store: Store) -> None:
+    store.ensure_workspace("w")
+    pages = [(1, "i"), (2, "ii"), (3, "1"), (4, "2"), (5, None)]
+    chunks = [
+        dataclasses.replace(chunk(n, f"text of page {page}"), page=page, page_label=label)
+        for n, (page, label) in enumerate(pages)
+    ]
+    store.insert_document(new_document("book", "w"), chunks)
+    put(store, "plain", "no labels here", workspace_id="w")
+    ids = {c.page: c.id for c in store.chunks_of("book")}
+    scope = Scope.workspace("w")
+    assert store.document_chunk_ids(scope, page=2) == [ids[4]]  # printed "2", not physical 2
+    assert store.document_chunk_ids(scope, page=1) == [ids[3]]
+    assert store.document_chunk_ids(scope, page=5) == [ids[5]]  # no label "5": physical

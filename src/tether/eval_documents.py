@@ -33,7 +33,7 @@ from typing import Any
 
 from tether import InvalidArgument, RetrievalResult, Settings, Tether
 from tether.eval import _without_embeddings
-from tether.eval_grounding import judged_right
+from tether.eval_grounding import closer_elsewhere, judged_right
 
 WORKSPACE = "manuals"
 KINDS = ("answerable", "unanswerable", "cross_scope")
@@ -51,8 +51,12 @@ class QuestionOutcome:
     grounded: bool
     suggested_scope: str | None
     best_relevance: float
+    closer_elsewhere: bool
     answer_page_in_context: bool | None
     answer_page_first: bool | None
+    #: Whether an answer page is among the first ``rag.max_chunks`` reranked candidates,
+    #: grounded or not: retrieval apart from the grounding judgment.
+    answer_page_ranked: bool | None
     ms: float
 
     @property
@@ -78,12 +82,13 @@ class DocumentsReport:
     def balanced_accuracy(self) -> float:
         return round(statistics.fmean(self.rate(kind) for kind in KINDS), 4)
 
-    def answer_page_rate(self, first: bool = False) -> float:
+    def answer_page_rate(self, first: bool = False, *, ranked: bool = False) -> float:
         found = [
-            (o.answer_page_first if first else o.answer_page_in_context)
+            o.answer_page_ranked if ranked
+            else (o.answer_page_first if first else o.answer_page_in_context)
             for o in self.outcomes
             if o.kind == "answerable"
-        ]
+        ]  # fmt: skip
         return round(sum(bool(f) for f in found) / len(found), 4) if found else 0.0
 
     def threshold_table(self) -> list[dict[str, float]]:
@@ -94,7 +99,7 @@ class DocumentsReport:
             rates = []
             for kind in KINDS:
                 group = [o for o in self.outcomes if o.kind == kind]
-                grounded = [o.best_relevance >= t for o in group]
+                grounded = [o.best_relevance >= t and not o.closer_elsewhere for o in group]
                 right = grounded if kind == "answerable" else [not g for g in grounded]
                 rates.append(sum(right) / len(right) if right else 0.0)
             rows.append({"threshold": t, **dict(zip(KINDS, (round(r, 4) for r in rates),
@@ -111,6 +116,7 @@ class DocumentsReport:
             "rates": {kind: self.rate(kind) for kind in KINDS},
             "answer_page_in_context": self.answer_page_rate(),
             "hit_at_1": self.answer_page_rate(first=True),
+            "answer_page_ranked": self.answer_page_rate(ranked=True),
             "best_relevance": {
                 kind: _quartiles([o.best_relevance for o in self.outcomes if o.kind == kind])
                 for kind in KINDS
@@ -162,20 +168,29 @@ def ask(t: Tether, question: dict[str, Any], ids: dict[str, str]) -> QuestionOut
     started = time.perf_counter()
     result = t.retrieve(question["question"], scope="session", session_id=f"manual-{asked_in}")
     ms = (time.perf_counter() - started) * 1000
-    in_context = first = None
+    in_context = first = ranked = None
     if kind == "answerable":
         answer_pages = set(question["pages"])
         cited = [c for c in result.citations if c.document_id == ids[question["document"]]]
         in_context = any(answer_pages & set(c.pages) for c in cited)
         first = bool(result.citations) and bool(answer_pages & set(result.citations[0].pages))
+        top = [cid for cid, _, _ in result.debug.get("ranked", [])][: t.settings.rag.max_chunks]
+        hits = t.store.hits_for_chunks(top)
+        ranked = any(
+            hits[cid].page in answer_pages and hits[cid].document_id == ids[question["document"]]
+            for cid in top
+            if cid in hits
+        )
     return QuestionOutcome(
         id=question["id"],
         kind=kind,
         grounded=result.grounded,
         suggested_scope=result.suggested_scope,
         best_relevance=_best(result),
+        closer_elsewhere=closer_elsewhere(result),
         answer_page_in_context=in_context,
         answer_page_first=first,
+        answer_page_ranked=ranked,
         ms=round(ms, 1),
     )
 

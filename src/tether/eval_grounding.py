@@ -47,7 +47,15 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Literal
 
-from tether import Decision, Embedder, InvalidArgument, Scope, Settings, Tether
+from tether import (
+    Decision,
+    Embedder,
+    InvalidArgument,
+    RetrievalResult,
+    Scope,
+    Settings,
+    Tether,
+)
 from tether.eval import (
     BeirDataset,
     CorpusEntry,
@@ -70,6 +78,14 @@ GROUNDING_THRESHOLDS = tuple(round(step * 0.05, 2) for step in range(21))
 
 #: The scopes wider than each scope: what a useful ``suggested_scope`` names.
 _WIDER = {"session": ("workspace", "global"), "workspace": ("global",), "global": ()}
+
+
+def closer_elsewhere(result: RetrievalResult) -> bool:
+    """Whether the retrieval found a clearly closer match in the wider scope."""
+    wider = result.debug.get("wider_scope")
+    if not wider or wider.get("margin") is None:
+        return False
+    return bool(wider["best_outside_scope"] >= wider["best_in_scope"] + wider["margin"])
 
 
 def judged_right(kind: str, grounded: bool, *, suggests_wider: bool) -> bool:
@@ -268,6 +284,9 @@ class GroundingAnswer:
     best_relevance: float | None
     relevance: str | None
     cites_answer: bool
+    #: Whether the wider scope held a clearly closer match (which ungrounds the answer
+    #: whatever the threshold); False when that check did not run.
+    closer_elsewhere: bool = False
 
     @property
     def suggests_wider(self) -> bool:
@@ -279,10 +298,16 @@ class GroundingAnswer:
 
     def right_at(self, threshold: float) -> bool:
         """Whether the outcome would be right if grounded meant best relevance >=
-        ``threshold``. A session or workspace retrieval that is not grounded always
-        suggests the next wider scope (``tether.retrieve.guidance``), so a cross-scope
-        question is then right exactly when it is not grounded."""
-        grounded = self.best_relevance is not None and self.best_relevance >= threshold
+        ``threshold`` (and no closer match lay in the wider scope). A session or
+        workspace retrieval that is not grounded always suggests the next wider scope
+        (``tether.retrieve.guidance``), so a cross-scope question is then right exactly
+        when it is not grounded. The wider scope is only searched when the result
+        cleared the configured threshold: below it, the table cannot know."""
+        grounded = (
+            self.best_relevance is not None
+            and self.best_relevance >= threshold
+            and not self.closer_elsewhere
+        )
         return grounded if self.kind == "answerable" else not grounded
 
 
@@ -312,6 +337,7 @@ def ask(
                 cites_answer=bool(
                     layout.answer_ids(claim) & {c.document_id for c in result.citations}
                 ),
+                closer_elsewhere=closer_elsewhere(result),
             )
         )
         if progress:

@@ -259,6 +259,8 @@ class Hit:
     char_end: int
     source_path: str | None
     workspace_id: str
+    #: The printed label of ``page`` where it differs from the physical number.
+    page_label: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -274,6 +276,7 @@ class Hit:
             "char_end": self.char_end,
             "source_path": self.source_path,
             "workspace_id": self.workspace_id,
+            "page_label": self.page_label,
         }
 
 
@@ -283,7 +286,11 @@ class Citation:
 
     Adjacent chunks of one document are merged into one citation; ``chunk_ids`` lists
     them in document order, ``page`` is the first chunk's page and ``pages`` every page
-    the citation spans. ``text`` is the cited passage as it appears in the context."""
+    the citation spans (physical numbers, 1-based); ``page_label`` is the printed label
+    of ``page`` where the document has one that differs ("9" on physical page 12).
+    ``relevance`` is the evidence that the passage answers the question (0..1, see
+    :mod:`tether.retrieve.evidence`). ``text`` is the cited passage as it appears in
+    the context."""
 
     number: int
     document_id: str
@@ -296,6 +303,7 @@ class Citation:
     workspace_id: str
     relevance: float
     text: str
+    page_label: str | None = None
 
     @property
     def label(self) -> str:
@@ -315,6 +323,7 @@ class Citation:
             "workspace_id": self.workspace_id,
             "relevance": self.relevance,
             "text": self.text,
+            "page_label": self.page_label,
         }
 
 

@@ -175,7 +175,7 @@ def _documents_grounding(
         print_json(data)
         return
     table = folded_table("measure", "value")
-    for name in ("balanced_accuracy", "answer_page_in_context", "hit_at_1"):
+    for name in ("balanced_accuracy", "answer_page_in_context", "hit_at_1", "answer_page_ranked"):
         table.add_row(name.replace("_", " "), f"{data[name]:.4f}")
     for kind, rate in data["rates"].items():
         table.add_row(f"right on {kind.replace('_', '-')}", f"{rate:.4f}")

@@ -6,7 +6,7 @@ import concurrent.futures
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -295,6 +295,11 @@ class Indexer:
             max_tokens=self._chunk_tokens,
             overlap_tokens=self.rag.chunk_overlap_tokens,
         )
+        if loaded.page_labels:
+            chunks = [
+                replace(c, page_label=loaded.page_labels.get(c.page)) if c.page else c
+                for c in chunks
+            ]
         return _Prepared(
             label, loaded, digest, lookup, metadata, chunks, tags,
             source.status or (existing.status if existing else "active"),

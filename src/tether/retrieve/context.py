@@ -57,9 +57,17 @@ def _header(number: int, group: list[Candidate]) -> str:
     label = f"[{number}] {_cut(first.title)}"
     if first.section_title and first.section_title != first.title:
         label += f" — {_cut(first.section_title)}"
-    pages = sorted({c.hit.page for c in group if c.hit.page is not None})
+    pages = sorted({(c.hit.page, c.hit.page_label or "") for c in group if c.hit.page is not None})
     if pages:
-        span = f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}-{pages[-1]}"
+        (first_page, first_label), (last_page, last_label) = pages[0], pages[-1]
+        one = first_page == last_page
+        span = (
+            f"p. {first_label or first_page}"
+            if one
+            else f"pp. {first_label or first_page}-{last_label or last_page}"
+        )
+        if first_label or last_label:  # the printed label, then where a PDF viewer has it
+            span += f", PDF page {first_page}" if one else f", PDF pages {first_page}-{last_page}"
         label += f" ({span})"
     return label
 
@@ -135,6 +143,7 @@ def _render(groups: list[list[Candidate]]) -> tuple[str, list[Citation], int]:
                 workspace_id=first.workspace_id,
                 relevance=round(max(c.relevance for c in group), 4),
                 text=body,
+                page_label=first.page_label,
             )
         )
     return "\n\n".join(blocks), citations, tokens + max(0, len(blocks) - 1)

@@ -17,10 +17,19 @@ _EMPTY = {
 }
 
 
-def guidance(scope: Scope, *, has_documents: bool, found: int) -> tuple[str, ScopeKind | None]:
+def guidance(
+    scope: Scope, *, has_documents: bool, found: int, closer: ScopeKind | None = None
+) -> tuple[str, ScopeKind | None]:
     """The guidance text and the scope to suggest instead (``None``: there is no wider
-    one). ``found`` is how many candidates the search had at all."""
+    one). ``found`` is how many candidates the search had at all; ``closer`` names the
+    wider scope found to hold a clearly better match, when one was."""
     where = _WHERE[scope.kind]
+    if closer is not None:
+        return (
+            f"{_WHERE[closer].capitalize()} answers this better than {where}: search"
+            f" {_WHERE[closer]} instead.",
+            closer,
+        )
     if not has_documents:
         opening = _EMPTY[scope.kind]
     elif not found:

@@ -6,13 +6,21 @@
         lexical top-k_lexical ∥ vector top-k_vector ─▶ fused (rag.fusion)
     ─▶ RRF across queries (rag.rrf_k; skipped for one query) ─▶ top rerank_top_n
     ─▶ relevance ─▶ rerank (heuristic | LLM, original question)
-    ─▶ min_relevance ─▶ context (max_chunks, context_budget, citations)
+    ─▶ evidence ≥ min_relevance (or the LLM judge) ─▶ context (max_chunks, context_budget,
+    citations) ─▶ a closer match in the wider scope?
 
-Relevance, the number ``rag.min_relevance`` is compared with, is the cosine between the
-*original question* and the chunk, clipped to 0..1, when both have vectors of the
-configured model: one scale for every query, whatever the fusion score of the chunk
-was. A chunk without a vector (or a store without embeddings) gets the share of the
-question's search terms that occur in it, also 0..1.
+Relevance, the number ``rag.min_relevance`` is compared with, is the *evidence* that the
+chunk answers the original question (:mod:`tether.retrieve.evidence`): 0..1, made of
+the question-chunk cosine (when both have vectors of the configured model), the
+IDF-weighted coverage of the question's terms in the chunk's best two-sentence window,
+and the share of the question's terms the scope lacks altogether. One scale for every
+query, whatever the fusion score of the chunk was. ``debug["grounding"]`` says why the
+result is grounded or not.
+
+When the best evidence clears the threshold in a session (or a workspace), the scope the
+guidance would suggest next (its workspace, or the global library) is searched too: if
+a document there is clearly closer (``rag.wider_scope_margin`` more evidence), the
+answer is not grounded here and the guidance says where it is.
 
 :meth:`Pipeline.aretrieve` runs on the caller's event loop, with the blocking work
 (SQLite, the embedding model) in threads; :meth:`Pipeline.retrieve` runs the same
@@ -39,14 +47,22 @@ from opentelemetry import trace
 
 from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
-from tether.models import Exclusions, RetrievalResult
+from tether.models import Exclusions, Filters, RetrievalResult, Scope
 from tether.retrieve.context import Context, build_context
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.documents import describe as describe_document_request
 from tether.retrieve.documents import document_candidates, outline_text
-from tether.retrieve.fts import term_coverage
+from tether.retrieve.evidence import (
+    Evidence,
+    QuestionTerms,
+    evidence,
+    explain,
+    question_terms,
+    search_terms,
+)
 from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.guidance import guidance
+from tether.retrieve.judge import Verdict, ajudge
 from tether.retrieve.loop import LoopThread
 from tether.retrieve.request import MAX_QUESTION_CHARS, Request, check_question
 from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
@@ -241,12 +257,27 @@ class Pipeline:
         span.set_attribute("rag.queries", len(queries))
         fused, question_vector = await self._retrieve_all(run, queries)
         ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
-        context = self._context(run, ranked)
+        verdict = await self._judge(run, ranked) if rag.enable_llm_judge and ranked else None
+        context = self._context(run, ranked, verdict)
         grounded = bool(context.chunk_ids)
+        closer = None
+        if grounded and rag.wider_scope_margin is not None:
+            closer = await self._closer_elsewhere(run, ranked, question_vector)
+            if closer is not None:
+                context, grounded = _EMPTY_CONTEXT, False
+        run.debug["grounding"] = {**run.debug.get("grounding", {}), "grounded": grounded}
+        if closer is not None:
+            run.debug["grounding"]["why"] = (
+                f"not grounded here: {closer.where} holds a closer match (evidence"
+                f" {closer.evidence:.2f} vs {closer.here:.2f} in scope)"
+            )
         suggestion = (None, None)
         if not grounded:
             has_documents = bool(await asyncio.to_thread(self.store.scope_document_ids, scope))
-            suggestion = guidance(scope, has_documents=has_documents, found=len(fused))
+            suggestion = guidance(
+                scope, has_documents=has_documents, found=len(fused),
+                closer=closer.kind if closer else None,
+            )  # fmt: skip
         span.set_attribute("rag.grounded", grounded)
         run.lap("total", run.started)
         run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
@@ -411,8 +442,8 @@ class Pipeline:
         question, rag = run.question, self.settings.rag
         t0 = time.perf_counter()
         with tracer.start_as_current_span("rerank_chunks") as rerank_span:
-            candidates, relevance_kind = await asyncio.to_thread(
-                self._candidates, question, question_vector, top, run.request.session_id
+            candidates, judged = await asyncio.to_thread(
+                self._candidates, question, question_vector, top, run.request, run.request.scope
             )
             ranked, rerank_debug = heuristic_rerank(
                 question, candidates, rag.rerank, in_session=run.request.scope.kind == "session"
@@ -428,20 +459,67 @@ class Pipeline:
         run.debug["ranked"] = [
             [c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked
         ]
+        best = max(ranked, key=lambda c: c.relevance, default=None)
+        best_evidence = judged.evidence.get(best.hit.chunk_id) if best else None
         run.debug["relevance"] = {
-            "definition": relevance_kind,
+            "definition": "evidence" if judged.vectors else "evidence (lexical)",
             "min_relevance": run.min_relevance,
-            "best": round(max((c.relevance for c in ranked), default=0.0), 4),
+            "best": round(best.relevance, 4) if best else 0.0,
             "below_min": [c.hit.chunk_id for c in ranked if c.relevance < run.min_relevance],
+        }
+        grounded = best is not None and best.relevance >= run.min_relevance
+        run.debug["grounding"] = {
+            "why": explain(judged.terms, best_evidence, run.min_relevance, grounded=grounded),
+            "absent_terms": list(judged.terms.absent),
+            "missing": round(judged.terms.missing, 4),
+            "evidence": {cid: e.to_dict() for cid, e in judged.evidence.items()},
         }
         return ranked
 
-    def _context(self, run: _Run, ranked: list[Candidate]) -> Context:
-        """The cited context of the candidates at or above ``min_relevance``."""
+    async def _judge(self, run: _Run, ranked: list[Candidate]) -> Verdict | None:
+        """The LLM judge's verdict on the first candidates (``None``: it could not judge,
+        and the local judgment stands)."""
+        rag = self.settings.rag
+        if self.chat is None:
+            run.degradations.append(
+                f"LLM judge is on but {self.chat_unavailable}; local judgment used"
+            )
+            return None
+        shown = ranked[: rag.judge_candidates]
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span("judge_answerability") as judge_span:
+            try:
+                verdict = await ajudge(self.chat, run.question, shown)
+            except LLMError as exc:
+                what = "timed out" if exc.timeout else "failed"
+                run.degradations.append(f"LLM judge {what}, local judgment used: {exc}")
+                logger.warning("LLM judge %s, local judgment used: %s", what, exc)
+                return None
+            judge_span.set_attribute("rag.judge.answerable", verdict.answerable)
+        run.lap("judge", t0)
+        grounding = run.debug.setdefault("grounding", {})
+        grounding["judge"] = {"by": "llm", "shown": len(shown), **verdict.to_dict()}
+        grounding["why"] = (
+            f"grounded: the LLM judge found the answer in {len(verdict.supporting)} of the"
+            f" {len(shown)} passages shown"
+            if verdict.answerable
+            else f"not grounded: the LLM judge found no answer in the {len(shown)} passages shown"
+        )
+        return verdict
+
+    def _context(
+        self, run: _Run, ranked: list[Candidate], verdict: Verdict | None = None
+    ) -> Context:
+        """The cited context of the candidates at or above ``min_relevance`` (or, with
+        an LLM verdict, of the passages it found the answer in)."""
         budget = self.settings.rag.context_budget
         t0 = time.perf_counter()
         with tracer.start_as_current_span("build_context") as context_span:
-            relevant = [c for c in ranked if c.relevance >= run.min_relevance]
+            if verdict is not None:
+                supporting = set(verdict.supporting)
+                relevant = [c for c in ranked if c.hit.chunk_id in supporting]
+            else:
+                relevant = [c for c in ranked if c.relevance >= run.min_relevance]
             context = build_context(relevant, max_chunks=run.max_chunks, budget=budget)
             context_span.set_attribute("rag.context.chunks", len(context.chunk_ids))
             context_span.set_attribute("rag.context.tokens", context.tokens)
@@ -465,35 +543,91 @@ class Pipeline:
         question: str,
         question_vector: np.ndarray | None,
         top: Ranked,
-        session_id: str | None,
-    ) -> tuple[list[Candidate], str]:
-        rows = self.store.candidate_rows([cid for cid, _ in top], session_id)
+        request: Request,
+        scope: Scope,
+    ) -> tuple[list[Candidate], _Judged]:
+        """The candidates of ``top`` with their evidence (their relevance) in ``scope``."""
+        rows = self.store.candidate_rows([cid for cid, _ in top], request.session_id)
         cosines: dict[int, float] = {}
         vectors = self.searcher.vectors if question_vector is not None else None
         if vectors is not None:
             cosines = vectors.cosines(question_vector, [cid for cid, _ in top])
+        terms = self._question_terms(question, scope, request.filters)
         priorities = self.settings.policy.priorities
-        candidates = []
+        candidates, judged = [], _Judged(terms, {}, vectors=bool(cosines))
         for chunk_id, fused in top:
             row = rows.get(chunk_id)
             if row is None:
                 continue  # deleted since the search
-            if chunk_id in cosines:
-                relevance = max(0.0, min(1.0, cosines[chunk_id]))
-            else:
-                relevance = term_coverage(question, row.hit.text)
+            cosine = cosines.get(chunk_id) if cosines else None
+            found = evidence(terms, row.hit.text, cosine)
+            judged.evidence[chunk_id] = found
             priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))
             candidates.append(
                 Candidate(
                     hit=row.hit,
                     fused=fused,
-                    relevance=relevance,
+                    relevance=found.evidence,
+                    match=found.match,
                     priority=priority,
                     recency=row.recency,
                     token_count=row.token_count,
                 )
             )
-        return candidates, "cosine" if cosines else "term_coverage"
+        return candidates, judged
+
+    def _question_terms(
+        self, question: str, scope: Scope, filters: Filters | None
+    ) -> QuestionTerms:
+        stats = self.store.term_statistics(
+            search_terms(question), scope, filters, self.searcher.exclusions()
+        )
+        return question_terms(question, stats)
+
+    async def _closer_elsewhere(
+        self, run: _Run, ranked: list[Candidate], question_vector: np.ndarray | None
+    ) -> _Closer | None:
+        """The wider scope the guidance would suggest, when a document there answers the
+        question clearly better than anything in scope (else ``None``)."""
+        request, rag = run.request, self.settings.rag
+        wider = await asyncio.to_thread(self._wider_scope, request.scope)
+        if wider is None:
+            return None
+        t0 = time.perf_counter()
+        found = await asyncio.to_thread(
+            self.searcher.candidates, run.question, wider, mode="hybrid",
+            lexical_depth=rag.k_lexical, vector_depth=rag.k_vector, filters=request.filters,
+            exclusions=self.searcher.exclusions(), parallel=True,
+        )  # fmt: skip
+        here = {c.hit.document_id for c in ranked}
+        inside = set(await asyncio.to_thread(self.store.scope_document_ids, request.scope))
+        outside, _ = await asyncio.to_thread(
+            self._candidates, run.question, found.query_vector if question_vector is not None
+            else None, found.fused[: rag.rerank_top_n], request, wider,
+        )  # fmt: skip
+        outside = [c for c in outside if c.hit.document_id not in inside | here]
+        run.lap("wider_scope", t0)
+        best_here = max(c.relevance for c in ranked)
+        best_there = max((c.relevance for c in outside), default=0.0)
+        run.debug["wider_scope"] = {
+            "scope": wider.to_dict(),
+            "best_outside_scope": round(best_there, 4),
+            "best_in_scope": round(best_here, 4),
+            "margin": rag.wider_scope_margin,
+        }
+        if best_there < best_here + (rag.wider_scope_margin or 0.0):
+            return None
+        where = "the workspace" if wider.kind == "workspace" else "the global library"
+        return _Closer(wider.kind, where, best_there, best_here)
+
+    def _wider_scope(self, scope: Scope) -> Scope | None:
+        """The scope the guidance suggests after ``scope``, when there is one."""
+        if scope.kind == "session":
+            session = self.store.find_session(scope.id)
+            return Scope.workspace(session.workspace_id) if session else None
+        if scope.kind == "workspace" and scope.id != Scope.global_().id:
+            return Scope.global_()
+        return None
 
     async def _llm_rerank(
         self,
@@ -517,6 +651,30 @@ class Pipeline:
             logger.warning("LLM rerank %s, heuristic order kept: %s", what, exc)
             return ranked, heuristic_debug
         return reordered, {**llm_debug, "heuristic": heuristic_debug}
+
+
+@dataclass
+class _Judged:
+    """The question's weighted terms and each candidate's evidence."""
+
+    terms: QuestionTerms
+    evidence: dict[int, Evidence]
+    vectors: bool
+
+
+@dataclass(frozen=True)
+class _Closer:
+    """A wider scope that answers the question clearly better than the asked one."""
+
+    kind: Any
+    where: str
+    evidence: float
+    here: float
+
+
+_EMPTY_CONTEXT = Context(
+    text="", citations=(), chunk_ids=(), tokens=0, skipped_for_budget=(), truncated=False
+)
 
 
 def _outcome(request: Request, result: RetrievalResult) -> tuple[str, str | None]:

@@ -1,10 +1,14 @@
 """Reranking the fused candidates against the original question.
 
-The heuristic rerank starts from the fused order and applies four factors, each set in
+The heuristic rerank starts from the fused order and applies five factors, each set in
 ``[rag.rerank]`` and each reported in ``debug``:
 
 ``base``
-    the fused score, min-max scaled over the candidates to 0..1 (the best is 1).
+    ``(1 - evidence_weight) * fused + evidence_weight * match``: the fused score and the
+    candidate's match with the question (its cosine plus half its coverage of the
+    question's weighted terms in its best two sentences, see
+    :mod:`tether.retrieve.evidence`), each min-max scaled over the candidates to 0..1.
+    RRF keeps only ranks; the match brings back how much closer one candidate is.
 ``title``
     ``+ title_weight * (share of the question's terms found in the chunk's section
     title)``: a chunk under the heading "Returns and refunds" answers "how do refunds
@@ -51,6 +55,7 @@ class Candidate:
     hit: Hit
     fused: float  # the fusion score (higher is better)
     relevance: float  # 0..1, comparable across queries (see pipeline)
+    match: float = 0.0  # for ordering: cosine + half the coverage (see evidence)
     priority: float = 0.0  # document metadata "priority", clamped to -1..1
     recency: str | None = None  # ISO time the document joined the session (or was indexed)
     token_count: int | None = None
@@ -75,12 +80,16 @@ def heuristic_rerank(
     terms = set(query_terms(question))
     lo = min(c.fused for c in candidates)
     hi = max(c.fused for c in candidates)
+    match_lo = min(c.match for c in candidates)
+    match_hi = max(c.match for c in candidates)
     times = sorted({c.recency for c in candidates if c.recency}) if in_session else []
 
     factors: dict[int, dict[str, float]] = {}
     scored: list[Candidate] = []
     for c in candidates:
-        base = (c.fused - lo) / (hi - lo) if hi > lo else 1.0
+        fused = (c.fused - lo) / (hi - lo) if hi > lo else 1.0
+        match = (c.match - match_lo) / (match_hi - match_lo) if match_hi > match_lo else 1.0
+        base = (1.0 - settings.evidence_weight) * fused + settings.evidence_weight * match
         title_terms = set(query_terms(c.hit.section_title)) if c.hit.section_title else set()
         overlap = len(terms & title_terms) / len(terms) if terms else 0.0
         recency = 0.0

@@ -32,8 +32,8 @@ _UPDATE_DOCUMENT = (
 )
 _INSERT_CHUNK = (
     "INSERT INTO rag_chunks (document_id, ordinal, content, section_title,"
-    " token_count, char_start, char_end, page, content_hash)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " token_count, char_start, char_end, page, content_hash, page_label)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -60,7 +60,7 @@ def _insert_chunks(
         cur = conn.execute(
             _INSERT_CHUNK,
             (document_id, c.ordinal, c.content, c.section_title, c.token_count,
-             c.char_start, c.char_end, c.page, c.content_hash),
+             c.char_start, c.char_end, c.page, c.content_hash, c.page_label),
         )  # fmt: skip
         ids.append(cur.lastrowid)
     if vectors is not None:
@@ -112,7 +112,7 @@ class DocumentsMixin(SQLiteMixin):
     def chunks_of(self, document_id: str) -> list[StoredChunk]:
         rows = self._select(
             "SELECT id, document_id, ordinal, content, section_title, token_count,"
-            " char_start, char_end, page, content_hash FROM rag_chunks"
+            " char_start, char_end, page, content_hash, page_label FROM rag_chunks"
             " WHERE document_id = ? ORDER BY ordinal",
             (document_id,),
         )

@@ -23,9 +23,9 @@ DOCUMENT_COLUMNS = (
 #: A hit (``c`` = rag_chunks, ``d`` = rag_documents); queries may add columns after it.
 HIT_COLUMNS = (
     "c.id, c.document_id, d.title, c.section_title, c.page, c.content, c.ordinal,"
-    " c.char_start, c.char_end, d.source_path, d.workspace_id"
+    " c.char_start, c.char_end, d.source_path, d.workspace_id, c.page_label"
 )
-HIT_WIDTH = 11
+HIT_WIDTH = 12
 
 REGISTRY_COLUMNS = ", ".join(RegistryEntry.__dataclass_fields__)
 AUDIT_COLUMNS = ", ".join(AuditEntry.__dataclass_fields__)
@@ -58,7 +58,7 @@ def document(row: Sequence[Any]) -> Document:
 
 
 def hit(row: Sequence[Any], score: float) -> Hit:
-    (chunk_id, doc_id, title, section, page, content, ordinal, start, end, path, ws) = row[
+    (chunk_id, doc_id, title, section, page, content, ordinal, start, end, path, ws, label) = row[
         :HIT_WIDTH
     ]
     return Hit(
@@ -74,6 +74,7 @@ def hit(row: Sequence[Any], score: float) -> Hit:
         char_end=end,
         source_path=path,
         workspace_id=ws,
+        page_label=label,
     )
 
 

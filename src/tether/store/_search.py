@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
 from tether.store._common import SQLiteMixin
-from tether.store.records import CandidateRow
+from tether.store.records import CandidateRow, TermStatistics
 from tether.store.sql import (
     candidate_rows_sql,
     document_chunks_sql,
     hits_sql,
     lexical_search_sql,
     scope_documents_sql,
+    term_frequency_sql,
+    term_in_scope_sql,
 )
 
 
@@ -50,6 +52,26 @@ class SearchMixin(SQLiteMixin):
             )
         )
         return [(chunk_id, -bm25) for chunk_id, bm25 in rows]
+
+    def term_statistics(
+        self,
+        terms: Sequence[str],
+        scope: Scope,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> TermStatistics:
+        store: dict[str, int] = {}
+        in_scope: dict[str, bool] = {}
+        with self.db.read() as conn:  # one snapshot for the counts and the scope
+            (chunks,) = conn.execute("SELECT count(*) FROM rag_chunks").fetchone()
+            for term in dict.fromkeys(terms):
+                (store[term],) = conn.execute(*term_frequency_sql(term)).fetchone()
+                if not store[term]:
+                    in_scope[term] = False
+                    continue
+                sql, params = term_in_scope_sql(scope, term, filters=filters, exclusions=exclusions)
+                in_scope[term] = bool(conn.execute(sql, params).fetchone()[0])
+        return TermStatistics(chunks=chunks, store=store, in_scope=in_scope)
 
     def scope_document_ids(
         self,

@@ -30,6 +30,7 @@ from tether.store.records import (
     NewDocument,
     RegistryEntry,
     StoredChunk,
+    TermStatistics,
     VectorSnapshot,
 )
 
@@ -238,6 +239,19 @@ class Store(ABC):
         reading the chunks' text."""
 
     @abstractmethod
+    def term_statistics(
+        self,
+        terms: Sequence[str],
+        scope: Scope,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> TermStatistics:
+        """How many chunks the whole store holds, how many of them hold each of
+        ``terms`` (matched as the full-text index matches a quoted term), and whether
+        ``scope`` under ``filters`` and ``exclusions`` holds each term at all (in the
+        query, as for every scoped read)."""
+
+    @abstractmethod
     def scope_document_ids(
         self,
         scope: Scope,
@@ -266,9 +280,10 @@ class Store(ABC):
     ) -> list[int]:
         """Ids of the chunks a request about a document itself wants ("what does page
         12 say?", "summarize this"), inside ``scope`` under ``filters`` and
-        ``exclusions`` (in the query, as for every scoped read): those on physical
-        ``page``, or the first ``first`` chunks of each document. Newest document
-        first, then reading order; at most ``limit``."""
+        ``exclusions`` (in the query, as for every scoped read): those on ``page`` (the
+        page printed with that number, in a document whose pages carry labels; else the
+        physical page), or the first ``first`` chunks of each document. Newest
+        document first, then reading order; at most ``limit``."""
 
     @abstractmethod
     def candidate_rows(

@@ -211,6 +211,12 @@ _0006_chunking = """
 ALTER TABLE rag_documents ADD COLUMN chunking TEXT;
 """
 
+_0007_page_labels = """
+-- The printed page label of a chunk's page (a PDF's "iv", or "9" on physical page 12),
+-- where it differs from the physical page number. NULL: none, or stored before.
+ALTER TABLE rag_chunks ADD COLUMN page_label TEXT;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
@@ -218,6 +224,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "governance: tag index, tag-aware cache counter, audit columns", _0004_governance),
     Migration(5, "registry: document, workspace and retry columns", _0005_registry),
     Migration(6, "the chunk settings each document was chunked with", _0006_chunking),
+    Migration(7, "printed page labels of chunks", _0007_page_labels),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -31,6 +31,8 @@ class NewChunk:
     page: int | None
     content_hash: str
     token_count: int | None = None
+    #: The printed page label of ``page`` (a PDF's "iv" or "9"), when it differs.
+    page_label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class StoredChunk:
     char_end: int
     page: int | None
     content_hash: str
+    page_label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,17 @@ class CandidateRow:
     metadata: dict[str, Any]
     recency: str | None
     source_type: str | None
+
+
+@dataclass(frozen=True)
+class TermStatistics:
+    """How common a question's search terms are, for judging evidence: ``chunks`` in the
+    whole store, ``store`` the number of those holding each term (its document frequency,
+    for IDF), and ``in_scope`` whether the asked scope holds the term at all."""
+
+    chunks: int
+    store: dict[str, int]
+    in_scope: dict[str, bool]
 
 
 @dataclass(frozen=True)

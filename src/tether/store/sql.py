@@ -130,6 +130,37 @@ def lexical_search_sql(
     return sql, {**params, "match": match, "k": int(k)}
 
 
+def fts_phrase(term: str) -> str:
+    """``term`` as one quoted FTS5 string: whatever it holds is matched as text."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def term_frequency_sql(term: str) -> tuple[str, dict[str, Any]]:
+    """SQL for the number of chunks of the whole store that hold ``term``."""
+    sql = "SELECT count(*) FROM rag_chunks_fts WHERE rag_chunks_fts MATCH :match"
+    return sql, {"match": fts_phrase(term)}
+
+
+def term_in_scope_sql(
+    scope: Scope,
+    term: str,
+    *,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """SQL whose one row says whether any chunk ``scope`` may see holds ``term``."""
+    where, params = scope_sql(scope, filters, exclusions)
+    sql = f"""
+        SELECT EXISTS (
+            SELECT 1 FROM rag_chunks_fts
+            JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid
+            JOIN rag_documents d ON d.id = c.document_id
+            WHERE rag_chunks_fts MATCH :match AND {where}
+        )
+    """
+    return sql, {**params, "match": fts_phrase(term)}
+
+
 def scope_documents_sql(
     scope: Scope, filters: Filters | None = None, exclusions: Exclusions | None = None
 ) -> tuple[str, dict[str, Any]]:
@@ -164,12 +195,18 @@ def document_chunks_sql(
     exclusions: Exclusions | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """SQL for the ids of chunks that a request about a document itself wants, inside
-    ``scope``: those on physical ``page``, or the ``first`` chunks of each document (its
-    opening). Newest document first, then reading order."""
+    ``scope``: those on ``page`` (the page whose printed label is that number, in a
+    document that has one; else the physical page), or the ``first`` chunks of each
+    document (its opening). Newest document first, then reading order."""
     where, params = scope_sql(scope, filters, exclusions)
     if page is not None:
-        where += " AND c.page = :page"
+        where += (
+            " AND c.page = coalesce((SELECT l.page FROM rag_chunks l"
+            " WHERE l.document_id = c.document_id AND l.page_label = :page_label"
+            " ORDER BY l.ordinal LIMIT 1), :page)"
+        )
         params["page"] = int(page)
+        params["page_label"] = str(int(page))
     if first is not None:
         where += " AND c.ordinal < :first"
         params["first"] = int(first)
