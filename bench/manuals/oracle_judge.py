@@ -70,7 +70,7 @@ class Oracle:
 
 def serve(oracle: Oracle) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length))
             content = oracle.reply(body["messages"][-1]["content"])
