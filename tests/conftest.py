@@ -38,6 +38,11 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 def make_settings(**rag: object) -> Settings:
+    """Settings with ``rag`` overrides; a test that sets ``chunk_size`` or
+    ``chunk_overlap`` means characters (``chunk_by = "chars"``), as chunks are otherwise
+    sized in the configured model's tokens even with embeddings off."""
+    if ("chunk_size" in rag or "chunk_overlap" in rag) and "chunk_by" not in rag:
+        rag = {**rag, "chunk_by": "chars"}
     return Settings.load(rag=rag) if rag else Settings.load()
 
 

@@ -340,7 +340,10 @@ def test_the_facade_embeds_chunks_that_fit_the_window(db_path: Path, counter: To
         (WindowedEmbedder(), {"chunk_tokens": 4096}, "256/auto tokens"),  # the window caps
         (WindowedEmbedder(), {"chunk_by": "chars"}, "1200/150"),
         (HashEmbedder(), {}, "1200/150"),  # no window: characters
-        (None, {}, "1200/150"),  # no embedder: characters
+        # Embeddings off: sized for the configured model all the same (MiniLM, packaged),
+        # so that turning embeddings off or on does not chunk a store again.
+        (None, {}, "256/auto tokens"),
+        (None, {"embeddings": {"model_path": "/nowhere"}}, "1200/150"),  # no model: chars
     ],
 )
 def test_the_recorded_chunking_says_how_chunks_were_sized(
@@ -349,6 +352,22 @@ def test_the_recorded_chunking_says_how_chunks_were_sized(
     with Tether(db=db_path, settings=Settings.load(rag=rag), embedder=embedder) as t:
         t.add(text="Reset the sensor with the pin.", title="Guide", document_id="guide")
         assert t.get_document("guide").chunking == chunking
+
+
+def test_turning_embeddings_off_keeps_the_chunks(db_path: Path) -> None:
+    """Lexical-only (``tether eval --lexical-only`` on a store a hybrid run filled) reads
+    the same chunks: nothing is chunked again, and no vector is lost."""
+    with Tether(db=db_path, embedder=WindowedEmbedder()) as t:
+        t.add(text=LONG_PARAGRAPHS, title="Pump manual", document_id="pump")
+        vectors = t.store.counts()["rag_embeddings"]
+        assert vectors > 1
+    off = Settings.load(rag={"embeddings": {"enabled": False}})
+    with Tether(db=db_path, settings=off) as t:
+        assert t.embedder is None
+        [again] = t.add(text=LONG_PARAGRAPHS, title="Pump manual", document_id="pump")
+        assert again.status == "skipped"
+        assert t.get_document("pump").chunking == "256/auto tokens"
+        assert t.store.counts()["rag_embeddings"] == vectors
 
 
 def test_a_store_chunked_by_characters_is_chunked_again_in_tokens(db_path: Path) -> None:

@@ -350,7 +350,9 @@ def test_pdf_has_one_section_per_page(tmp_path: Path, meta_title: str | None, ti
 @pytest.mark.parametrize("chunk_size", [150, 1200])
 def test_every_stored_pdf_chunk_has_its_page(tmp_path: Path, chunk_size: int) -> None:
     pdf = make_pdf(tmp_path / "manual.pdf", [page_text(w, 6) for w in PAGE_WORDS])
-    settings = Settings.load(rag={"chunk_size": chunk_size, "chunk_overlap": 30})
+    settings = Settings.load(
+        rag={"chunk_by": "chars", "chunk_size": chunk_size, "chunk_overlap": 30}
+    )
     with Tether(db=tmp_path / "t.db", settings=settings) as t:
         [result] = t.add(pdf)
         chunks = t.chunks(result.document_id)
@@ -1003,7 +1005,7 @@ def test_long_markdown_section_is_split_under_its_title(tmp_path: Path) -> None:
     path = write(
         tmp_path / "guide.md", f"# Guide\n\nIntro.\n\n## Install\n\n{body}\n\n## Use\n\nUse it.\n"
     )
-    settings = Settings.load(rag={"chunk_size": 300, "chunk_overlap": 50})
+    settings = Settings.load(rag={"chunk_by": "chars", "chunk_size": 300, "chunk_overlap": 50})
     with Tether(db=tmp_path / "small.db", settings=settings) as t:
         [result] = t.add(path)
         chunks = t.chunks(result.document_id)

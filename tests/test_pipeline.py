@@ -4,6 +4,7 @@ bounds, grounding and guidance, scope isolation, errors, aretrieve and `tether c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import math
@@ -924,6 +925,11 @@ def test_the_rerank_base_blends_the_fused_score_with_the_question_match() -> Non
         "anything", candidates, RerankSettings(evidence_weight=0.0), in_session=False
     )
     assert [c.hit.chunk_id for c in fused_only] == [1, 2, 3]
+    # Without vectors there is no match: the fused score is the whole base.
+    lexical = [dataclasses.replace(c, match=None) for c in candidates]
+    ranked, debug = heuristic_rerank("anything", lexical, settings, in_session=False)
+    assert [c.hit.chunk_id for c in ranked] == [1, 2, 3]
+    assert debug["factors"][2]["base"] == 0.5
 
 
 def test_heuristic_rerank_ties_title_and_diversity() -> None:

@@ -14,7 +14,12 @@ from typing import Any, Literal
 
 from tether._catalog import Catalog
 from tether._indexing import Indexing
-from tether.embed import Embedder, default_token_counter, embedder_from_settings
+from tether.embed import (
+    Embedder,
+    default_token_counter,
+    embedder_from_settings,
+    sizing_embedder,
+)
 from tether.errors import ConfigurationError, InvalidArgument
 from tether.ingest.indexer import Indexer
 from tether.ingest.jobs import IndexWorker
@@ -123,10 +128,14 @@ class Tether(Indexing, Catalog):
     def _index(self) -> Indexer:
         with self._lock:
             if self._indexer is None:
-                count_tokens = self._given[1] or default_token_counter(self.embedder)
+                embedder = self.embedder
+                sizer = embedder
+                if sizer is None and self._given[0] is None:
+                    sizer = sizing_embedder(self.settings)
+                count_tokens = self._given[1] or default_token_counter(sizer)
                 self._indexer = Indexer(
-                    self.store, self.settings.rag, embedder=self.embedder,
-                    count_tokens=count_tokens, policy=self.settings.policy,
+                    self.store, self.settings.rag, embedder=embedder,
+                    count_tokens=count_tokens, policy=self.settings.policy, sizer=sizer,
                 )  # fmt: skip
             return self._indexer
 

@@ -14,7 +14,7 @@ from tether.embed.local import (
     resolve_model_path,
 )
 from tether.embed.openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
-from tether.errors import EmbeddingsUnavailable
+from tether.errors import EmbeddingsUnavailable, TetherError
 from tether.settings import Settings
 
 logger = logging.getLogger("tether.embed")
@@ -30,6 +30,7 @@ __all__ = [
     "embedder_from_settings",
     "from_blob",
     "resolve_model_path",
+    "sizing_embedder",
     "to_blob",
 ]
 
@@ -63,6 +64,27 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
         logger.warning(reason)
         return None, reason
     return embedder, None
+
+
+def sizing_embedder(settings: Settings) -> Embedder | None:
+    """The configured embedder as a ruler for chunks (its window and tokenizer), made
+    whether or not embeddings are enabled, and never asked to embed: turning embeddings
+    off (``tether eval --lexical-only``) or on again must not chunk a store anew. A local
+    model is not loaded for this (its window is read from its folder). None when it
+    cannot be made here (not installed, no key): chunks are then sized in characters."""
+    config = settings.rag.embeddings
+    try:
+        if config.provider == "local":
+            return LocalEmbedder(config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path)
+        key = config.api_key or settings.llm.api_key
+        return OpenAIEmbedder(
+            config.model or DEFAULT_OPENAI_MODEL,
+            api_key=key.get_secret_value() if key else None,
+            base_url=config.base_url or settings.llm.base_url,
+            timeout=config.timeout,
+        )
+    except TetherError:
+        return None
 
 
 def default_token_counter(embedder: Embedder | None) -> Callable[[str], int | None] | None:

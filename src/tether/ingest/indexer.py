@@ -76,8 +76,12 @@ class Indexer:
         embedder: Embedder | None = None,
         count_tokens: TokenCounter | None = None,
         policy: PolicySettings | None = None,
+        sizer: Embedder | None = None,
     ) -> None:
         self.store = store
+        #: What chunks are sized for (its window): the embedder, or without one the
+        #: configured model, so that turning embeddings off does not re-chunk a store.
+        self.sizer = sizer if sizer is not None else embedder
         self.rag = rag
         self.policy = policy or PolicySettings()
         self.embedder = embedder
@@ -86,12 +90,13 @@ class Indexer:
     @cached_property
     def _chunk_tokens(self) -> int | None:
         """The most tokens a chunk may have as embedded, when chunks are sized in tokens:
-        ``rag.chunk_by`` says so, the embedder knows its window and the counter counts
-        (asked on first use: a local model's window is read from its folder)."""
+        ``rag.chunk_by`` says so, the embedder (or the configured model, when embeddings
+        are off) knows its window and the counter counts (asked on first use: a local
+        model's window is read from its folder)."""
         rag, counter = self.rag, self.count_tokens
-        if rag.chunk_by != "tokens" or self.embedder is None or counter is None:
+        if rag.chunk_by != "tokens" or self.sizer is None or counter is None:
             return None
-        window = self.embedder.max_tokens
+        window = self.sizer.max_tokens
         if window is None or counter("window") is None:
             return None
         return min(window, rag.chunk_tokens)

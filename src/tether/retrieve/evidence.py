@@ -114,10 +114,13 @@ class Evidence:
     window: str
 
     @property
-    def match(self) -> float:
+    def match(self) -> float | None:
         """How closely the passage matches the question, for ordering candidates:
-        ``cosine + MATCH_COVERAGE * coverage`` (coverage alone without vectors)."""
-        return (self.cosine or 0.0) + MATCH_COVERAGE * self.coverage
+        ``cosine + MATCH_COVERAGE * coverage``; None without vectors, where coverage
+        alone orders worse than BM25 (SciFact, lexical: nDCG@10 0.652 vs 0.689)."""
+        if self.cosine is None:
+            return None
+        return self.cosine + MATCH_COVERAGE * self.coverage
 
     def to_dict(self) -> dict[str, float | None]:
         return {

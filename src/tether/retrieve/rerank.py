@@ -9,6 +9,7 @@ The heuristic rerank starts from the fused order and applies five factors, each 
     question's weighted terms in its best two sentences, see
     :mod:`tether.retrieve.evidence`), each min-max scaled over the candidates to 0..1.
     RRF keeps only ranks; the match brings back how much closer one candidate is.
+    Without vectors there is no match, and the base is the fused score alone.
 ``title``
     ``+ title_weight * (share of the question's terms found in the chunk's section
     title)``: a chunk under the heading "Returns and refunds" answers "how do refunds
@@ -55,7 +56,7 @@ class Candidate:
     hit: Hit
     fused: float  # the fusion score (higher is better)
     relevance: float  # 0..1, comparable across queries (see pipeline)
-    match: float = 0.0  # for ordering: cosine + half the coverage (see evidence)
+    match: float | None = None  # for ordering: cosine + half the coverage (see evidence)
     priority: float = 0.0  # document metadata "priority", clamped to -1..1
     recency: str | None = None  # ISO time the document joined the session (or was indexed)
     token_count: int | None = None
@@ -80,16 +81,20 @@ def heuristic_rerank(
     terms = set(query_terms(question))
     lo = min(c.fused for c in candidates)
     hi = max(c.fused for c in candidates)
-    match_lo = min(c.match for c in candidates)
-    match_hi = max(c.match for c in candidates)
+    matches = [c.match for c in candidates if c.match is not None]
+    # Without a match for every candidate (no vectors) the fused score is the base.
+    weight = settings.evidence_weight if len(matches) == len(candidates) else 0.0
+    match_lo, match_hi = min(matches, default=0.0), max(matches, default=0.0)
     times = sorted({c.recency for c in candidates if c.recency}) if in_session else []
 
     factors: dict[int, dict[str, float]] = {}
     scored: list[Candidate] = []
     for c in candidates:
         fused = (c.fused - lo) / (hi - lo) if hi > lo else 1.0
-        match = (c.match - match_lo) / (match_hi - match_lo) if match_hi > match_lo else 1.0
-        base = (1.0 - settings.evidence_weight) * fused + settings.evidence_weight * match
+        match = 1.0
+        if c.match is not None and match_hi > match_lo:
+            match = (c.match - match_lo) / (match_hi - match_lo)
+        base = (1.0 - weight) * fused + weight * match
         title_terms = set(query_terms(c.hit.section_title)) if c.hit.section_title else set()
         overlap = len(terms & title_terms) / len(terms) if terms else 0.0
         recency = 0.0
