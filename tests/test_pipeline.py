@@ -1198,7 +1198,7 @@ def test_cli_context_text_prints_the_block_and_the_citations(cli_db: str) -> Non
         chunks = ",".join(map(str, c.chunk_ids))
         assert line.startswith(f"{c.label} ")
         assert c.title in line
-        assert f"{c.document_id}#{chunks} · relevance {c.relevance:.2f}" in line
+        assert f"{c.document_id}#{chunks} · evidence {c.relevance:.2f}" in line
         if c.section_title:
             assert c.section_title in line
 
@@ -1213,6 +1213,7 @@ def test_cli_context_greeting_prints_no_retrieval(cli_db: str) -> None:
 def test_cli_context_no_match_prints_not_grounded(cli_db: str) -> None:
     output = context_cli("zeppelin mooring", "--db", cli_db, "--scope", "global")
     assert output.startswith("Not grounded. Nothing in the global library matches the question.")
+    assert "Why: not grounded: the search found nothing in scope." in output
     assert "[1]" not in output
     data = json.loads(
         context_cli("zeppelin mooring", "--db", cli_db, "--scope", "global", "--json")

@@ -123,6 +123,9 @@ def _print_context(result: RetrievalResult) -> None:
         say(f"No retrieval: {result.debug['decision']['reason']}.")
     elif not result.grounded:
         say(f"Not grounded. {result.guidance}")
+        why = result.debug.get("grounding", {}).get("why")
+        if why:
+            say(f"Why: {why}.")
     else:
         out.print(result.context, highlight=False, markup=False, soft_wrap=True)
         out.print()
@@ -133,20 +136,22 @@ def _print_context(result: RetrievalResult) -> None:
 def _print_citation(citation: Citation) -> None:
     where = place(
         citation.section_title,
-        _pages(citation.pages),
+        _pages(citation.pages, citation.page_label),
         citation.source_path and Path(citation.source_path).name,
     )
     chunks = ",".join(str(c) for c in citation.chunk_ids)
     out.print(
         f"[bold]{escape(citation.label)}[/] [cyan]{escape(citation.title)}[/]"
         f"  [dim]{escape(where)}[/]  [dim]{escape(citation.document_id)}#{chunks}"
-        f" · relevance {citation.relevance:.2f}[/]",
+        f" · evidence {citation.relevance:.2f}[/]",
         highlight=False,
         soft_wrap=True,
     )
 
 
-def _pages(pages: tuple[int, ...]) -> str | None:
+def _pages(pages: tuple[int, ...], first_label: str | None = None) -> str | None:
     if not pages:
         return None
+    if first_label:  # the printed page, then where a PDF viewer shows it
+        return f"page {first_label} (PDF page {pages[0]})"
     return f"page {pages[0]}" if len(pages) == 1 else f"pages {pages[0]}-{pages[-1]}"
