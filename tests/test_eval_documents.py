@@ -101,3 +101,36 @@ def test_tether_eval_grounding_reads_a_question_set_folder(tmp_path: Path) -> No
     assert "balanced accuracy" in text.output and "questions: 2 answerable" in text.output
     missing = runner.invoke(app, ["eval", str(questions.parent / "nope"), "--grounding"])
     assert missing.exit_code != 0
+
+
+def test_the_oracle_judge_reads_the_judge_prompt_as_tether_writes_it(tmp_path: Path) -> None:
+    """bench/manuals/oracle_judge.py parses the judge's real prompt: it finds the question
+    and names exactly the passages holding the answer snippet."""
+    import importlib.util
+
+    from tether.models import Hit
+    from tether.retrieve.judge import _prompt
+    from tether.retrieve.rerank import Candidate
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "manuals" / "oracle_judge.py"
+    spec = importlib.util.spec_from_file_location("oracle_judge", path)
+    assert spec is not None and spec.loader is not None
+    oracle_judge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oracle_judge)
+
+    def candidate(n: int, text: str) -> Candidate:
+        hit = Hit("d", n, "Manual", "Setup", 1, text, 0.0, n, 0, len(text), None, "w")
+        return Candidate(hit, fused=1.0, relevance=0.5)
+
+    question = "How do I prime the pump?"
+    oracle = oracle_judge.Oracle([
+        {"kind": "answerable", "question": question, "answer": "open the vent\nscrew"},
+        {"kind": "unanswerable", "question": "What colour is the card?"},
+    ])  # fmt: skip
+    shown = [candidate(1, "Seals wear out."), candidate(2, "First, open the vent screw.")]
+    reply = json.loads(oracle.reply(_prompt(question, shown)[-1]["content"]))
+    assert reply == {"answerable": True, "passages": [2]}
+    missing = json.loads(oracle.reply(_prompt(question, shown[:1])[-1]["content"]))
+    assert missing == {"answerable": False, "passages": []}
+    other = json.loads(oracle.reply(_prompt("What colour is the card?", shown)[-1]["content"]))
+    assert other["answerable"] is False

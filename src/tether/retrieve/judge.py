@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tether.llm import ChatModel, parse_json_reply
-from tether.retrieve.rerank import Candidate
+from tether.retrieve.rerank import Candidate, numbered_passages
 
 #: The most of a passage the judge is shown: a whole chunk, as the context would hold it
 #: (a chunk of 256 MiniLM tokens is about 1,000-1,300 characters).
@@ -48,11 +48,7 @@ class Verdict:
 
 
 def _prompt(question: str, shown: list[Candidate]) -> list[dict[str, str]]:
-    passages = "\n\n".join(
-        f"[{i}] {c.hit.title}" + (f" — {c.hit.section_title}" if c.hit.section_title else "")
-        + "\n" + " ".join(c.hit.text.split())[:PASSAGE_CHARS]
-        for i, c in enumerate(shown, start=1)
-    )  # fmt: skip
+    passages = numbered_passages(shown, PASSAGE_CHARS)
     return [
         {
             "role": "system",

@@ -152,12 +152,18 @@ class _Scores(BaseModel):
     scores: list[_Score] = Field(min_length=1)
 
 
-def _rerank_prompt(question: str, candidates: list[Candidate]) -> list[dict[str, str]]:
-    passages = "\n\n".join(
+def numbered_passages(candidates: list[Candidate], chars: int) -> str:
+    """The candidates as a chat model is shown them: ``[n] Title — Section``, then the
+    first ``chars`` characters of the text with its whitespace collapsed."""
+    return "\n\n".join(
         f"[{i}] {c.hit.title}" + (f" — {c.hit.section_title}" if c.hit.section_title else "")
-        + "\n" + " ".join(c.hit.text.split())[:SNIPPET_CHARS]
+        + "\n" + " ".join(c.hit.text.split())[:chars]
         for i, c in enumerate(candidates, start=1)
     )  # fmt: skip
+
+
+def _rerank_prompt(question: str, candidates: list[Candidate]) -> list[dict[str, str]]:
+    passages = numbered_passages(candidates, SNIPPET_CHARS)
     return [
         {
             "role": "system",
