@@ -381,3 +381,26 @@ def test_eval_grounding_cli(tmp_path: Path) -> None:
     for args in (["--claims", "2"], ["--grounding", "--pipeline"]):
         usage = runner.invoke(app, ["eval", str(root), *args])
         assert usage.exit_code == 2 and "--grounding" in usage.output
+
+
+def test_a_hybrid_run_on_a_store_a_lexical_run_filled_embeds_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`eval --lexical-only --db X` then `eval --db X`: the second run reads the same
+    chunks (nothing is chunked again) and embeds them, not hybrid search without vectors."""
+    monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
+    root = write_beir(tmp_path / "beir")
+    db = tmp_path / "eval.db"
+    lexical = run(root, db=db, lexical_only=True)
+    assert lexical.report.method == "lexical"
+    with Tether(db, settings=Settings.load(rag={"embeddings": {"enabled": False}})) as t:
+        counts = t.store.counts()
+        chunking = {d.chunking for d in t.documents()}
+    assert counts["rag_embeddings"] == 0 and counts["rag_chunks"] > 0
+    hybrid = run(root, db=db)
+    assert hybrid.report.method == "hybrid"
+    with Tether(db) as t:
+        after = t.store.counts()
+        assert {d.chunking for d in t.documents()} == chunking == {"256/auto tokens"}
+    assert after["rag_chunks"] == counts["rag_chunks"]
+    assert after["rag_embeddings"] == after["rag_chunks"]

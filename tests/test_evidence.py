@@ -11,6 +11,7 @@ from tether.retrieve.evidence import (
     LEXICAL,
     WINDOW_WORDS,
     QuestionTerms,
+    agreement,
     best_window,
     evidence,
     explain,
@@ -139,3 +140,15 @@ def test_phrasing_words_are_not_evidence_and_a_tiny_store_discounts_missing_term
     big = question_terms(question, stats(dict.fromkeys(words, 0), set(), chunks=400))
     assert big.missing == pytest.approx(1.0)
     assert tiny.missing == pytest.approx(4 / 200)  # IDF over 4 chunks says little
+
+
+def test_agreement_is_the_lexical_rank_of_the_vector_sides_best_chunk() -> None:
+    assert agreement([7, 3, 9], [7, 1]) == 1.0  # both put chunk 7 first
+    assert agreement([3, 7, 9], [7, 1]) == pytest.approx(1 / math.log2(3))
+    assert agreement([3, 9], [7, 1]) == 0.0  # the lexical side never found it
+    assert agreement([3, 9], []) is None  # no vector side
+    terms = terms_of(QUESTION)
+    text = "Set the environment variable to turn on debug tracing."
+    agreed = evidence(terms, text, 0.5, agreed=1.0).evidence
+    assert agreed > evidence(terms, text, 0.5, agreed=0.0).evidence
+    assert evidence(terms, text, 0.5).evidence == evidence(terms, text, 0.5, agreed=0.0).evidence

@@ -195,7 +195,18 @@ def index_dataset(
             flush()
     if pending:
         flush()
+    embed_missing(tether)
     return CorpusIndexing(count, tuple(failed))
+
+
+def embed_missing(tether: Tether) -> int:
+    """Give the chunks a store holds without vectors for the configured model theirs
+    (a store first filled by a ``--lexical-only`` run: its unchanged documents are skipped
+    by hash, and would otherwise be searched hybrid without vectors); how many chunks
+    were embedded. Nothing to do without an embedder."""
+    if tether.embedder is None:
+        return 0
+    return tether.reembed().chunks_embedded
 
 
 def non_default_settings(settings: Settings) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import InvalidArgument, RetrievalResult, Settings, Tether
-from tether.eval import _without_embeddings
+from tether.eval import _without_embeddings, embed_missing
 from tether.eval_grounding import closer_elsewhere, judged_right
 
 WORKSPACE = "manuals"
@@ -159,6 +159,7 @@ def index_documents(t: Tether, data: dict[str, Any], pdfs: Path) -> dict[str, st
             )
         (result,) = t.add(path, workspace_id=WORKSPACE, session_id=f"manual-{name}")
         ids[name] = result.document_id or ""
+    embed_missing(t)
     return ids
 
 

@@ -64,6 +64,7 @@ from tether.eval import (
     _percentile,
     _stage,
     _without_embeddings,
+    embed_missing,
     load_beir,
     non_default_settings,
 )
@@ -268,6 +269,7 @@ def index_layout(
                 tether.attach(document_id, session)
         if progress:
             progress(count)
+    embed_missing(tether)
     return CorpusIndexing(count, tuple(failed))
 
 

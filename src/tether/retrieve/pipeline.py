@@ -55,6 +55,7 @@ from tether.retrieve.documents import document_candidates, outline_text
 from tether.retrieve.evidence import (
     Evidence,
     QuestionTerms,
+    agreement,
     evidence,
     explain,
     question_terms,
@@ -94,6 +95,8 @@ class _Run:
     min_relevance: float
     #: What is searched for: the question, or a follow-up made standalone.
     question: str = ""
+    #: How far the question's lexical and vector searches agree (evidence), or None.
+    agreed: float | None = None
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     degradations: list[str] = field(default_factory=list)
@@ -401,6 +404,11 @@ class Pipeline:
             )
         run.lap("fuse", t0)
         question_vector = per_query[0].query_vector
+        original = per_query[0]
+        if original.vectors_ran:
+            run.agreed = agreement(
+                [c for c, _ in original.lexical], [c for c, _ in original.vector]
+            )
         run.debug["queries"] = [
             {"index": i, "query": q, "lexical": len(found.lexical), "vector": len(found.vector),
              "fusion": found.fusion, "ms": found.timings_ms.get("total")}
@@ -443,8 +451,9 @@ class Pipeline:
         t0 = time.perf_counter()
         with tracer.start_as_current_span("rerank_chunks") as rerank_span:
             candidates, judged = await asyncio.to_thread(
-                self._candidates, question, question_vector, top, run.request, run.request.scope
-            )
+                self._candidates, question, question_vector, top, run.request, run.request.scope,
+                run.agreed,
+            )  # fmt: skip
             ranked, rerank_debug = heuristic_rerank(
                 question, candidates, rag.rerank, in_session=run.request.scope.kind == "session"
             )
@@ -472,6 +481,7 @@ class Pipeline:
             "why": explain(judged.terms, best_evidence, run.min_relevance, grounded=grounded),
             "absent_terms": list(judged.terms.absent),
             "missing": round(judged.terms.missing, 4),
+            "agreement": None if run.agreed is None else round(run.agreed, 4),
             "evidence": {cid: e.to_dict() for cid, e in judged.evidence.items()},
         }
         return ranked
@@ -545,8 +555,10 @@ class Pipeline:
         top: Ranked,
         request: Request,
         scope: Scope,
+        agreed: float | None,
     ) -> tuple[list[Candidate], _Judged]:
-        """The candidates of ``top`` with their evidence (their relevance) in ``scope``."""
+        """The candidates of ``top`` with their evidence (their relevance) in ``scope``;
+        ``agreed``: how far the lexical and vector searches agreed."""
         rows = self.store.candidate_rows([cid for cid, _ in top], request.session_id)
         cosines: dict[int, float] = {}
         vectors = self.searcher.vectors if question_vector is not None else None
@@ -560,7 +572,9 @@ class Pipeline:
             if row is None:
                 continue  # deleted since the search
             cosine = cosines.get(chunk_id) if cosines else None
-            found = evidence(terms, row.hit.text, cosine)
+            found = evidence(
+                terms, row.hit.text, cosine, agreed=agreed if cosine is not None else None
+            )
             judged.evidence[chunk_id] = found
             priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))
             candidates.append(
@@ -601,9 +615,14 @@ class Pipeline:
         )  # fmt: skip
         here = {c.hit.document_id for c in ranked}
         inside = set(await asyncio.to_thread(self.store.scope_document_ids, request.scope))
+        agreed = (
+            agreement([c for c, _ in found.lexical], [c for c, _ in found.vector])
+            if found.vectors_ran
+            else None
+        )
         outside, _ = await asyncio.to_thread(
             self._candidates, run.question, found.query_vector if question_vector is not None
-            else None, found.fused[: rag.rerank_top_n], request, wider,
+            else None, found.fused[: rag.rerank_top_n], request, wider, agreed,
         )  # fmt: skip
         outside = [c for c in outside if c.hit.document_id not in inside | here]
         run.lap("wider_scope", t0)
