@@ -669,6 +669,7 @@ def test_an_ungrounded_turn_gets_a_disclaimer_and_the_next_step(store: Store) ->
     assert out["rag_used"] == "local" and out["rag_grounded"] is False
     assert out["rag_debug"]["suggested_scope"] == "workspace"
     assert out["rag_debug"]["guidance"]
+    assert out["rag_debug"]["grounding"].startswith("not grounded:")  # and why
     prompt = with_rag_context("Be brief.", out)
     assert "No passage in the user's documents was found relevant" in prompt
     assert "searching the whole workspace" in prompt

@@ -247,6 +247,7 @@ def _summary(result: RetrievalResult, node: str, reason: str) -> dict[str, Any]:
         "degradations": d.get("degradations", []),
         "guidance": result.guidance,
         "suggested_scope": result.suggested_scope,
+        "grounding": (d.get("grounding") or {}).get("why"),
     }
 
 
