@@ -35,6 +35,7 @@ from tether.retrieve.pipeline import Pipeline, Request
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
 from tether.store import Database, SQLiteStore, Store
+from tether.text import check_identifier, valid_text
 
 logger = logging.getLogger("tether")
 
@@ -187,6 +188,7 @@ class Tether(Indexing, Catalog):
         """
         if not isinstance(query, str):
             raise InvalidArgument(f"query must be str, not {type(query).__name__}")
+        query = valid_text(query)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidArgument(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
         if mode not in ("hybrid", "lexical", "vector"):
@@ -275,6 +277,17 @@ class Tether(Indexing, Catalog):
         """The request, its options checked, for a scope whose session or workspace
         exists (NotFound otherwise)."""
         decision, filters, max_chunks, min_relevance, timeout, guarded, history = options
+        if isinstance(question, str):
+            question = valid_text(question)
+        if history:
+            history = [
+                {**turn, "content": valid_text(turn["content"])}
+                if isinstance(turn, dict) and isinstance(turn.get("content"), str)
+                else turn
+                for turn in history
+            ]
+        if session_id is not None:
+            check_identifier("session_id", session_id)
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
         request = Request(question, resolved, session_id, decision, filters, max_chunks,
                           min_relevance, timeout, bool(guarded), history or ())  # fmt: skip
@@ -293,9 +306,11 @@ class Tether(Indexing, Catalog):
         request about a document itself ("summarize this document", "what does page 12
         say?") is category ``document``; with ``open_document`` (a chat's PDF is open)
         a bare "summarize this" is one too, rather than a request to reformat."""
+        message = valid_text(message) if isinstance(message, str) else message
         return self._retrieval().decide(message, open_document=open_document)[0]
 
     async def adecide(self, message: str, *, open_document: bool = False) -> Decision:
+        message = valid_text(message) if isinstance(message, str) else message
         return (await self._retrieval().adecide(message, open_document=open_document))[0]
 
     def resolve_scope(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tether.errors import InvalidArgument, ScopeError
+from tether.text import check_identifier
 
 GLOBAL_WORKSPACE = "GLOBAL"
 #: Documents' statuses: ``active`` is searchable, ``draft`` not yet published,
@@ -38,6 +39,10 @@ class Scope:
             raise ScopeError(f"unknown scope {self.kind!r}; use 'session', 'workspace' or 'global'")
         if not isinstance(self.id, str) or not self.id.strip():
             raise ScopeError(f"scope {self.kind!r} needs a non-empty id")
+        try:
+            check_identifier(f"the {self.kind} id", self.id)
+        except InvalidArgument as exc:
+            raise ScopeError(str(exc)) from None
         if self.kind == "global" and self.id != GLOBAL_WORKSPACE:
             raise ScopeError(f"the global scope is always {GLOBAL_WORKSPACE!r}")
 
@@ -146,6 +151,9 @@ class Filters:
             allowed = (str, type(None)) if name == "project_ids" else (str,)
             if not items or not all(isinstance(v, allowed) for v in items):
                 raise InvalidArgument(f"Filters.{name} must be a non-empty tuple of strings")
+            for v in items:
+                if v is not None:
+                    check_identifier(f"a value of Filters.{name}", v)
             object.__setattr__(self, name, items)
 
     def to_dict(self) -> dict[str, list[str | None] | None]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from tether.text import valid_text
+
 MAX_LOGGED_QUERY_CHARS = 500
 
 _RULES: list[tuple[re.Pattern[str], str]] = [
@@ -54,8 +56,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def sanitize_query(text: str, max_chars: int = MAX_LOGGED_QUERY_CHARS) -> str:
-    """``text`` with secrets, e-mail addresses and tokens masked, capped at ``max_chars``."""
-    text = _CONTROL.sub("", text)
+    """``text`` with secrets, e-mail addresses and tokens masked, capped at ``max_chars``
+    (lone surrogates, which no database can store, become U+FFFD)."""
+    text = _CONTROL.sub("", valid_text(text))
     # Mask before cutting, so that a cut cannot leave half a secret unrecognised.
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)

@@ -30,7 +30,7 @@ from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
 from tether.tags import DOCUMENT_STATUSES, validate_tags
-from tether.text import content_hash
+from tether.text import check_identifier, content_hash, valid_text
 
 TokenCounter = Callable[[str], int | None]
 ProgressCallback = Callable[[int, int, IndexResult], None]
@@ -117,6 +117,9 @@ class Indexer:
         With only a session, documents go to the session's workspace. A new session is
         created in ``workspace_id`` (default: the global workspace).
         """
+        for what, value in (("workspace_id", workspace_id), ("session_id", session_id)):
+            if value is not None:
+                check_identifier(what, value)
         if session_id is not None:
             session = self.store.find_session(session_id)
             if session is None:
@@ -257,7 +260,10 @@ class Indexer:
             source_path, document_id = str(resolved), None
             metadata = dict(source.metadata or {})
         else:
-            loaded = load_text(source.text, title=source.title, mime=source.mime)
+            for what, value in (("document_id", source.document_id), ("source", source.source)):
+                if value is not None:
+                    check_identifier(what, value)
+            loaded = load_text(source.text, title=valid_text(source.title), mime=source.mime)
             source_path, document_id = source.source, source.document_id
             metadata = dict(source.metadata or {})
         tags = validate_tags(label, source.tags, self.policy)
