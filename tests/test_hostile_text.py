@@ -59,7 +59,7 @@ HOSTILE = st.lists(
                 "warranty",
                 " ",
             ]
-        ),  # fmt: skip
+        ),
         st.characters(),
     ),
     max_size=40,
