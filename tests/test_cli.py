@@ -98,6 +98,7 @@ def test_readme_json_example_has_the_real_keys() -> None:
     example = json.loads(block.group(1))
     assert set(example) == {"query", "scope", "k", "hits", "debug"}
     assert set(example["hits"][0]) == HIT_KEYS
+    (Path.cwd() / "readme.db").touch()  # search refuses a store file that does not exist
     real = run_json("search", "x", "--db", str(Path.cwd() / "readme.db"), "--scope", "global")
     assert set(example["debug"]) == set(real["debug"])
 
@@ -191,6 +192,7 @@ def test_search_nothing_found_suggests_widening(indexed: str) -> None:
     ],
 )
 def test_library_errors_become_one_line_and_exit_1(db: str, args: list[str], message: str) -> None:
+    Path(db).touch()  # read-only commands refuse a store file that does not exist
     result = runner.invoke(app, [*args, "--db", db])
     assert result.exit_code == 1
     assert message in result.output
@@ -213,6 +215,7 @@ def test_a_missing_id_names_the_command_that_fixes_it(
     db: str, args: list[str], message: str, hint: str
 ) -> None:
     """The library says what is missing; the CLI adds which command to run."""
+    Path(db).touch()  # read-only commands refuse a store file that does not exist
     result = runner.invoke(app, [*args, "--db", db])
     assert result.exit_code == 1
     assert message in result.output and hint in result.output

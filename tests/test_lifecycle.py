@@ -1012,6 +1012,7 @@ def test_watch_indexes_a_file_created_while_the_first_pass_finishes(
 
 def test_cli_scan_and_status(tmp_path: Path, root: Path) -> None:
     db = str(tmp_path / "cli.db")
+    Tether(db).close()  # an empty store (status refuses a file that does not exist)
     assert "registry is empty" in cli("status", "--db", db)
     write(root / "a.md", "# A\n\nAmphibolite.")
     write(root / "b.txt", "Blueschist facies.")

@@ -27,6 +27,8 @@ model = "llama3.1"
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -285,7 +287,7 @@ class Settings(BaseSettings):
             _RagFusionEnv(settings_cls),
         ]
         if toml_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+            sources.append(_read_toml(settings_cls, Path(toml_file)))
         return tuple(sources)
 
     @classmethod
@@ -349,6 +351,43 @@ class _RagFusionEnv(PydanticBaseSettingsSource):
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True,
              "0": False, "false": False, "no": False, "off": False}  # fmt: skip
+
+
+def _read_toml(settings_cls: type[BaseSettings], path: Path) -> TomlConfigSettingsSource:
+    """The TOML source, which reads ``path`` as it is built: a file that is not TOML, not
+    UTF-8 or not readable is a :class:`ConfigurationError` naming it, not a parser's
+    traceback."""
+    try:
+        return TomlConfigSettingsSource(settings_cls, toml_file=path)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(
+            f"config file {path} is not valid TOML: {_toml_problem(path, exc)}"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigurationError(
+            f"config file {path} is not UTF-8 text (line {line}); save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+
+
+# Python 3.11's TOMLDecodeError has no line attributes, only this at the end of its message.
+_TOML_POSITION = re.compile(
+    r"^(?P<what>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$",
+    re.S,
+)
+
+
+def _toml_problem(path: Path, exc: tomllib.TOMLDecodeError) -> str:
+    """``Invalid value at line 2, column 7``; at the end of the file, its last line."""
+    found = _TOML_POSITION.match(str(exc))
+    if found is None:
+        return str(exc)
+    if found["line"] is None:
+        last_line = max(1, len(path.read_bytes().splitlines()))
+        return f"{found['what']} at line {last_line} (the end of the file)"
+    return f"{found['what']} at line {found['line']}, column {found['column']}"
 
 
 def _existing(path: Path, origin: str) -> Path:

@@ -7,11 +7,15 @@ lists them.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+from typing import Annotated
 
 import typer
 
+import tether
 from tether.cli import _docs, _eval, _index, _log, _search, _sessions
+from tether.cli._shell import say
 
 __all__ = ["app", "main"]
 
@@ -51,8 +55,29 @@ sessions_app.command("attach")(_sessions.sessions_attach)
 sessions_app.command("detach")(_sessions.sessions_detach)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        say(f"tether {_version()}")
+        raise typer.Exit()
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tether")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return tether.__version__
+
+
 @app.callback()
-def _quiet_parsers() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print tether's version and exit.", is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:  # fmt: skip
     # pypdf logs each defect of a malformed PDF; the file's typed error already says it.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
 

@@ -39,7 +39,7 @@ def docs_list(
     as_json: JsonOption = False,
 ) -> None:
     """List documents (optionally of one workspace or session)."""
-    with open_tether(db, config) as tether:
+    with open_tether(db, config, must_exist=True) as tether:
         documents = tether.documents(workspace_id=workspace, session_id=session)
     print_listing("documents", documents, _documents_table, empty="No documents.", as_json=as_json)
 
@@ -62,7 +62,7 @@ def docs_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one document and its chunks."""
-    with open_tether(db, config) as tether:
+    with open_tether(db, config, must_exist=True) as tether:
         document = tether.get_document(document_id)
         chunks = tether.chunks(document_id)
     if as_json:
@@ -102,18 +102,22 @@ def docs_rm(
     document_ids: Annotated[list[str], typer.Argument(help="Document ids to delete.")],
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Delete documents with their chunks, embeddings and session attachments."""
-    _each_document(db, config, document_ids, "deleted", lambda t, d: t.delete_document(d))
+    _each_document(
+        db, config, document_ids, "deleted", lambda t, d: t.delete_document(d), as_json=as_json
+    )
 
 
 def docs_approve(
     document_ids: Annotated[list[str], typer.Argument(help="Document ids to approve.")],
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Make draft or pending (user-submitted) documents active, i.e. searchable."""
-    _each_document(db, config, document_ids, "approved", lambda t, d: t.approve(d))
+    _each_document(db, config, document_ids, "approved", lambda t, d: t.approve(d), as_json=as_json)
 
 
 def _each_document(
@@ -122,10 +126,17 @@ def _each_document(
     document_ids: list[str],
     verb: str,
     action: Callable[[Tether, str], object],
+    *,
+    as_json: bool,
 ) -> None:
+    """``action`` on each document, once each; as JSON, ``{verb: [ids]}``."""
+    unique_ids = list(dict.fromkeys(document_ids))  # `rm A A` deletes A, then finds it gone
     with open_tether(db, config) as tether:
-        for document_id in document_ids:  # all of them exist, or nothing is done
+        for document_id in unique_ids:  # all of them exist, or nothing is done
             tether.get_document(document_id)
-        for document_id in document_ids:
+        for document_id in unique_ids:
             action(tether, document_id)
-            say(f"{verb} {document_id}")
+            if not as_json:
+                say(f"{verb} {document_id}")
+    if as_json:
+        print_json({verb: unique_ids})

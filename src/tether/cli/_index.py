@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -24,6 +25,7 @@ from tether.cli._shell import (
     open_tether,
     out,
     print_json,
+    print_json_line,
     print_listing,
     progress_bar,
     say,
@@ -177,16 +179,22 @@ def watch(
     workspace: LibraryWorkspaceOption = GLOBAL_WORKSPACE,
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Keep FOLDER indexed: scan it, then follow its changes until Ctrl-C."""
     stop = threading.Event()
+    report_pass = _print_sync_line if as_json else _print_sync
     with open_tether(db, config) as tether:
         err.print(f"watching {folder.resolve()} (Ctrl-C to stop)", highlight=False, markup=False)
         try:
-            tether.watch(folder, workspace_id=workspace, stop=stop, on_pass=_print_sync)
+            tether.watch(folder, workspace_id=workspace, stop=stop, on_pass=report_pass)
         except KeyboardInterrupt:
             stop.set()
             err.print("stopped", highlight=False)
+
+
+def _print_sync_line(report: SyncReport) -> None:
+    print_json_line(report.to_dict())
 
 
 def _print_sync(report: SyncReport) -> None:
@@ -217,7 +225,7 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """Show the library registry: each file's status, retries, times and last error."""
-    with open_tether(db, config) as tether:
+    with open_tether(db, config, must_exist=True) as tether:
         entries = tether.registry(folder)
     print_listing(
         "files",
@@ -247,17 +255,21 @@ def _registry_table(entries: list[RegistryEntry]) -> Table:
 def reembed(
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Embed every chunk that has no vector for the configured model (after a model switch)."""
     with open_tether(db, config) as tether:
         # The one command that needs the embedder itself: without one, say why.
         if tether.embedder is None:
             fail(str(tether.embeddings_unavailable))
-        with progress_bar() as bar:
+        with progress_bar(disable=as_json) as bar:
             task = bar.add_task(f"Embedding with {tether.embedder.model}", total=None)
             report = tether.reembed(
                 progress=lambda done, total: bar.update(task, completed=done, total=total)
             )
+    if as_json:
+        print_json(dataclasses.asdict(report))
+        return
     out.print(
         f"{report.model}: embedded {report.chunks_embedded} new chunk texts across"
         f" {report.documents} documents",

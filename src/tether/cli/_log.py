@@ -33,7 +33,7 @@ def log_(
     as_json: JsonOption = False,
 ) -> None:
     """Show the retrieval audit log (ids, sanitized queries and outcomes; never text)."""
-    with open_tether(db, config) as tether:
+    with open_tether(db, config, must_exist=True) as tether:
         entries = tether.retrieval_log(limit, outcome)
     print_listing(
         "entries", entries, _audit_table, empty="The audit log is empty.", as_json=as_json

@@ -44,7 +44,7 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search chunks inside a scope; print the cited hits."""
-    with open_tether(db, config) as tether:
+    with open_tether(db, config, must_exist=True) as tether:
         resolved = tether.resolve_scope(scope, session_id=session, workspace_id=workspace)
         hits = tether.search(query, scope=resolved, k=k, mode=mode)
     if as_json:
@@ -104,7 +104,7 @@ def context(
     as_json: JsonOption = False,
 ) -> None:
     """Build the cited context block an LLM would get for QUESTION (the whole pipeline)."""
-    with open_tether(db, config) as tether:
+    with open_tether(db, config, must_exist=True) as tether:
         result = tether.retrieve(
             question,
             scope=scope,

@@ -31,7 +31,9 @@ def sessions_list(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions (optionally of one workspace)."""
-    sessions = call_tether(db, config, lambda t: t.sessions(workspace_id=workspace))
+    sessions = call_tether(
+        db, config, lambda t: t.sessions(workspace_id=workspace), must_exist=True
+    )
     if as_json:
         print_json({"sessions": [dataclasses.asdict(s) for s in sessions]})
         return
@@ -46,20 +48,28 @@ def sessions_create(
     workspace: Annotated[str, typer.Option("--workspace", "-w", help="Its workspace.")],
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Create a session in a workspace."""
     s = call_tether(db, config, lambda t: t.create_session(session_id, workspace_id=workspace))
-    say(f"session {s.id} in workspace {s.workspace_id}")
+    if as_json:
+        print_json({"session": dataclasses.asdict(s)})
+    else:
+        say(f"session {s.id} in workspace {s.workspace_id}")
 
 
 def sessions_close(
     session_id: SessionArgument,
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Mark a session closed."""
     s = call_tether(db, config, lambda t: t.close_session(session_id))
-    say(f"session {s.id} closed at {s.closed_at}")
+    if as_json:
+        print_json({"session": dataclasses.asdict(s)})
+    else:
+        say(f"session {s.id} closed at {s.closed_at}")
 
 
 def sessions_attach(
@@ -67,10 +77,14 @@ def sessions_attach(
     session_id: SessionArgument,
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Attach a document to a session (its workspace's or a global document)."""
     new = call_tether(db, config, lambda t: t.attach(document_id, session_id))
-    say(f"{'attached' if new else 'already attached'}: {document_id} -> {session_id}")
+    if as_json:
+        print_json({"document_id": document_id, "session_id": session_id, "attached": new})
+    else:
+        say(f"{'attached' if new else 'already attached'}: {document_id} -> {session_id}")
 
 
 def sessions_detach(
@@ -78,7 +92,11 @@ def sessions_detach(
     session_id: SessionArgument,
     db: DbOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Detach a document from a session; the document itself stays."""
     was = call_tether(db, config, lambda t: t.detach(document_id, session_id))
-    say(f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}")
+    if as_json:
+        print_json({"document_id": document_id, "session_id": session_id, "detached": was})
+    else:
+        say(f"{'detached' if was else 'was not attached'}: {document_id} -/- {session_id}")

@@ -4,6 +4,7 @@ the one place where library errors become a line on stderr with the command to r
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,8 +28,24 @@ from tether import (
     WorkspaceNotFound,
 )
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def displayable(text: str) -> str:
+    """``text`` that any terminal can print: a lone surrogate (a file name byte that is
+    not UTF-8, as Python decodes it) shown as its escape, ``\\udcff``."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class _Console(Console):
+    """A console that prints any str, even one holding a lone surrogate."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(displayable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+out = _Console(soft_wrap=True)
+err = _Console(stderr=True, soft_wrap=True)
 
 DbOption = Annotated[
     Path | None,
@@ -89,24 +106,56 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 @contextmanager
-def open_tether(db: Path | None, config: Path | None, **overrides: Any) -> Iterator[Tether]:
-    """Open the store; map library errors to a one-line message and exit code 1."""
+def open_tether(
+    db: Path | None, config: Path | None, *, must_exist: bool = False, **overrides: Any
+) -> Iterator[Tether]:
+    """Open the store; map library errors to a one-line message and exit code 1.
+
+    A command that only reads passes ``must_exist``: opening a missing file would create
+    an empty store, and a typo in ``--db`` would then look like a store with nothing in it.
+    """
     try:
         if db is not None:
             overrides["db"] = str(db)
-        with Tether(settings=Settings.load(config, **overrides)) as tether:
+        settings = Settings.load(config, **overrides)
+        if must_exist:
+            _refuse_a_missing_store(settings.db)
+        with Tether(settings=settings) as tether:
             yield tether
     except TetherError as exc:
         fail(error_message(exc))
 
 
-def call_tether(db: Path | None, config: Path | None, call: Callable[[Tether], T]) -> T:
-    with open_tether(db, config) as tether:
+def _refuse_a_missing_store(db: str) -> None:
+    if db not in ("", ":memory:") and not Path(db).expanduser().exists():
+        fail(
+            f"no store at {db}: the file does not exist; `tether add` creates one,"
+            " or name an existing one with --db"
+        )
+
+
+def call_tether(
+    db: Path | None, config: Path | None, call: Callable[[Tether], T], *, must_exist: bool = False
+) -> T:
+    with open_tether(db, config, must_exist=must_exist) as tether:
         return call(tether)
 
 
+def _json(data: Any, **options: Any) -> str:
+    """JSON that is valid UTF-8: a lone surrogate (a file name that is not UTF-8) is
+    written as its JSON escape, which a JSON reader gives back as the same str."""
+    return displayable(json.dumps(data, ensure_ascii=False, **options))
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(_json(data, indent=2) + "\n")
+
+
+def print_json_line(data: Any) -> None:
+    """One object on one line, flushed: a stream (``watch``) that a reader follows as it
+    comes, one line per event."""
+    sys.stdout.write(_json(data) + "\n")
+    sys.stdout.flush()
 
 
 def print_listing(

@@ -11,6 +11,7 @@ from tether.errors import DocumentNotFound
 from tether.models import Document, Tags
 from tether.store import _rows
 from tether.store._common import SQLiteMixin
+from tether.store._paths import stored_path
 from tether.store.records import ChunkVectors, NewChunk, NewDocument, StoredChunk, utcnow
 from tether.store.sql import find_document_sql, list_documents_sql
 
@@ -40,6 +41,7 @@ _INSERT_CHUNK = (
 def _document_params(document: NewDocument) -> dict[str, Any]:
     return {
         **{name: getattr(document, name) for name in NewDocument.__dataclass_fields__},
+        "source_path": stored_path(document.source_path),
         "metadata": json.dumps(document.metadata, sort_keys=True),
         "now": utcnow(),
     }

@@ -6,6 +6,7 @@ from typing import Any
 
 from tether.store import _rows
 from tether.store._common import SQLiteMixin
+from tether.store._paths import stored_path
 from tether.store.records import RegistryEntry
 from tether.store.sql import registry_sql, upsert_registry_sql
 
@@ -23,9 +24,10 @@ class RegistryMixin(SQLiteMixin):
 
     def delete_registry(self, source_path: str) -> None:
         with self.db.write() as conn:
-            conn.execute(_DELETE, (source_path,))
+            conn.execute(_DELETE, (stored_path(source_path),))
 
     def rename_source(self, old_path: str, new_path: str, document_id: str | None) -> None:
+        old_path, new_path = stored_path(old_path) or "", stored_path(new_path) or ""
         with self.db.write() as conn:
             if document_id is not None:
                 conn.execute(

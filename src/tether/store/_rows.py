@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.models import Document, Hit, Tags
+from tether.store._paths import read_path
 from tether.store.records import AuditEntry, CandidateRow, RegistryEntry
 
 #: A document with its chunk count and attached sessions (``d`` = rag_documents).
@@ -40,7 +41,7 @@ def document(row: Sequence[Any]) -> Document:
         id=id_,
         workspace_id=ws,
         title=title,
-        source_path=path,
+        source_path=read_path(path),
         source_type=stype,
         mime=mime,
         content_hash=chash,
@@ -72,7 +73,7 @@ def hit(row: Sequence[Any], score: float) -> Hit:
         ordinal=ordinal,
         char_start=start,
         char_end=end,
-        source_path=path,
+        source_path=read_path(path),
         workspace_id=ws,
         page_label=label,
     )
@@ -85,7 +86,7 @@ def candidate_row(row: Sequence[Any]) -> CandidateRow:
 
 
 def registry_entry(row: Sequence[Any]) -> RegistryEntry:
-    return RegistryEntry(*row)
+    return RegistryEntry(read_path(row[0]), *row[1:])
 
 
 def audit_entry(row: Sequence[Any]) -> AuditEntry:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from tether.models import Exclusions, Filters, Scope
+from tether.store._paths import stored_path
 from tether.store._rows import AUDIT_COLUMNS, DOCUMENT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS
 from tether.store.records import RegistryEntry
 
@@ -265,7 +266,8 @@ def find_document_sql(
     if document_id is not None:
         where, params = "d.id = ?", [document_id]
     elif source_path is not None:
-        where, params = "d.workspace_id = ? AND d.source_path = ?", [workspace_id, source_path]
+        where = "d.workspace_id = ? AND d.source_path = ?"
+        params = [workspace_id, stored_path(source_path)]
     elif content_hash is not None:
         where = "d.workspace_id = ? AND d.source_path IS NULL AND d.content_hash = ?"
         params = [workspace_id, content_hash]
@@ -311,7 +313,7 @@ def registry_sql(under: str | None = None) -> tuple[str, list[Any]]:
     sql = f"SELECT {REGISTRY_COLUMNS} FROM rag_index_registry"
     params: list[Any] = []
     if under is not None:
-        prefix = under.rstrip("/") + "/"
+        prefix = stored_path(under.rstrip("/") + "/") or ""
         sql += " WHERE substr(source_path, 1, ?) = ?"
         params = [len(prefix), prefix]
     return sql + " ORDER BY source_path", params
@@ -331,7 +333,7 @@ def upsert_registry_sql(source_path: str, fields: Mapping[str, Any]) -> tuple[st
         f" VALUES ({_placeholders(len(columns))})"
         f" ON CONFLICT (source_path) DO UPDATE SET {updates}"
     )
-    return sql, [source_path, *inserted.values()]
+    return sql, [stored_path(source_path), *inserted.values()]
 
 
 def retrieval_log_sql(limit: int = 50, outcome: str | None = None) -> tuple[str, list[Any]]:
