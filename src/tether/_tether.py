@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from opentelemetry import trace
+
 from tether._catalog import Catalog
 from tether._indexing import Indexing
 from tether.embed import (
@@ -38,6 +40,7 @@ from tether.store import Database, SQLiteStore, Store
 from tether.text import check_identifier, valid_text
 
 logger = logging.getLogger("tether")
+tracer = trace.get_tracer("tether")
 
 PathLike = str | os.PathLike[str]
 ScopeArg = Scope | Literal["session", "workspace", "global"] | None
@@ -83,6 +86,26 @@ class Tether(Indexing, Catalog):
         self._searcher = Searcher(
             self.store, self.settings.rag, self._make_embedder, policy=self.settings.policy
         )
+        self._warming: threading.Thread | None = None
+        if self.settings.rag.embeddings.warm_at_open and self.settings.rag.embeddings.enabled:
+            self._warming = threading.Thread(target=self.warmup, name="tether-warmup", daemon=True)
+            self._warming.start()
+
+    def warmup(self) -> dict[str, float]:
+        """Load the embedding model (running it once) and the stored vectors now, rather
+        than in the first search: a local model takes seconds to load. Returns how many
+        milliseconds each took (empty when already warm, or without embeddings). Every
+        retrieval warms up first, outside its time budget (``timeout``,
+        ``policy.timeout``), in a span of its own (``tether.warm_up``);
+        ``rag.embeddings.warm_at_open`` runs this in the background when a Tether opens.
+        """
+        if self._searcher.warm:
+            return {}
+        with tracer.start_as_current_span("tether.warm_up") as span:
+            timings = self._searcher.warm_up()
+            for name, ms in timings.items():
+                span.set_attribute(f"tether.warm_up.{name}", ms)
+        return timings
 
     def __repr__(self) -> str:
         return f"Tether(db={self.store.location!r})"
@@ -247,6 +270,7 @@ class Tether(Indexing, Catalog):
         """
         request = self._request(question, scope, session_id, workspace_id, decision, filters,
                                 max_chunks, min_relevance, timeout, guarded, history)  # fmt: skip
+        self.warmup()  # the model loads outside the retrieval's time budget
         return self._retrieval().retrieve(request)
 
     async def aretrieve(
@@ -270,6 +294,7 @@ class Tether(Indexing, Catalog):
             self._request, question, scope, session_id, workspace_id, decision, filters,
             max_chunks, min_relevance, timeout, guarded, history,
         )  # fmt: skip
+        await asyncio.to_thread(self.warmup)  # outside the retrieval's time budget
         return await self._retrieval().aretrieve(request)
 
     def _request(self, question: str, scope: ScopeArg, session_id: str | None,

@@ -59,6 +59,11 @@ class EmbeddingSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     timeout: float = Field(30.0, gt=0)
+    warm_at_open: bool = Field(
+        False,
+        description="load the model and the stored vectors in the background when a"
+        " Tether opens (Tether.warmup), so that no retrieval waits for them",
+    )
 
 
 class RerankSettings(BaseModel):

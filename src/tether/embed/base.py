@@ -67,6 +67,11 @@ class Embedder(ABC):
         restored[order] = vectors
         return restored
 
+    def warm(self) -> None:
+        """Make the first real call fast: load what loads on first use (a local model)
+        and run it once. The default embeds one short text."""
+        self.embed(["warm up"])
+
     def embed_query(self, text: str) -> np.ndarray:
         """One unit vector; recent queries are answered from a small in-memory cache."""
         cache = self._query_cache()

@@ -91,6 +91,8 @@ class Searcher:
             self._make_embedder = embedder
         self._vectors: tuple[Embedder | None, VectorIndex | None, str | None] | None = None
         self._lock = threading.Lock()
+        self._warm_lock = threading.Lock()
+        self._warmed = False
         self._side_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -107,6 +109,34 @@ class Searcher:
     @property
     def embedder(self) -> Embedder | None:
         return self._vector_side()[0]
+
+    @property
+    def warm(self) -> bool:
+        """Whether :meth:`warm_up` has run (the model and the vectors are in memory)."""
+        return self._warmed
+
+    def warm_up(self) -> dict[str, float]:
+        """Load the embedding model (running it once) and the stored vectors now, so that
+        no search pays for them; milliseconds each took (nothing: 0). Safe to call from
+        several threads: one loads, the others wait for it."""
+        with self._warm_lock:
+            if self._warmed:
+                return {}
+            timings: dict[str, float] = {}
+            t0 = time.perf_counter()
+            embedder, index, _ = self._vector_side()
+            if embedder is not None:
+                try:
+                    embedder.warm()
+                except EmbeddingError as exc:  # the first search will degrade and say so
+                    logger.warning("warming the embedder failed: %s", exc)
+                timings["model_ms"] = ms_since(t0)
+            if index is not None:
+                t0 = time.perf_counter()
+                index.load()
+                timings["vectors_ms"] = ms_since(t0)
+            self._warmed = True
+            return timings
 
     @property
     def vectors(self) -> VectorIndex | None:

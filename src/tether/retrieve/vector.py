@@ -55,6 +55,10 @@ class VectorIndex:
     def __len__(self) -> int:
         return 0 if self._matrix is None else len(self._matrix.chunk_ids)
 
+    def load(self) -> int:
+        """Read the vectors into memory now (a search would on first use); how many."""
+        return len(self._current(self.store.change_counters()["embeddings"]).chunk_ids)
+
     def search(
         self,
         scope: Scope,
