@@ -24,7 +24,7 @@ from tether.errors import (
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
-from tether.ingest.loaders import LoadedDocument, load_path, load_text
+from tether.ingest.loaders import FileBytes, LoadedDocument, load_file, load_path, load_text
 from tether.ingest.sources import PathSource, Source, smallest_first
 from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.settings import PolicySettings, RagSettings
@@ -255,8 +255,7 @@ class Indexer:
         self, source: Source, label: str, placement: Placement
     ) -> _Prepared | IndexResult:
         if isinstance(source, PathSource):
-            resolved = Path(source.path).expanduser().resolve()
-            loaded = load_path(resolved)
+            resolved, loaded = _load_path_source(source)
             source_path, document_id = str(resolved), None
             metadata = dict(source.metadata or {})
         else:
@@ -538,6 +537,16 @@ class _Batch:
     def finished(self) -> list[IndexResult]:
         assert all(r is not None for r in self.results)
         return [r for r in self.results if r is not None]
+
+
+def _load_path_source(source: PathSource) -> tuple[Path, LoadedDocument]:
+    """The file's path as stored, and its document, from one read of the file (or from
+    the bytes the source brings, read by the caller; the path is then taken as given)."""
+    if source.content is not None:
+        path = Path(source.path).expanduser().absolute()
+        return path, load_file(FileBytes(path, source.content))
+    resolved = Path(source.path).expanduser().resolve()
+    return resolved, load_path(resolved)
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:

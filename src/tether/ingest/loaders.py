@@ -2,13 +2,23 @@
 
 One loader per kind of file; :func:`load_path` picks it by extension. Every failure is a
 typed :class:`~tether.errors.IngestError` naming the file.
+
+A file is opened once and read whole through that one descriptor (:func:`read_file`):
+its hash, size and text all come from the same bytes, so a file replaced while it is
+read cannot mix two files. Under a folder that must contain it (the library's), the file
+is opened from that folder one name at a time, never following a symbolic link.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -37,6 +47,28 @@ class LoadedDocument:
     dropped_pages: tuple[int, ...] = ()
 
 
+class OutsideFolder(UnreadableFile):
+    """The file is not inside the folder it must be read from, or is reached through a
+    symbolic link there (perhaps one swapped in after a check): it was not opened."""
+
+
+@dataclass(frozen=True)
+class FileBytes:
+    """A file's content, read through one descriptor: ``size`` and ``sha256`` are those
+    of ``data``, so they can never describe another file."""
+
+    path: Path
+    data: bytes = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
 def load_text(text: str, *, title: str, mime: str = "text/plain") -> LoadedDocument:
     """Text given directly. ``text/markdown`` is split at headings; anything else is one section."""
     normalized = normalize_text(text)
@@ -49,27 +81,121 @@ def load_text(text: str, *, title: str, mime: str = "text/plain") -> LoadedDocum
     return LoadedDocument(title=title, text=normalized, mime=mime, sections=sections)
 
 
-def _read_text_file(path: Path) -> str:
-    data = _read_bytes(path)
+def _decode_text(file: FileBytes) -> str:
+    data = file.data
     if b"\x00" in data[:8192]:
-        raise UnreadableFile(str(path), "looks like a binary file, not text")
+        raise UnreadableFile(str(file.path), "looks like a binary file, not text")
     for encoding in ("utf-8-sig", "cp1252"):
         try:
             return data.decode(encoding)
         except UnicodeDecodeError:
             continue
-    raise UnreadableFile(str(path), "is neither UTF-8 nor Windows-1252 text")
+    raise UnreadableFile(str(file.path), "is neither UTF-8 nor Windows-1252 text")
 
 
-def _read_bytes(path: Path) -> bytes:
+def _flags(*names: str) -> int:
+    """The ``os.O_*`` flags of this platform among ``names`` (Windows lacks most)."""
+    flags = os.O_RDONLY
+    for name in names:
+        flags |= getattr(os, name, 0)
+    return flags
+
+
+# O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below, by fstat).
+_FILE_FLAGS = _flags("O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC", "O_BINARY")
+# O_PATH (Linux) walks a folder one may search but not list, as the kernel does.
+_FOLDER_FLAGS = _flags("O_PATH", "O_DIRECTORY", "O_CLOEXEC")
+_NOFOLLOW = _flags("O_NOFOLLOW")
+#: openat() is there (not on Windows): folders are walked one name at a time.
+_OPENAT = os.open in os.supports_dir_fd and _NOFOLLOW != os.O_RDONLY
+
+
+def read_file(path: Path, *, within: str | os.PathLike[str] | None = None) -> FileBytes:
+    """The bytes of the regular file ``path``, read through one descriptor.
+
+    With ``within``, ``path`` must be under that folder and is opened from it one name at
+    a time, following no symbolic link (each step is ``openat`` with ``O_NOFOLLOW``):
+    a link anywhere below ``within``, even one swapped in after the path was checked, is
+    :class:`OutsideFolder` and nothing is read. Without it, ``path`` is opened as given.
+    """
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UnreadableFile(str(path), "no such file") from None
-    except IsADirectoryError:
-        raise UnreadableFile(str(path), "is a directory, not a file") from None
+        fd = _open_under(Path(within), path) if within is not None else os.open(path, _FILE_FLAGS)
+    except OSError as exc:
+        raise _open_error(path, exc) from exc
+    try:
+        mode = os.fstat(fd).st_mode  # the file opened, not whatever the path names now
+        if stat.S_ISDIR(mode):
+            raise UnreadableFile(str(path), "is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise UnreadableFile(str(path), "is not a regular file (a pipe, socket or device)")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return FileBytes(path, fh.read())
     except OSError as exc:
         raise UnreadableFile(str(path), f"cannot be read ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+
+
+def _open_under(folder: Path, path: Path) -> int:
+    """A descriptor of ``path`` opened from ``folder`` one name at a time, following no
+    link; :class:`OutsideFolder` when ``path`` is not below ``folder`` or a name on the
+    way is a symbolic link."""
+    try:
+        names = path.relative_to(folder).parts
+    except ValueError:
+        names = ()
+    if not names or ".." in names:
+        raise OutsideFolder(str(path), f"is not inside {folder}; not read")
+    if not _OPENAT:
+        return _open_checked(folder, path)
+    fd = os.open(folder, _FOLDER_FLAGS)
+    try:
+        for name in names[:-1]:
+            try:
+                step = os.open(name, _FOLDER_FLAGS | _NOFOLLOW, dir_fd=fd)
+            except NotADirectoryError:
+                # O_PATH | O_NOFOLLOW opens a link itself, which is no folder: say which.
+                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise _link(path, folder) from None
+                raise
+            os.close(fd)
+            fd = step
+        return os.open(names[-1], _FILE_FLAGS | _NOFOLLOW, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: O_NOFOLLOW on BSD
+            raise _link(path, folder) from exc
+        raise
+    finally:
+        os.close(fd)
+
+
+def _open_checked(folder: Path, path: Path) -> int:
+    """Without openat: open ``path``, then make sure that what was opened is the file
+    that ``path`` names with no link on the way (the same device and inode)."""
+    fd = os.open(path, _FILE_FLAGS)
+    try:
+        same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
+    except OSError:
+        same = False
+    if not same or os.path.realpath(path) != str(path):
+        os.close(fd)
+        raise _link(path, folder)
+    return fd
+
+
+def _link(path: Path, folder: Path) -> OutsideFolder:
+    return OutsideFolder(
+        str(path),
+        f"is a symbolic link, or lies behind one, below {folder}; such links are not followed",
+    )
+
+
+def _open_error(path: Path, exc: OSError) -> UnreadableFile:
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return UnreadableFile(str(path), "no such file")
+    if isinstance(exc, IsADirectoryError):
+        return UnreadableFile(str(path), "is a directory, not a file")
+    return UnreadableFile(str(path), f"cannot be read ({exc.strerror or exc})")
 
 
 _FRONT_MATTER = re.compile(r"---\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -85,12 +211,12 @@ def _front_matter_title(text: str) -> tuple[str | None, str]:
     return (match.group(1) if match else None), rest
 
 
-def load_markdown(path: Path) -> LoadedDocument:
-    meta_title, body = _front_matter_title(normalize_text(_read_text_file(path)))
+def load_markdown(file: FileBytes) -> LoadedDocument:
+    meta_title, body = _front_matter_title(normalize_text(_decode_text(file)))
     text = normalize_text(body)
     if not text:
-        raise EmptyDocument(str(path), "the file has no text")
-    title = meta_title or markdown_title(text) or path.stem
+        raise EmptyDocument(str(file.path), "the file has no text")
+    title = meta_title or markdown_title(text) or file.path.stem
     return LoadedDocument(
         title=title,
         text=text,
@@ -99,21 +225,21 @@ def load_markdown(path: Path) -> LoadedDocument:
     )
 
 
-def load_plain_text(path: Path) -> LoadedDocument:
-    text = normalize_text(_read_text_file(path))
+def load_plain_text(file: FileBytes) -> LoadedDocument:
+    text = normalize_text(_decode_text(file))
     if not text:
-        raise EmptyDocument(str(path), "the file has no text")
+        raise EmptyDocument(str(file.path), "the file has no text")
     return LoadedDocument(
-        title=path.stem, text=text, mime="text/plain", sections=(Section(0, len(text)),)
+        title=file.path.stem, text=text, mime="text/plain", sections=(Section(0, len(text)),)
     )
 
 
-def load_pdf(path: Path) -> LoadedDocument:
+def load_pdf(file: FileBytes) -> LoadedDocument:
     """Clean text per page (see :mod:`tether.ingest.pdf`); a page is at least its own
     section, so every chunk keeps its page number, and the outline titles the sections."""
-    pdf = read_pdf(_read_bytes(path), str(path))
+    pdf = read_pdf(file.data, str(file.path))
     return LoadedDocument(
-        title=pdf.title or path.stem,
+        title=pdf.title or file.path.stem,
         text=pdf.text,
         mime="application/pdf",
         sections=pdf.sections,
@@ -239,13 +365,13 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
     return " ".join(parser.title.split()), "\n".join(text_lines), headings
 
 
-def load_html(path: Path) -> LoadedDocument:
-    title, text, headings = html_document(_read_text_file(path))
+def load_html(file: FileBytes) -> LoadedDocument:
+    title, text, headings = html_document(_decode_text(file))
     if not text:
-        raise EmptyDocument(str(path), "the page has no visible text")
+        raise EmptyDocument(str(file.path), "the page has no visible text")
     if not title:
         h1 = next((h.title for h in headings if h.level == 1), None)
-        title = h1 or path.stem
+        title = h1 or file.path.stem
     return LoadedDocument(
         title=title,
         text=text,
@@ -254,7 +380,7 @@ def load_html(path: Path) -> LoadedDocument:
     )
 
 
-LOADERS: dict[str, Callable[[Path], LoadedDocument]] = {
+LOADERS: dict[str, Callable[[FileBytes], LoadedDocument]] = {
     ".md": load_markdown,
     ".markdown": load_markdown,
     ".txt": load_plain_text,
@@ -271,16 +397,26 @@ def supported_extensions() -> list[str]:
 
 
 def load_path(path: Path) -> LoadedDocument:
-    """Load one file with the loader for its extension."""
-    if path.is_dir():
-        raise UnreadableFile(str(path), "is a directory, not a file")
-    loader = LOADERS.get(path.suffix.lower())
+    """Load one file with the loader for its extension, from one read (:func:`read_file`)."""
+    if path.suffix.lower() not in LOADERS:
+        if path.is_dir():
+            raise UnreadableFile(str(path), "is a directory, not a file")
+        raise _unsupported(path)
+    return load_file(read_file(path))
+
+
+def load_file(file: FileBytes) -> LoadedDocument:
+    """Load a file already read, with the loader for its extension; its size is that of
+    the bytes loaded."""
+    loader = LOADERS.get(file.path.suffix.lower())
     if loader is None:
-        raise UnsupportedFileType(
-            str(path),
-            f"tether cannot read {path.suffix or 'extensionless'!s} files; supported:"
-            f" {', '.join(supported_extensions())}",
-        )
-    if not path.exists():
-        raise UnreadableFile(str(path), "no such file")
-    return replace(loader(path), file_size=path.stat().st_size)
+        raise _unsupported(file.path)
+    return replace(loader(file), file_size=file.size)
+
+
+def _unsupported(path: Path) -> UnsupportedFileType:
+    return UnsupportedFileType(
+        str(path),
+        f"tether cannot read {path.suffix or 'extensionless'!s} files; supported:"
+        f" {', '.join(supported_extensions())}",
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,18 @@ TEXT_MIMES = ("text/plain", "text/markdown")
 
 @dataclass(frozen=True)
 class PathSource:
-    """A file to index, with the tags, status and metadata its document gets."""
+    """A file to index, with the tags, status and metadata its document gets.
+
+    The file is read once, through one descriptor: its text and size come from the same
+    bytes. ``content``: those bytes, already read (the library folder passes the bytes
+    it hashed); the file is then not opened at all, and ``path`` is stored as given, not
+    resolved (resolving it again could follow a link swapped in since it was read)."""
 
     path: str | Path
     tags: Tags | Mapping[str, Any] | None = None
     status: str | None = None
     metadata: dict[str, Any] | None = None
+    content: bytes | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -122,6 +128,8 @@ def smallest_first(items: list[Source]) -> list[int]:
 def _size(item: Source) -> int:
     if isinstance(item, TextSource):
         return len(item.text)
+    if item.content is not None:
+        return len(item.content)
     try:
         return os.path.getsize(item.path)
     except OSError:

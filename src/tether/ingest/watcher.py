@@ -4,7 +4,13 @@ A pass over the folder (:meth:`LibrarySync.scan`) does, for every supported file
 the root (``.md .markdown .txt .pdf .html .htm``):
 
 1. **Safety.** The path is resolved; a symlink or name that leads outside the root is
-   refused and logged, never read.
+   refused and logged, never read. A symlink that stays inside is followed: the file is
+   its target's, under the target's path. The resolved path is then opened from the
+   root one name at a time without following links (``openat`` with ``O_NOFOLLOW``; the
+   descriptor must be a regular file) and read once: the hash and the indexed text come
+   from those same bytes. So a file swapped for a link after the check is refused too,
+   never read, and a registered file that became a link counts as removed. A hard link
+   is the file itself: one into the root is indexed like any other file there.
 2. **Settling.** A file is only read once its size and modification time have stayed
    the same for ``settle`` seconds, so a file still being written is never indexed
    half-way (it is picked up by the next pass or event).
@@ -13,11 +19,12 @@ the root (``.md .markdown .txt .pdf .html .htm``):
 4. **Renames.** A new path whose hash matches a registered file that has vanished is a
    rename: the document's ``source_path`` and the registry row follow it, and nothing
    is re-read or re-embedded.
-5. **Indexing** of new and changed files, smallest first, into the library's workspace
-   (``GLOBAL`` by default), embeddings batched across files.
-6. **Deletions.** A registered file that no longer exists has its document deleted
-   (while watching, after a grace of max(1 s, 2 x settle), so that a rename reported as
-   a removal and a later addition is still a rename).
+5. **Indexing** of new and changed files, from the bytes read (in groups of up to
+   ``GROUP_BYTES``, smallest first), into the library's workspace (``GLOBAL`` by
+   default), embeddings batched across files.
+6. **Deletions.** A registered file that no longer exists (or is now a symbolic link)
+   has its document deleted (while watching, after a grace of max(1 s, 2 x settle), so
+   that a rename reported as a removal and a later addition is still a rename).
 7. **Retries.** A file that fails is retried on later passes, up to 3 times, with
    exponential backoff (``backoff`` x 2^(retries-1) seconds); then it stays ``failed``
    until its content changes.
@@ -31,19 +38,19 @@ more for every debounced batch of file-system events (``watchfiles``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument
+from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument, UnreadableFile
 from tether.ingest.indexer import Indexer
+from tether.ingest.loaders import FileBytes, OutsideFolder, read_file
 from tether.ingest.sources import PathSource, smallest_first
 from tether.models import GLOBAL_WORKSPACE, iso_utc
 from tether.store import RegistryEntry, utcnow
@@ -52,6 +59,7 @@ logger = logging.getLogger("tether.watch")
 
 SUPPORTED = frozenset({".md", ".markdown", ".txt", ".pdf", ".html", ".htm"})
 MAX_RETRIES = 3
+GROUP_BYTES = 64 << 20  # the most file bytes a pass holds, read, before indexing them
 
 
 @dataclass
@@ -120,51 +128,55 @@ class LibrarySync:
     def _scan(self, only: set[Path] | None) -> SyncReport:
         report = SyncReport()
         registered = {row.source_path: row for row in self.store.registry(str(self.root))}
+        # Vanished files: every registered path that no longer names a file of its own.
+        vanished = {p: row for p, row in registered.items() if not _still_there(p)}
+        # Each file is read once: the bytes hashed are the bytes indexed. Files to index
+        # go to the indexer in groups, so a pass holds at most GROUP_BYTES of them.
         present = self._present(only, registered, report)
-        # Vanished files: every registered path that is not on disk any more.
-        vanished = {p: row for p, row in registered.items() if not Path(p).exists()}
-        to_index = self._changed(present, registered, vanished, report)
-        if to_index:
-            self._index(to_index, registered, report)
+        for group in _groups(self._changed(present, registered, vanished, report)):
+            self._index(group, registered, report)
+        # A registered file refused now (a link swapped in since the look above) went too.
+        vanished.update((p, registered[p]) for p in report.refused if p in registered)
         self._delete_vanished(vanished, only, report)
         return report
 
     def _present(
         self, only: set[Path] | None, registered: dict[str, RegistryEntry], report: SyncReport
-    ) -> dict[str, tuple[Path, str]]:
-        """The settled, readable files of this pass, by resolved path, with their hashes;
-        each is marked seen in the registry."""
-        present: dict[str, tuple[Path, str]] = {}
+    ) -> Iterator[FileBytes]:
+        """The settled files of this pass, by resolved path, each read when it is reached
+        (from the root, following no link) and marked seen in the registry."""
         candidates = self._files() if only is None else self._expand(only)
         now = utcnow()
-        files: list[Path] = []
+        files: dict[Path, None] = {}  # (a link inside and its target are one file)
         for path in candidates:
             resolved = self._inside(path)
             if resolved is None:
                 report.refused.append(str(path))
                 continue
             if resolved.is_file() and resolved.suffix.lower() in SUPPORTED:
-                files.append(resolved)
-        for resolved in self._settled(files, report):
+                files[resolved] = None
+        for resolved in self._settled(list(files), report):
+            key = str(resolved)
             try:
-                digest = _hash_file(resolved)
-            except OSError as exc:
-                self._failed(str(resolved), registered.get(str(resolved)), f"unreadable: {exc}")
-                report.failed.append(str(resolved))
+                file = read_file(resolved, within=self.root)
+            except OutsideFolder as exc:  # a link swapped in since _inside looked
+                logger.warning("refused %s", exc)
+                report.refused.append(key)
                 continue
-            present[str(resolved)] = (resolved, digest)
-            self.store.upsert_registry(
-                str(resolved), last_seen_at=now, workspace_id=self.workspace_id
-            )
-        return present
+            except UnreadableFile as exc:
+                self._failed(key, registered.get(key), str(exc))
+                report.failed.append(key)
+                continue
+            self.store.upsert_registry(key, last_seen_at=now, workspace_id=self.workspace_id)
+            yield file
 
     def _changed(
         self,
-        present: dict[str, tuple[Path, str]],
+        present: Iterable[FileBytes],
         registered: dict[str, RegistryEntry],
         vanished: dict[str, RegistryEntry],
         report: SyncReport,
-    ) -> list[tuple[Path, str]]:
+    ) -> Iterator[FileBytes]:
         """The present files to index; renames are followed here (a vanished file's hash
         at a new path), unchanged files and retries not yet due are reported."""
         by_hash = {
@@ -173,8 +185,8 @@ class LibrarySync:
             if row.content_hash and row.status == "indexed"
         }
         existing = {d.id for d in self.store.list_documents(workspace_id=self.workspace_id)}
-        to_index: list[tuple[Path, str]] = []
-        for key, (path, digest) in sorted(present.items()):
+        for file in present:
+            key, digest = str(file.path), file.sha256
             row = registered.get(key)
             same = row is not None and row.content_hash == digest
             if same and row.status == "indexed" and row.document_id in existing:
@@ -189,8 +201,7 @@ class LibrarySync:
                 # Given up on this content (a change retries), or its retry is not due.
                 report.waiting.append(key)
             else:
-                to_index.append((path, digest))
-        return to_index
+                yield file
 
     def _retry_due(self, row: RegistryEntry) -> bool:
         if row.status != "error":
@@ -221,17 +232,17 @@ class LibrarySync:
             logger.info("deleted %s from the library (file removed)", old)
 
     def _index(
-        self,
-        files: list[tuple[Path, str]],
-        registered: dict[str, RegistryEntry],
-        report: SyncReport,
+        self, files: list[FileBytes], registered: dict[str, RegistryEntry], report: SyncReport
     ) -> None:
+        """Index ``files`` from the bytes read and hashed: no file is opened again."""
+        sources = [PathSource(file.path, content=file.data) for file in files]
         # Smallest first, as indexing runs: the report lists files in that order.
-        files = [files[i] for i in smallest_first([PathSource(p) for p, _ in files])]
+        order = smallest_first(sources)
+        files, sources = [files[i] for i in order], [sources[i] for i in order]
         placement = self.indexer.place(self.workspace_id, None)
-        results = self.indexer.add([PathSource(p) for p, _ in files], placement, on_error="collect")
-        for (path, digest), result in zip(files, results, strict=True):
-            key = str(path)
+        results = self.indexer.add(sources, placement, on_error="collect")
+        for file, result in zip(files, results, strict=True):
+            key, digest = str(file.path), file.sha256
             if result.error is None:
                 self.store.upsert_registry(
                     key, content_hash=digest, status="indexed", retry_count=0,
@@ -299,7 +310,7 @@ class LibrarySync:
 
         def stamp(path: Path) -> tuple[int, int] | None:
             try:
-                st = path.stat()
+                st = os.lstat(path)  # a link swapped in is a change, never followed
             except OSError:
                 return None
             return st.st_size, st.st_mtime_ns
@@ -362,12 +373,24 @@ class LibrarySync:
                 on_pass(report)
 
 
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _still_there(path: str) -> bool:
+    """A registered (resolved) path still names a regular file of its own: one replaced
+    by a symbolic link (which may lead outside the root) counts as removed."""
+    return os.path.isfile(path) and os.path.realpath(path) == path
+
+
+def _groups(files: Iterable[FileBytes], limit: int = GROUP_BYTES) -> Iterator[list[FileBytes]]:
+    """``files`` in lists of at most ``limit`` bytes (a larger file alone)."""
+    group: list[FileBytes] = []
+    size = 0
+    for file in files:
+        if group and size + file.size > limit:
+            yield group
+            group, size = [], 0
+        group.append(file)
+        size += file.size
+    if group:
+        yield group
 
 
 def _gone_under(old: str, touched: set[Path]) -> bool:
