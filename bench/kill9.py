@@ -9,8 +9,8 @@ Usage::
 Each round starts a fresh Python process that indexes a folder of text files into one
 store (``Tether.add``, with the local embedder unless ``--lexical-only``), and kills it
 with SIGKILL a random delay (up to ``--max-delay`` seconds) after its model has loaded:
-while files are chunked and embedded, in the middle of a write transaction. Then, in this process, the store must
-be whole:
+while files are chunked and embedded, in the middle of a write transaction. Then, in this
+process, the store must be whole:
 
 * ``PRAGMA integrity_check`` is ``ok`` and the FTS5 index matches the chunks exactly;
 * every document has exactly ``chunk_count`` chunks, numbered 0..n-1, with no gap;
