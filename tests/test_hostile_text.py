@@ -171,3 +171,30 @@ def _text_file(tmp_path: Path) -> Path:
     path = tmp_path / "warranty.md"
     path.write_text("# Warranty\n\nBattery warranty: two years from purchase.\n")
     return path
+
+
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("hostile-cli")
+    db = str(folder / "cli.db")
+    with Tether(db=db) as t:
+        t.add(text="Battery warranty: two years from purchase.", title="Warranty")
+    return db
+
+
+@given(text=HOSTILE.filter(lambda s: "\x00" not in s))  # argv cannot hold NUL
+@hsettings(max_examples=40, deadline=None)
+def test_any_hostile_argument_to_the_cli_is_an_answer_or_one_error_line(
+    cli_store: str, text: str
+) -> None:
+    runner = CliRunner()
+    for command in (["search", text], ["context", text], ["docs", "show", text or "x"]):
+        result = runner.invoke(app, [*command, "--db", cli_store, "--scope", "global"][
+            : len(command) + 2 if command[0] == "docs" else None
+        ])  # fmt: skip
+        assert result.exit_code in (0, 1), (command, result.output)
+        assert not isinstance(result.exception, Exception) or isinstance(
+            result.exception, SystemExit
+        ), (command, result.exception)
+        if result.exit_code == 1:
+            assert result.output.strip().startswith("error:"), result.output

@@ -719,3 +719,22 @@ def test_a_page_request_reads_the_page_printed_with_that_number(store: Store) ->
     assert store.document_chunk_ids(scope, page=2) == [ids[4]]  # printed "2", not physical 2
     assert store.document_chunk_ids(scope, page=1) == [ids[3]]
     assert store.document_chunk_ids(scope, page=5) == [ids[5]]  # no label "5": physical
+
+
+def test_a_str_that_cannot_be_stored_is_a_typed_error_not_an_encoding_crash(
+    store: Store,
+) -> None:
+    from tether.errors import InvalidArgument
+
+    put(store, "d1", "beacon text")
+    for call in (
+        lambda: store.get_document("d\ud800"),
+        lambda: store.find_session("s\udcff"),
+        lambda: store.ensure_workspace("w\ud800"),
+    ):
+        with pytest.raises(InvalidArgument, match="lone surrogate"):
+            call()
+    assert [d.id for d in store.list_documents()] == ["d1"]  # nothing else changed
+    # A file path is different: any name a file system gives is stored, losslessly.
+    store.upsert_registry("/lib/\udcffx.md", status="indexed")
+    assert [e.source_path for e in store.registry("/lib")] == ["/lib/\udcffx.md"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tether.errors import SchemaVersionError, StoreError
+from tether.errors import InvalidArgument, SchemaVersionError, StoreError
 from tether.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
@@ -111,13 +111,15 @@ class Database:
         with self._shared_lock if self._shared is not None else _nullcontext():
             conn = self.connection()
             if conn.in_transaction:
-                yield conn
+                with _unstorable_text():
+                    yield conn
                 return
             with self._in_use(conn):
                 conn.execute("BEGIN")
                 self._local.reading = True
                 try:
-                    yield conn
+                    with _unstorable_text():
+                        yield conn
                 finally:
                     self._local.reading = False
                     conn.execute("COMMIT")
@@ -145,7 +147,8 @@ class Database:
                 name = f"tether_nested_{depth}"
                 conn.execute(f"SAVEPOINT {name}")
                 try:
-                    yield conn
+                    with _unstorable_text():
+                        yield conn
                 except BaseException:
                     conn.execute(f"ROLLBACK TO {name}")
                     conn.execute(f"RELEASE {name}")
@@ -157,7 +160,8 @@ class Database:
             with self._write_lock, self._in_use(conn):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield conn
+                    with _unstorable_text():
+                        yield conn
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -199,6 +203,22 @@ class Database:
             with self._shared_lock:
                 self._shared.close()
         self._local = threading.local()
+
+
+@contextmanager
+def _unstorable_text() -> Iterator[None]:
+    """A str SQLite cannot take (one holding a lone surrogate, which UTF-8 cannot encode)
+    as a typed :class:`InvalidArgument` naming it, not a ``UnicodeEncodeError`` from deep
+    inside: an id that cannot be stored cannot be found either."""
+    try:
+        yield
+    except UnicodeEncodeError as exc:
+        text = exc.object if isinstance(exc.object, str) else repr(exc.object)
+        bad = text[exc.start : exc.end]
+        raise InvalidArgument(
+            f"{text[:80]!r} cannot be stored or looked up: it holds {bad!r} at position"
+            f" {exc.start} (a lone surrogate is not text)"
+        ) from None
 
 
 @contextmanager
