@@ -4,12 +4,13 @@
 Usage::
 
     .venv/bin/python bench/kill9.py [--rounds 200] [--files 60] [--change 20]
-                                    [--lexical-only] [--seed 1] [--max-delay 4] [--keep DIR]
+                                    [--lexical-only] [--seed 1] [--max-delay S] [--keep DIR]
 
 Each round starts a fresh Python process that indexes a folder of text files into one
 store (``Tether.add``, with the local embedder unless ``--lexical-only``), and kills it
-with SIGKILL a random delay (up to ``--max-delay`` seconds) after its model has loaded:
-while files are chunked and embedded, in the middle of a write transaction. Then, in this
+with SIGKILL a random delay after its model has loaded (spread over the time a round's
+work takes, measured first): while files are chunked and embedded, in the middle of a
+write transaction. Then, in this
 process, the store must be whole:
 
 * ``PRAGMA integrity_check`` is ``ok`` and the FTS5 index matches the chunks exactly;
@@ -122,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lexical-only", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
-        "--max-delay", type=float, default=4.0, help="seconds after the model loads to the kill"
+        "--max-delay",
+        type=float,
+        default=0.0,
+        help="most seconds from the model load to the kill (default: 1.2 x a round's work)",
     )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--change", type=int, default=20, help="%% of files rewritten a round")
@@ -138,16 +142,30 @@ def main(argv: list[str] | None = None) -> int:
                                              "all-MiniLM-L6-v2")  # fmt: skip
     failures = 0
     started = time.perf_counter()
+    child_args = [sys.executable, "-c", CHILD, str(db), str(folder),
+                  "1" if args.lexical_only else "0"]  # fmt: skip
+    # Calibrate: one whole run, then one round's work timed from "ready" to the end, so
+    # that the kills are spread over the time a round really takes on this machine.
+    subprocess.run(child_args, capture_output=True, check=True)
+    for i in rng.sample(range(args.files), k=max(1, args.files * args.change // 100)):
+        write_file(folder, i, rng)
+    child = subprocess.Popen(child_args, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    child.stdout.readline()
+    ready = time.perf_counter()
+    child.wait()
+    span = args.max_delay or 1.2 * (time.perf_counter() - ready)
+    print(f"a round's work takes {time.perf_counter() - ready:.2f}s after the model loads;"
+          f" kills land 0-{span:.2f}s after it", flush=True)  # fmt: skip
     for round_ in range(1, args.rounds + 1):
         # New content for a share of the files: every round has documents to replace
         # (an atomic swap of chunks and vectors) as well as new ones to finish.
         for i in rng.sample(range(args.files), k=max(1, args.files * args.change // 100)):
             write_file(folder, i, rng)
-        delay = rng.uniform(0.05, args.max_delay)
+        delay = rng.uniform(0.0, span)
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(db), str(folder), "1" if args.lexical_only else "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
+            child_args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         try:
             # The delay counts from when the model is loaded: the kill lands in indexing.
             assert child.stdout is not None
