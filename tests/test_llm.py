@@ -430,7 +430,7 @@ def test_rewrites_that_are_all_unusable_leave_the_original_alone(
         (None, '{"rewrites": ["sensor pin"]}', "does not match _Rewrites"),
         (Fault.status(500), None, "HTTP 500"),
         (Fault.status(429), None, "HTTP 429"),
-        (Fault.delay(LATE), None, f"no answer within {BRIEF_TIMEOUT:g}s"),
+        (Fault.delay(LATE), None, "no answer"),  # the model's timeout or the budget's
     ],
     ids=["prose", "empty-list", "wrong-key", "http-500", "http-429", "timeout"],
 )
@@ -680,7 +680,7 @@ def test_llm_rerank_timeout_keeps_the_heuristic_order(
     assert result.debug["rerank"]["method"] == "heuristic"
     (problem,) = degradations(result)
     assert problem.startswith("LLM rerank timed out, heuristic order kept")
-    assert f"no answer within {BRIEF_TIMEOUT:g}s" in problem
+    assert "no answer" in problem  # within the model's timeout, or the retrieval's budget
     assert result.grounded
 
 
@@ -786,7 +786,7 @@ def test_llm_decision_then_rewrite_then_rerank_each_ask_the_model_once_in_order(
     ("fault", "reply", "expected"),
     [
         (Fault.status(500), None, "HTTP 500"),
-        (Fault.delay(LATE), None, "no answer within"),
+        (Fault.delay(LATE), None, "no answer"),
         (None, "Sure, I'd search for that.", "holds no JSON"),
         (None, '{"retrieve": "perhaps"}', "does not match _LLMDecision"),
     ],
@@ -904,7 +904,7 @@ def test_aretrieve_timeout_degrades_without_blocking_the_loop(
 
     assert result.queries == (QUESTION,)
     (problem,) = degradations(result)
-    assert "query rewrite failed" in problem and "no answer within" in problem
+    assert "query rewrite failed" in problem and "no answer" in problem
     assert len(ticks) >= 5  # the loop kept running while the model was awaited
 
 
@@ -950,7 +950,8 @@ def spans(span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]
 
 
 def finished(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return list(exporter.get_finished_spans())
+    # The first retrieval of a Tether warms up first, in a root span of its own.
+    return [s for s in exporter.get_finished_spans() if s.name != "tether.warm_up"]
 
 
 def only_root(spans: list[ReadableSpan]) -> ReadableSpan:

@@ -1011,7 +1011,10 @@ def test_retrieve_cites_only_documents_of_its_scope(
 ) -> None:
     sessions, docs = layout
     query = " ".join(question)
-    with tempfile.TemporaryDirectory() as tmp, store(Path(tmp) / "t.db") as t:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        store(Path(tmp) / "t.db", wider_scope_margin=None) as t,
+    ):
         for session, ws in sessions.items():
             t.create_session(session, workspace_id=ws)
         for doc in docs:

@@ -1357,6 +1357,7 @@ def test_a_timeout_blocks_and_logs_an_error(
     embedder = SlowEmbedder(delay=0.4)
     with store(db_path, embedder=embedder, timeout=0.05) as t:
         t.add(text=PUMP, title="Pump manual", document_id="pump")
+        t.warmup()  # a model loads once, outside any budget; then every query is slow
         embedder.slow = True
         ran: list[Any] = []
         caplog.set_level(logging.ERROR, logger="tether.retrieve")

@@ -3,8 +3,10 @@
 :class:`ChatModel` has one abstract method, :meth:`ChatModel.complete` (messages in, the
 reply text out); :meth:`ChatModel.acomplete` defaults to running it in a thread.
 :class:`OpenAIChat` speaks the chat-completions API through the ``openai`` SDK to any
-compatible server (OpenAI, Ollama, vLLM, llama.cpp), with a timeout on every call and
-the SDK's retries with backoff. Every failure is an :class:`~tether.errors.LLMError`.
+compatible server (OpenAI, Ollama, vLLM, llama.cpp), with a timeout on every attempt and
+the SDK's retries with backoff. Every failure is an :class:`~tether.errors.LLMError`; a
+timeout says how long the call really waited, retries included. (Retrieval bounds all
+its model calls together as well: see ``[llm] retrieval_budget``.)
 
 :func:`parse_json_reply` turns a reply into a pydantic model, tolerating the code fences
 and prose that small models wrap JSON in.
@@ -16,6 +18,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 import weakref
 from abc import ABC, abstractmethod
 from typing import Any, TypeVar
@@ -49,8 +52,9 @@ class OpenAIChat(ChatModel):
     """Any OpenAI-compatible chat-completions endpoint.
 
     ``timeout`` bounds each attempt (seconds); ``max_retries`` are the SDK's retries with
-    exponential backoff on connection errors, 408/409/429 and 5xx. Temperature is 0:
-    tether asks for judgements, not prose.
+    exponential backoff on connection errors, 408/409/429 and 5xx, so one call can wait
+    up to ``(1 + max_retries) * timeout`` plus the backoff. Temperature is 0: tether asks
+    for judgements, not prose.
     """
 
     def __init__(
@@ -91,23 +95,25 @@ class OpenAIChat(ChatModel):
     def complete(self, messages: list[Message], *, max_tokens: int = 512) -> str:
         import openai
 
+        started = time.perf_counter()
         try:
             response = self._client.chat.completions.create(
                 model=self.model, messages=messages, temperature=0, max_tokens=max_tokens
             )
         except (openai.OpenAIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
-            raise self._error(exc) from exc
+            raise self._error(exc, time.perf_counter() - started) from exc
         return self._text(response)
 
     async def acomplete(self, messages: list[Message], *, max_tokens: int = 512) -> str:
         import openai
 
+        started = time.perf_counter()
         try:
             response = await self._async_client().chat.completions.create(
                 model=self.model, messages=messages, temperature=0, max_tokens=max_tokens
             )
         except (openai.OpenAIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
-            raise self._error(exc) from exc
+            raise self._error(exc, time.perf_counter() - started) from exc
         return self._text(response)
 
     def _async_client(self) -> Any:
@@ -120,12 +126,17 @@ class OpenAIChat(ChatModel):
             client = self._async_clients[loop] = openai.AsyncOpenAI(**self._options)
         return client
 
-    def _error(self, exc: Exception) -> LLMError:
+    def _error(self, exc: Exception, elapsed: float) -> LLMError:
         import openai
 
         where = f"chat model {self.model!r} at {self.base_url or 'api.openai.com'}"
         if isinstance(exc, openai.APITimeoutError):
-            return LLMError(f"{where}: no answer within {self.timeout:g}s", timeout=True)
+            # The timeout is per attempt: with retries the call waited longer, so say both.
+            return LLMError(
+                f"{where}: no answer within {self.timeout:g}s per attempt; gave up after"
+                f" {elapsed:.2f} s",
+                timeout=True,
+            )
         if isinstance(exc, openai.APIStatusError):
             return LLMError(f"{where}: HTTP {exc.status_code}: {exc.message}")
         if isinstance(exc, ValueError):

@@ -25,9 +25,23 @@ answer is not grounded here and the guidance says where it is.
 :meth:`Pipeline.aretrieve` runs on the caller's event loop, with the blocking work
 (SQLite, the embedding model) in threads; :meth:`Pipeline.retrieve` runs the same
 coroutine on a private event-loop thread, so it also works where a loop is already
-running. OpenTelemetry spans: ``rag.retrieve`` with ``generate_sub_queries`` (only when
-rewriting), one ``retrieve`` per query (attribute ``rag.query_index``),
-``rerank_chunks`` and ``build_context``.
+running.
+
+The model steps (decide, condense, rewrite, LLM rerank, judge) share one budget per
+retrieval (:class:`_ModelBudget`): ``[llm] retrieval_budget`` seconds of model time
+(default ``[llm] timeout``), and never past a deadline that keeps a reserve of the
+request's own ``timeout`` for the local stages. Each step gets what the steps before it
+left, retries included; a step with too little left is skipped. Either way it degrades
+with the time it really took, and the local stages still produce the result: a slow
+model never makes a retrieval raise :class:`~tether.errors.RetrievalTimeout`.
+
+OpenTelemetry spans: ``rag.retrieve`` with ``decide_retrieval`` and
+``condense_question`` (only when the chat model is asked), ``generate_sub_queries``
+(only when rewriting), one ``retrieve`` per query (attribute ``rag.query_index``),
+``rerank_chunks``, ``judge_answerability`` (only with the LLM judge) and
+``build_context``. A model step that fails records its exception on its span, with an
+error status; every degradation is an event (``degradation``, attribute
+``rag.degradation``) on ``rag.retrieve``.
 """
 
 from __future__ import annotations
@@ -38,12 +52,14 @@ import dataclasses
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
 
 from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
@@ -76,13 +92,74 @@ from tether.retrieve.turns import (
     standalone_question,
 )
 from tether.sanitize import sanitize_query
-from tether.settings import Settings
+from tether.settings import LLMSettings, Settings
 from tether.store import AuditEntry, Store, utcnow
 
 __all__ = ["MAX_QUESTION_CHARS", "Pipeline", "Request"]
 
 logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
+
+T = TypeVar("T")
+
+#: Of a retrieval's own ``timeout``, the share (and at least the seconds) kept for the
+#: local stages after the model steps (search, rerank, context): the model gets the rest
+#: at most, so that a slow model is cut short rather than the retrieval timing out.
+LOCAL_RESERVE_SHARE = 0.25
+LOCAL_RESERVE_MIN_S = 0.25
+#: With less than this left of the model budget a model step is skipped, not started:
+#: no chat model answers that fast, so starting it would only spend the time.
+MIN_MODEL_STEP_S = 0.1
+
+
+@dataclass
+class _ModelBudget:
+    """The time the model steps of one retrieval may take together: ``seconds`` of model
+    time in all, and none of it past ``deadline`` (``time.monotonic()``; ``None``: the
+    retrieval has no timeout of its own). Each step gets what is left, and spends what
+    it took, retries included."""
+
+    seconds: float
+    deadline: float | None = None
+    #: The retrieval's timeout, and the seconds of it kept for the model (the rest is
+    #: the local stages' reserve).
+    timeout: float | None = None
+    allowed: float | None = None
+    spent: float = 0.0
+    #: Each step's seconds, or "skipped".
+    steps: dict[str, float | str] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, llm: LLMSettings, timeout: float | None) -> _ModelBudget:
+        """The budget of a retrieval starting now, with its own ``timeout`` (or none)."""
+        seconds = llm.retrieval_budget if llm.retrieval_budget is not None else llm.timeout
+        if timeout is None:
+            return cls(seconds)
+        allowed = max(0.0, timeout - max(LOCAL_RESERVE_MIN_S, LOCAL_RESERVE_SHARE * timeout))
+        return cls(seconds, time.monotonic() + allowed, timeout, allowed)
+
+    def left(self) -> float:
+        left = self.seconds - self.spent
+        if self.deadline is not None:
+            left = min(left, self.deadline - time.monotonic())
+        return max(0.0, left)
+
+    def describe(self) -> str:
+        """What limits the model: the budget, or the retrieval's timeout when it is less."""
+        if self.allowed is not None and self.allowed < self.seconds:
+            return (
+                f"the {self.allowed:.2f} s of the retrieval's {self.timeout:g} s timeout kept"
+                " for the model"
+            )
+        return f"the retrieval's {self.seconds:g} s model budget"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "timeout": self.timeout, "allowed": self.allowed,
+                "spent": round(self.spent, 3), "steps": self.steps}  # fmt: skip
+
+
+class _Skipped(Exception):
+    """A model step that did not start: too little was left of the model budget."""
 
 
 @dataclass
@@ -93,6 +170,8 @@ class _Run:
     retrieval_id: str
     max_chunks: int
     min_relevance: float
+    #: The time its model steps may take together.
+    budget: _ModelBudget
     #: What is searched for: the question, or a follow-up made standalone.
     question: str = ""
     #: How far the question's lexical and vector searches agree (evidence), or None.
@@ -101,9 +180,18 @@ class _Run:
     timings: dict[str, float] = field(default_factory=dict)
     degradations: list[str] = field(default_factory=list)
     debug: dict[str, Any] = field(default_factory=dict)
+    #: The ``rag.retrieve`` span, where each degradation is recorded as an event.
+    span: Span = trace.INVALID_SPAN
 
     def lap(self, name: str, since: float) -> None:
         self.timings[name] = ms_since(since)
+
+    def degrade(self, message: str, *, log: bool = True) -> None:
+        """Record that a stage fell back: in ``debug``, the log and the trace."""
+        self.degradations.append(message)
+        self.span.add_event("degradation", {"rag.degradation": message})
+        if log:
+            logger.warning("%s", message)
 
 
 class Pipeline:
@@ -150,7 +238,7 @@ class Pipeline:
         """The decision alone, and its degradations (an LLM decision that fell back)."""
         check_question(question)
         degradations: list[str] = []
-        decided = self._decide(question, degradations, open_document=open_document)
+        decided = self._decide_alone(question, degradations, open_document=open_document)
         return self._loop.run(decided), degradations
 
     async def adecide(
@@ -158,34 +246,51 @@ class Pipeline:
     ) -> tuple[Decision, list[str]]:
         check_question(question)
         degradations: list[str] = []
-        decided = await self._decide(question, degradations, open_document=open_document)
+        decided = await self._decide_alone(question, degradations, open_document=open_document)
         return decided, degradations
+
+    async def _decide_alone(
+        self, question: str, degradations: list[str], *, open_document: bool
+    ) -> Decision:
+        """A decision outside a retrieval: the model budget is its own."""
+
+        def degrade(message: str) -> None:
+            degradations.append(message)
+            logger.warning("%s", message)
+
+        budget = _ModelBudget.start(self.settings.llm, None)
+        return await self._decide(question, budget, degrade, open_document=open_document)
 
     # -- the coroutine both entry points run --------------------------------------------
 
     async def _audited(self, request: Request, parent: Any) -> RetrievalResult:
-        """:meth:`_run` within the request's time budget, with one audit row per call."""
+        """:meth:`_run` within the request's time budget, with one audit row per call,
+        in the ``rag.retrieve`` span (an exception that escapes is recorded on it)."""
         retrieval_id = uuid.uuid4().hex
-        budget = asyncio.timeout(request.timeout)
-        try:
-            async with budget:
-                result = await self._run(request, parent, retrieval_id)
-        except TimeoutError as exc:
-            if not budget.expired():  # a timeout inside (a socket, a provider): an error
+        attributes = {"rag.scope.kind": request.scope.kind, "rag.scope.id": request.scope.id}
+        with tracer.start_as_current_span(
+            "rag.retrieve", context=parent, attributes=attributes
+        ) as span:
+            budget = asyncio.timeout(request.timeout)
+            try:
+                async with budget:
+                    result = await self._run(request, span, retrieval_id)
+            except TimeoutError as exc:
+                if not budget.expired():  # a timeout inside (a socket, a provider): an error
+                    await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
+                    _tag(exc, retrieval_id)
+                    raise
+                message = f"retrieval took longer than its {request.timeout:g}s budget"
+                logger.error("%s (retrieval %s)", message, retrieval_id)
+                await self._audit(request, retrieval_id, None, "blocked" if request.guarded
+                                  else "error", f"timeout: {message}")  # fmt: skip
+                raise RetrievalTimeout(message, retrieval_id=retrieval_id) from None
+            except Exception as exc:
                 await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
                 _tag(exc, retrieval_id)
                 raise
-            message = f"retrieval took longer than its {request.timeout:g}s budget"
-            logger.error("%s (retrieval %s)", message, retrieval_id)
-            await self._audit(request, retrieval_id, None, "blocked" if request.guarded else
-                              "error", f"timeout: {message}")  # fmt: skip
-            raise RetrievalTimeout(message, retrieval_id=retrieval_id) from None
-        except Exception as exc:
-            await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
-            _tag(exc, retrieval_id)
-            raise
-        outcome, reason = _outcome(request, result)
-        await self._audit(request, retrieval_id, result, outcome, reason)
+            outcome, reason = _outcome(request, result)
+            await self._audit(request, retrieval_id, result, outcome, reason)
         return result
 
     async def _audit(
@@ -214,7 +319,7 @@ class Pipeline:
         except Exception:  # the audit must not turn an answer into a failure, but is loud
             logger.exception("could not write the audit row of retrieval %s", retrieval_id)
 
-    async def _run(self, request: Request, parent: Any, retrieval_id: str) -> RetrievalResult:
+    async def _run(self, request: Request, span: Span, retrieval_id: str) -> RetrievalResult:
         rag = self.settings.rag
         run = _Run(
             request,
@@ -224,6 +329,8 @@ class Pipeline:
             min_relevance=(
                 request.min_relevance if request.min_relevance is not None else rag.min_relevance
             ),
+            budget=_ModelBudget.start(self.settings.llm, request.timeout),
+            span=span,
         )
         scope = request.scope
         run.debug.update(
@@ -232,25 +339,28 @@ class Pipeline:
             filters=request.filters.to_dict() if request.filters else None,
             degradations=run.degradations,
         )
-        attributes = {"rag.scope.kind": scope.kind, "rag.scope.id": scope.id}
-        with tracer.start_as_current_span(
-            "rag.retrieve", context=parent, attributes=attributes
-        ) as span:
-            decision = request.decision or await self._decide(
-                request.question, run.degradations, open_document=request.open_document
-            )
-            run.lap("decide", run.started)
-            run.debug["decision"] = decision.to_dict()
-            if not decision.needed:
-                span.set_attribute("rag.skipped", decision.reason)
-                run.lap("total", run.started)
-                run.debug["timings_ms"] = run.timings
-                logger.debug("retrieval skipped: %s", decision.reason)
-                return _skipped(run)
-            wanted = document_request(request.question, open_document=request.open_document)
-            if wanted is not None and decision.category == "document":
-                return await self._document(run, wanted, span)
-            return await self._search(run, span)
+        result = await self._flow(run, span)
+        run.debug["model_budget"] = run.budget.to_dict()
+        return result
+
+    async def _flow(self, run: _Run, span: Span) -> RetrievalResult:
+        """Decide, then answer a request about a document, or search for a question."""
+        request = run.request
+        decision = request.decision or await self._decide(
+            request.question, run.budget, run.degrade, open_document=request.open_document
+        )
+        run.lap("decide", run.started)
+        run.debug["decision"] = decision.to_dict()
+        if not decision.needed:
+            span.set_attribute("rag.skipped", decision.reason)
+            run.lap("total", run.started)
+            run.debug["timings_ms"] = run.timings
+            logger.debug("retrieval skipped: %s", decision.reason)
+            return _skipped(run)
+        wanted = document_request(request.question, open_document=request.open_document)
+        if wanted is not None and decision.category == "document":
+            return await self._document(run, wanted, span)
+        return await self._search(run, span)
 
     async def _search(self, run: _Run, span: Any) -> RetrievalResult:
         """Search, rerank and build the context: the flow for a question."""
@@ -319,12 +429,19 @@ class Pipeline:
         if not history:
             return question
         how, standalone = "rules", standalone_question(question, history)
-        if self.chat is not None:
-            try:
-                standalone, how = await acondense_with_llm(self.chat, question, history), "llm"
-            except LLMError as exc:
-                run.degradations.append(f"LLM condensing failed, rule-based follow-up used: {exc}")
-                logger.warning("LLM condensing failed, rule-based follow-up used: %s", exc)
+        chat = self.chat
+        if chat is not None:
+            with tracer.start_as_current_span("condense_question") as condense_span:
+                try:
+                    standalone = await self._ask(
+                        run.budget, "condense", condense_span,
+                        lambda: acondense_with_llm(chat, question, history),
+                    )  # fmt: skip
+                    how = "llm"
+                except _Skipped as exc:
+                    run.degrade(f"LLM condensing skipped, rule-based follow-up used: {exc}")
+                except LLMError as exc:
+                    run.degrade(f"LLM condensing failed, rule-based follow-up used: {exc}")
         run.debug["standalone"] = {"question": standalone, "by": how,
                                    "changed": standalone != question}  # fmt: skip
         return standalone
@@ -332,7 +449,12 @@ class Pipeline:
     # -- stages -------------------------------------------------------------------------
 
     async def _decide(
-        self, question: str, degradations: list[str], *, open_document: bool = False
+        self,
+        question: str,
+        budget: _ModelBudget,
+        degrade: Callable[[str], None],
+        *,
+        open_document: bool = False,
     ) -> Decision:
         rag = self.settings.rag
         if not rag.enabled:
@@ -340,25 +462,62 @@ class Pipeline:
         wanted = document_request(question, open_document=open_document)
         if wanted is not None:
             return Decision(True, "document", wanted.describe())
-        if rag.decide == "llm":
-            if self.chat is None:
-                degradations.append(
-                    f"LLM decision unavailable ({self.chat_unavailable}), local decision used"
-                )
-            else:
+        chat = self.chat
+        if rag.decide == "llm" and chat is None:
+            degrade(f"LLM decision unavailable ({self.chat_unavailable}), local decision used")
+        elif rag.decide == "llm" and chat is not None:
+            with tracer.start_as_current_span("decide_retrieval") as decide_span:
                 try:
-                    return await adecide_with_llm(self.chat, question)
+                    return await self._ask(
+                        budget, "decide", decide_span, lambda: adecide_with_llm(chat, question)
+                    )
+                except _Skipped as exc:
+                    degrade(f"LLM decision skipped, local decision used: {exc}")
                 except LLMError as exc:
-                    degradations.append(f"LLM decision failed, local decision used: {exc}")
-                    logger.warning("LLM decision failed, local decision used: %s", exc)
+                    degrade(f"LLM decision failed, local decision used: {exc}")
         return decide_locally(question)
 
-    async def _rewrite(self, question: str) -> Rewrite:
-        if self.chat is None:
-            return Rewrite(
-                degradation=f"query rewrite is on but {self.chat_unavailable}; original query only"
+    async def _ask(
+        self,
+        budget: _ModelBudget,
+        step: str,
+        span: Span,
+        call: Callable[[], Awaitable[T]],
+    ) -> T:
+        """``call()``, one model step, within what is left of ``budget``.
+
+        Raises :class:`_Skipped` when too little is left to start it, and
+        :class:`LLMError` when it fails or runs out of time (the budget's, or the chat
+        model's own timeout), saying after how long; a failure is recorded on ``span``."""
+        left = budget.left()
+        if left < MIN_MODEL_STEP_S:
+            budget.steps[step] = "skipped"
+            span.set_attribute("rag.llm.skipped", True)
+            raise _Skipped(f"{left:.2f} s left of {budget.describe()}")
+        started = time.perf_counter()
+        cut = asyncio.timeout(left)
+        try:
+            async with cut:
+                return await call()
+        except TimeoutError:
+            if not cut.expired():  # not the budget's (a socket's, say): it is an error
+                raise
+            model = f"chat model {self.chat.model!r}" if self.chat else "the chat model"
+            late = LLMError(
+                f"{model}: no answer in {time.perf_counter() - started:.2f} s, when"
+                f" {budget.describe()} ran out",
+                timeout=True,
             )
-        return await arewrite_query(self.chat, question, self.settings.rag.rewrite_count)
+            _record_failure(span, late)
+            raise late from None
+        except LLMError as exc:
+            _record_failure(span, exc)
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            budget.spent += elapsed
+            budget.steps[step] = round(elapsed, 3)
+            span.set_attribute("rag.llm.seconds", round(elapsed, 3))
 
     async def _queries(self, run: _Run) -> list[str]:
         """The original question, plus its LLM rewrites when rewriting is on."""
@@ -370,15 +529,30 @@ class Pipeline:
         with tracer.start_as_current_span(
             "generate_sub_queries", attributes={"rag.rewrite_count": rag.rewrite_count}
         ) as sub:
-            rewrite = await self._rewrite(question)
+            rewrite = await self._rewrite(run, question, sub)
             sub.set_attribute("rag.rewrites", len(rewrite.queries))
         if rewrite.degradation:
-            run.degradations.append(rewrite.degradation)
-            logger.warning("%s", rewrite.degradation)
+            run.degrade(rewrite.degradation)
         run.debug["rewrite"] = {"asked": rag.rewrite_count, "got": len(rewrite.queries),
                                 "notes": rewrite.notes}  # fmt: skip
         run.lap("rewrite", t0)
         return [question, *rewrite.queries]
+
+    async def _rewrite(self, run: _Run, question: str, span: Span) -> Rewrite:
+        """The LLM's rewrites of ``question``; any failure leaves the original alone."""
+        chat, count = self.chat, self.settings.rag.rewrite_count
+        if chat is None:
+            return Rewrite(
+                degradation=f"query rewrite is on but {self.chat_unavailable}; original query only"
+            )
+        try:
+            return await self._ask(
+                run.budget, "rewrite", span, lambda: arewrite_query(chat, question, count)
+            )
+        except _Skipped as exc:
+            return Rewrite(degradation=f"query rewrite skipped, original query only: {exc}")
+        except LLMError as exc:
+            return Rewrite(degradation=f"query rewrite failed, original query only: {exc}")
 
     async def _retrieve_all(
         self, run: _Run, queries: list[str]
@@ -393,7 +567,8 @@ class Pipeline:
         )
         run.lap("retrieve", t0)
         for found in per_query:  # in query order, whatever order they finished in
-            run.degradations.extend(found.degradations)
+            for degradation in found.degradations:
+                run.degrade(degradation, log=False)  # the search logged what needs it
         t0 = time.perf_counter()
         lists = [found.fused for found in per_query]
         if len(lists) == 1:
@@ -459,7 +634,7 @@ class Pipeline:
             )
             if rag.enable_llm_rerank and ranked:
                 ranked, rerank_debug = await self._llm_rerank(
-                    question, ranked, rerank_debug, run.degradations
+                    run, ranked, rerank_debug, rerank_span
                 )
             rerank_span.set_attribute("rag.rerank.method", rerank_debug["method"])
             rerank_span.set_attribute("rag.rerank.candidates", len(candidates))
@@ -489,21 +664,23 @@ class Pipeline:
     async def _judge(self, run: _Run, ranked: list[Candidate]) -> Verdict | None:
         """The LLM judge's verdict on the first candidates (``None``: it could not judge,
         and the local judgment stands)."""
-        rag = self.settings.rag
-        if self.chat is None:
-            run.degradations.append(
-                f"LLM judge is on but {self.chat_unavailable}; local judgment used"
-            )
+        rag, chat = self.settings.rag, self.chat
+        if chat is None:
+            run.degrade(f"LLM judge is on but {self.chat_unavailable}; local judgment used")
             return None
         shown = ranked[: rag.judge_candidates]
         t0 = time.perf_counter()
         with tracer.start_as_current_span("judge_answerability") as judge_span:
             try:
-                verdict = await ajudge(self.chat, run.question, shown)
+                verdict = await self._ask(
+                    run.budget, "judge", judge_span, lambda: ajudge(chat, run.question, shown)
+                )
+            except _Skipped as exc:
+                run.degrade(f"LLM judge skipped, local judgment used: {exc}")
+                return None
             except LLMError as exc:
                 what = "timed out" if exc.timeout else "failed"
-                run.degradations.append(f"LLM judge {what}, local judgment used: {exc}")
-                logger.warning("LLM judge %s, local judgment used: %s", what, exc)
+                run.degrade(f"LLM judge {what}, local judgment used: {exc}")
                 return None
             judge_span.set_attribute("rag.judge.answerable", verdict.answerable)
         run.lap("judge", t0)
@@ -649,25 +826,22 @@ class Pipeline:
         return None
 
     async def _llm_rerank(
-        self,
-        question: str,
-        ranked: list[Candidate],
-        heuristic_debug: dict[str, Any],
-        degradations: list[str],
+        self, run: _Run, ranked: list[Candidate], heuristic_debug: dict[str, Any], span: Span
     ) -> tuple[list[Candidate], dict[str, Any]]:
-        if self.chat is None:
-            degradations.append(
-                f"LLM rerank is on but {self.chat_unavailable}; heuristic order kept"
-            )
+        chat, question, settings = self.chat, run.question, self.settings.rag.rerank
+        if chat is None:
+            run.degrade(f"LLM rerank is on but {self.chat_unavailable}; heuristic order kept")
             return ranked, heuristic_debug
         try:
-            reordered, llm_debug = await allm_rerank(
-                self.chat, question, ranked, self.settings.rag.rerank
+            reordered, llm_debug = await self._ask(
+                run.budget, "rerank", span, lambda: allm_rerank(chat, question, ranked, settings)
             )
+        except _Skipped as exc:
+            run.degrade(f"LLM rerank skipped, heuristic order kept: {exc}")
+            return ranked, heuristic_debug
         except LLMError as exc:
             what = "timed out" if exc.timeout else "failed"
-            degradations.append(f"LLM rerank {what}, heuristic order kept: {exc}")
-            logger.warning("LLM rerank %s, heuristic order kept: %s", what, exc)
+            run.degrade(f"LLM rerank {what}, heuristic order kept: {exc}")
             return ranked, heuristic_debug
         return reordered, {**llm_debug, "heuristic": heuristic_debug}
 
@@ -705,6 +879,13 @@ def _outcome(request: Request, result: RetrievalResult) -> tuple[str, str | None
     reranked = result.debug.get("candidates", {}).get("reranked")
     reason = "no chunk above min_relevance" if reranked else "no results"
     return ("blocked" if request.guarded else "ungrounded"), reason
+
+
+def _record_failure(span: Span, exc: BaseException) -> None:
+    """A step's failure on its span: the exception as an event, and an error status (a
+    failure the step recovers from leaves both unset otherwise)."""
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
 
 def _tag(exc: BaseException, retrieval_id: str) -> None:

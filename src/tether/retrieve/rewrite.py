@@ -2,8 +2,9 @@
 
 The reply must be JSON, ``{"queries": ["...", ...]}``, validated with pydantic. Blank
 entries, repeats and copies of the original are dropped and the list is cut to the
-count asked for; if nothing usable is left, or the model fails or times out, the caller
-falls back to the original question alone (see :class:`Rewrite`).
+count asked for; if nothing usable is left the :class:`Rewrite` says so, and the caller
+falls back to the original question alone, as it does when the call itself fails (an
+:class:`~tether.errors.LLMError`).
 """
 
 from __future__ import annotations
@@ -76,16 +77,12 @@ def _clean(question: str, reply: str, count: int) -> Rewrite:
 
 
 def rewrite_query(chat: ChatModel, question: str, count: int) -> Rewrite:
-    try:
-        reply = chat.complete(_prompt(question, count), max_tokens=300)
-    except LLMError as exc:
-        return Rewrite(degradation=f"query rewrite failed, original query only: {exc}")
-    return _clean(question, reply, count)
+    """The model's rewrites of ``question`` (an unusable reply is a :class:`Rewrite` with
+    a degradation). Raises :class:`~tether.errors.LLMError` when the call fails."""
+    return _clean(question, chat.complete(_prompt(question, count), max_tokens=300), count)
 
 
 async def arewrite_query(chat: ChatModel, question: str, count: int) -> Rewrite:
-    try:
-        reply = await chat.acomplete(_prompt(question, count), max_tokens=300)
-    except LLMError as exc:
-        return Rewrite(degradation=f"query rewrite failed, original query only: {exc}")
+    """:func:`rewrite_query` on the event loop: the caller bounds and handles the call."""
+    reply = await chat.acomplete(_prompt(question, count), max_tokens=300)
     return _clean(question, reply, count)

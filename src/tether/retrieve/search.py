@@ -128,7 +128,7 @@ class Searcher:
             if embedder is not None:
                 try:
                     embedder.warm()
-                except EmbeddingError as exc:  # the first search will degrade and say so
+                except Exception as exc:
                     logger.warning("warming the embedder failed: %s", exc)
                 timings["model_ms"] = ms_since(t0)
             if index is not None:
