@@ -18,6 +18,7 @@
     └── IngestError               one source could not be indexed; names the source
         ├── UnsupportedFileType
         ├── UnreadableFile
+        │   └── LoadLimitExceeded too large, too slow or too hungry to load; ``.setting``
         ├── EmptyDocument
         ├── InvalidTag            a missing or invalid tag; ``.field`` names it
         ├── IndexingCancelled     the job was cancelled before this source started
@@ -148,6 +149,16 @@ class UnsupportedFileType(IngestError):
 
 class UnreadableFile(IngestError):
     """The file exists (or should) but could not be read or parsed."""
+
+
+class LoadLimitExceeded(UnreadableFile):
+    """Loading the file was stopped by a limit: its size (``rag.max_file_bytes``, checked
+    before it is read), its time (``rag.file_timeout``) or its loader's memory
+    (``rag.loader_memory_mb``). ``setting`` names the limit; raise it to load the file."""
+
+    def __init__(self, source: str, message: str, *, setting: str) -> None:
+        super().__init__(source, message)
+        self.setting = setting
 
 
 class EmptyDocument(IngestError):

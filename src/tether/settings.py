@@ -167,6 +167,14 @@ class RagSettings(BaseModel):
     file_timeout: float = Field(
         300.0, gt=0, description="seconds a file may take to load and chunk before it fails"
     )
+    # A hostile file (a PDF whose small stream inflates to gigabytes of operators) is
+    # loaded in a worker process that is killed at the timeout or at this much memory.
+    loader_memory_mb: int = Field(
+        2048, ge=128, description="MB of memory a loader process may use before its file fails"
+    )
+    max_file_bytes: int = Field(
+        64 * 2**20, ge=1, description="bytes a file may have; a larger one fails unread"
+    )
     min_relevance: float = Field(
         0.4,
         ge=0.0,
@@ -209,6 +217,17 @@ class LLMSettings(BaseModel):
     # Short JSON judgements: a slow model must not hold a chat turn for long.
     timeout: float = Field(10.0, gt=0, description="seconds per attempt")
     max_retries: int = Field(1, ge=0, le=10, description="retries with backoff (the SDK's)")
+    # A hung endpoint must cost one retrieval one wait, not one per step and retry.
+    retrieval_budget: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "seconds all the model calls of one retrieval (decide, condense, rewrite, rerank,"
+            " judge) may take together, retries included; a step with none left is skipped."
+            " None: timeout. Within a retrieval's own timeout, the model gets at most what"
+            " is left after a reserve for the local stages"
+        ),
+    )
 
 
 SOURCE_TYPES = ("policy", "guide", "log", "link", "contract")

@@ -46,12 +46,49 @@ def normalize_text(text: str) -> str:
     leading or trailing blank lines. Two files that differ only in these respects are
     the same content.
     """
+    return _normalized(text, _PIECE_CHARS)
+
+
+#: Text is normalized in pieces of about this many characters, whole lines each: each
+#: step copies a piece, not the text, so normalizing takes the text and its result
+#: (and a piece), where whole-text passes took three to six times the text.
+_PIECE_CHARS = 1 << 20
+
+
+def _normalized(text: str, piece_chars: int) -> str:
+    """:func:`normalize_text`, a run of whole lines at a time. Every step but the blank
+    runs is line-local (NFC too: nothing composes across a line break, a starter), so
+    only the line breaks where two pieces meet are counted across them."""
+    parts: list[str] = []
+    breaks = 0  # line breaks that ``parts`` ends with: at most 2 (one blank line)
+    start = 0
+    while start < len(text):
+        cut = text.find("\n", start + piece_chars)
+        end = len(text) if cut < 0 else cut + 1
+        part = _normalized_lines(text[start:end])
+        start = end
+        lead = len(part) - len(part.lstrip("\n"))
+        # Leading blank lines go; a run of breaks across two pieces is one blank line.
+        drop = lead if not parts else max(0, lead - (2 - breaks))
+        part = part[drop:] if drop else part
+        if not part:
+            continue
+        parts.append(part)
+        trail = len(part) - len(part.rstrip("\n"))
+        breaks = breaks + trail if trail == len(part) else trail
+    while parts and not parts[-1].rstrip():
+        parts.pop()  # (all white: trailing white space goes, as by rstrip)
+    if parts:
+        parts[-1] = parts[-1].rstrip()
+    return "".join(parts)
+
+
+def _normalized_lines(text: str) -> str:
     text = unicodedata.normalize("NFC", valid_text(text))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
     text = _TRAILING_SPACE.sub("", text)
-    text = _BLANK_RUN.sub("\n\n", text)
-    return text.strip("\n").rstrip()
+    return _BLANK_RUN.sub("\n\n", text)
 
 
 def content_hash(normalized_text: str) -> str:

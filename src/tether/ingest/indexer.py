@@ -24,8 +24,18 @@ from tether.errors import (
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
-from tether.ingest.loaders import FileBytes, LoadedDocument, load_file, load_path, load_text
+from tether.ingest.loaders import (
+    LOADERS,
+    FileBytes,
+    LoadedDocument,
+    load_file,
+    load_path,
+    load_text,
+    read_file,
+    too_large,
+)
 from tether.ingest.sources import PathSource, Source, smallest_first
+from tether.ingest.workers import LoaderPool, loads_in_process, timed_out
 from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
@@ -201,17 +211,22 @@ class Indexer:
         self, items: list[Source], placement: Placement, cancelled: Callable[[], bool] | None
     ) -> Iterator[tuple[int, _Prepared | IndexResult]]:
         """Each item, in order, prepared (or already answered: skipped, failed,
-        cancelled). Loading and chunking (PDF parsing, mostly) run a few files at a time,
-        ahead of the writer; each file gets ``rag.file_timeout`` seconds once its turn
-        comes, and a file stuck in its loader is abandoned, not waited for."""
+        cancelled). Loading and chunking run a few files at a time (``rag.convert_workers``),
+        ahead of the writer. PDFs and large files load in worker processes
+        (:mod:`tether.ingest.workers`), killed at ``rag.file_timeout`` or
+        ``rag.loader_memory_mb``; small text files load in the helper threads. Each file
+        gets ``rag.file_timeout`` seconds once its turn comes, and a file stuck in its
+        loader fails then, never waited for."""
         timeout = self.rag.file_timeout
+        workers = max(1, min(self.rag.convert_workers, len(items)))
         pool: Any = (
-            concurrent.futures.ThreadPoolExecutor(
-                max(1, min(self.rag.convert_workers, len(items))), thread_name_prefix="tether-load"
-            )
+            concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tether-load")
             if self.store.cross_thread
             else _InlineExecutor()  # a caller's single-thread connection: no helpers
         )
+        loaders = LoaderPool(timeout=timeout, memory_mb=self.rag.loader_memory_mb)
+        maximum = self.rag.max_file_bytes
+        loaders.start(min(workers, sum(1 for item in items if _loads_in_worker(item, maximum))))
         ahead = 2 * self.rag.convert_workers
         futures: dict[int, concurrent.futures.Future[_Prepared | IndexResult]] = {}
         try:
@@ -225,18 +240,21 @@ class Indexer:
                     continue
                 for j in range(i, min(len(items), i + ahead)):
                     if j not in futures:
-                        futures[j] = pool.submit(self._prepare, items[j], placement)
+                        futures[j] = pool.submit(self._prepare, items[j], placement, loaders)
                 try:
                     outcome = futures.pop(i).result(timeout=timeout)
                 except concurrent.futures.TimeoutError:
-                    problem = f"loading took longer than {timeout:g}s (rag.file_timeout); skipped"
-                    logger.error("%s: %s", label, problem)
-                    outcome = IndexResult(label, "failed", error=UnreadableFile(label, problem))
+                    error = timed_out(label, timeout, "skipped")
+                    logger.error("%s", error)
+                    outcome = IndexResult(label, "failed", error=error)
                 yield i, outcome
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            loaders.close()
 
-    def _prepare(self, source: Source, placement: Placement) -> _Prepared | IndexResult:
+    def _prepare(
+        self, source: Source, placement: Placement, loaders: LoaderPool
+    ) -> _Prepared | IndexResult:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
 
         Anything wrong with this one source is its failed result, never the batch's end."""
@@ -244,7 +262,7 @@ class Indexer:
             source.source or source.document_id or source.title
         )  # fmt: skip
         try:
-            return self._prepare_source(source, label, placement)
+            return self._prepare_source(source, label, placement, loaders)
         except TetherError as exc:
             return IndexResult(source=label, status="failed", error=exc)
         except OSError as exc:  # a name too long, a permission, a vanished folder...
@@ -252,10 +270,10 @@ class Indexer:
             return IndexResult(label, "failed", error=UnreadableFile(label, problem))
 
     def _prepare_source(
-        self, source: Source, label: str, placement: Placement
+        self, source: Source, label: str, placement: Placement, loaders: LoaderPool
     ) -> _Prepared | IndexResult:
         if isinstance(source, PathSource):
-            resolved, loaded = _load_path_source(source)
+            resolved, loaded = _load_path_source(source, loaders, self.rag.max_file_bytes)
             source_path, document_id = str(resolved), None
             metadata = dict(source.metadata or {})
         else:
@@ -539,14 +557,52 @@ class _Batch:
         return [r for r in self.results if r is not None]
 
 
-def _load_path_source(source: PathSource) -> tuple[Path, LoadedDocument]:
+def _load_path_source(
+    source: PathSource, loaders: LoaderPool, max_bytes: int
+) -> tuple[Path, LoadedDocument]:
     """The file's path as stored, and its document, from one read of the file (or from
-    the bytes the source brings, read by the caller; the path is then taken as given)."""
+    the bytes the source brings, read by the caller; the path is then taken as given).
+
+    A file over ``max_bytes`` (``rag.max_file_bytes``) fails before it is read. Small text
+    files load here, PDFs and larger files in a worker process (:func:`loads_in_process`).
+    """
     if source.content is not None:
         path = Path(source.path).expanduser().absolute()
-        return path, load_file(FileBytes(path, source.content))
+        file = FileBytes(path, source.content)
+        if _in_process(path, file.size, max_bytes):
+            return path, load_file(file)
+        if file.size > max_bytes:
+            raise too_large(str(path), file.size, max_bytes)
+        return path, loaders.load(file)
     resolved = Path(source.path).expanduser().resolve()
-    return resolved, load_path(resolved)
+    size = _file_size(resolved)
+    if size is None or _in_process(resolved, size, max_bytes):
+        return resolved, load_path(resolved)  # (which says what is wrong with the path)
+    return resolved, loaders.load(read_file(resolved, max_bytes=max_bytes))
+
+
+def _in_process(path: Path, size: int, max_bytes: int) -> bool:
+    """Whether to load ``path`` in this process: a small text file within ``max_bytes``,
+    or a file of no known type (which fails as such, whatever its size)."""
+    unknown = path.suffix.lower() not in LOADERS
+    return loads_in_process(path, size) and (size <= max_bytes or unknown)
+
+
+def _file_size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _loads_in_worker(source: Source, max_bytes: int) -> bool:
+    """Whether ``source`` will be loaded by a worker process (as far as its size says
+    now), so that the batch starts workers for it at once."""
+    if not isinstance(source, PathSource):
+        return False
+    path = Path(source.path).expanduser()
+    size = len(source.content) if source.content is not None else _file_size(path)
+    return size is not None and size <= max_bytes and not _in_process(path, size, max_bytes)
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:
@@ -561,7 +617,8 @@ def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking
 
 
 class _InlineExecutor:
-    """``submit`` runs the call at once, in this thread (no timeout can apply)."""
+    """``submit`` runs the call at once, in this thread: no timeout applies to the thread,
+    only to the files it hands to worker processes."""
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()

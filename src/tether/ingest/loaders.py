@@ -22,7 +22,7 @@ from functools import cached_property
 from html.parser import HTMLParser
 from pathlib import Path
 
-from tether.errors import EmptyDocument, UnreadableFile, UnsupportedFileType
+from tether.errors import EmptyDocument, LoadLimitExceeded, UnreadableFile, UnsupportedFileType
 from tether.ingest.chunking import (
     Heading,
     Section,
@@ -110,30 +110,67 @@ _NOFOLLOW = _flags("O_NOFOLLOW")
 _OPENAT = os.open in os.supports_dir_fd and _NOFOLLOW != os.O_RDONLY
 
 
-def read_file(path: Path, *, within: str | os.PathLike[str] | None = None) -> FileBytes:
+def read_file(
+    path: Path,
+    *,
+    within: str | os.PathLike[str] | None = None,
+    max_bytes: int | None = None,
+) -> FileBytes:
     """The bytes of the regular file ``path``, read through one descriptor.
 
     With ``within``, ``path`` must be under that folder and is opened from it one name at
     a time, following no symbolic link (each step is ``openat`` with ``O_NOFOLLOW``):
     a link anywhere below ``within``, even one swapped in after the path was checked, is
     :class:`OutsideFolder` and nothing is read. Without it, ``path`` is opened as given.
+
+    With ``max_bytes`` (``rag.max_file_bytes``), a larger file is :class:`LoadLimitExceeded`
+    from its size as opened (``fstat``), before anything is read; one that grows past it
+    while it is read fails too, having read no more than ``max_bytes + 1``.
     """
     try:
         fd = _open_under(Path(within), path) if within is not None else os.open(path, _FILE_FLAGS)
     except OSError as exc:
         raise _open_error(path, exc) from exc
     try:
-        mode = os.fstat(fd).st_mode  # the file opened, not whatever the path names now
-        if stat.S_ISDIR(mode):
+        opened = os.fstat(fd)  # the file opened, not whatever the path names now
+        if stat.S_ISDIR(opened.st_mode):
             raise UnreadableFile(str(path), "is a directory, not a file")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(opened.st_mode):
             raise UnreadableFile(str(path), "is not a regular file (a pipe, socket or device)")
+        if max_bytes is not None and opened.st_size > max_bytes:
+            raise too_large(str(path), opened.st_size, max_bytes)
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            return FileBytes(path, fh.read())
+            if max_bytes is None:
+                data = fh.read()
+            else:  # its size and one byte more, and while it grows up to the limit
+                data = fh.read(opened.st_size + 1)
+                if len(data) > opened.st_size:
+                    data += fh.read(max_bytes + 1 - len(data))
+        if max_bytes is not None and len(data) > max_bytes:
+            raise too_large(str(path), len(data), max_bytes)
+        return FileBytes(path, data)
     except OSError as exc:
         raise UnreadableFile(str(path), f"cannot be read ({exc.strerror or exc})") from exc
     finally:
         os.close(fd)
+
+
+def too_large(source: str, size: int, max_bytes: int) -> LoadLimitExceeded:
+    """The error of a file of ``size`` bytes, over ``rag.max_file_bytes``."""
+    return LoadLimitExceeded(
+        source,
+        f"is {byte_size(size)}; rag.max_file_bytes is {byte_size(max_bytes)}. Raise it to"
+        " index this file, or split the file",
+        setting="rag.max_file_bytes",
+    )
+
+
+def byte_size(count: int) -> str:
+    """``count`` bytes for a person: "200 MB", "64 kB", "12 bytes"."""
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count} bytes"
 
 
 def _open_under(folder: Path, path: Path) -> int:
@@ -212,8 +249,9 @@ def _front_matter_title(text: str) -> tuple[str | None, str]:
 
 
 def load_markdown(file: FileBytes) -> LoadedDocument:
-    meta_title, body = _front_matter_title(normalize_text(_decode_text(file)))
-    text = normalize_text(body)
+    whole = normalize_text(_decode_text(file))
+    meta_title, body = _front_matter_title(whole)
+    text = body if body is whole else normalize_text(body)  # (without front matter: done)
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
     title = meta_title or markdown_title(text) or file.path.stem

@@ -132,7 +132,7 @@ def _open(data: bytes, source: str) -> tuple[PdfReader, list[str], str]:
             raise UnreadableFile(source, "is encrypted with a password")
         pages = [page.extract_text() or "" for page in reader.pages]
         meta_title = (reader.metadata.title if reader.metadata else None) or ""
-    except UnreadableFile:
+    except (UnreadableFile, MemoryError):  # out of memory: the loader's limit, not the PDF
         raise
     except Exception as exc:
         # pypdf raises more than PyPdfError on malformed files (NotImplementedError for an
@@ -424,6 +424,8 @@ def _outline(reader: PdfReader, source: str) -> list[OutlineEntry]:
                 if page is not None and page >= 0 and title:
                     entries.append(OutlineEntry(page + 1, level, title))
         return entries
+    except MemoryError:
+        raise
     except Exception as exc:  # a broken outline loses titles, never the text
         logger.debug("%s: outline not readable (%s); sections keep no titles", source, exc)
         return []
@@ -433,6 +435,8 @@ def _page_labels(reader: PdfReader, source: str) -> list[str]:
     """The printed label of every page ("i", "7", "A-1"); [] when they cannot be read."""
     try:
         labels = [str(label) for label in reader.page_labels]
+    except MemoryError:
+        raise
     except Exception as exc:
         logger.debug("%s: page labels not readable (%s)", source, exc)
         return []
