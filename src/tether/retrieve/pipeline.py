@@ -28,7 +28,8 @@ coroutine on a private event-loop thread, so it also works where a loop is alrea
 running.
 
 The model steps (decide, condense, rewrite, LLM rerank, judge) share one budget per
-retrieval (:class:`_ModelBudget`): ``[llm] retrieval_budget`` seconds of model time
+retrieval (:class:`~tether.retrieve.budget.ModelBudget`): ``[llm] retrieval_budget``
+seconds of model time
 (default ``[llm] timeout``), and never past a deadline that keeps a reserve of the
 request's own ``timeout`` for the local stages. Each step gets what the steps before it
 left, retries included; a step with too little left is skipped. Either way it degrades
@@ -47,43 +48,45 @@ error status; every degradation is an event (``degradation``, attribute
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
 from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
-from tether.models import Exclusions, Filters, RetrievalResult, Scope
-from tether.retrieve.context import Context, build_context
+from tether.models import Exclusions, RetrievalResult
+from tether.retrieve.budget import ModelBudget, Skipped
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.documents import describe as describe_document_request
 from tether.retrieve.documents import document_candidates, outline_text
 from tether.retrieve.evidence import (
-    Evidence,
-    QuestionTerms,
-    agreement,
-    evidence,
     explain,
-    question_terms,
-    search_terms,
 )
 from tether.retrieve.fusion import reciprocal_rank_fusion
+from tether.retrieve.grounding import Grounder, agreed
 from tether.retrieve.guidance import guidance
 from tether.retrieve.judge import Verdict, ajudge
 from tether.retrieve.loop import LoopThread
 from tether.retrieve.request import MAX_QUESTION_CHARS, Request, check_question
-from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank, metadata_priority
+from tether.retrieve.rerank import Candidate, allm_rerank, heuristic_rerank
 from tether.retrieve.rewrite import Rewrite, arewrite_query
+from tether.retrieve.run import (
+    EMPTY_CONTEXT,
+    Run,
+    audit_entry,
+    audit_outcome,
+    make_result,
+    skipped_result,
+    tag_exception,
+)
 from tether.retrieve.search import Candidates, Ranked, Searcher, ms_since
 from tether.retrieve.turns import (
     DocumentRequest,
@@ -91,9 +94,8 @@ from tether.retrieve.turns import (
     document_request,
     standalone_question,
 )
-from tether.sanitize import sanitize_query
-from tether.settings import LLMSettings, Settings
-from tether.store import AuditEntry, Store, utcnow
+from tether.settings import Settings
+from tether.store import Store
 
 __all__ = ["MAX_QUESTION_CHARS", "Pipeline", "Request"]
 
@@ -101,97 +103,6 @@ logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
 
 T = TypeVar("T")
-
-#: Of a retrieval's own ``timeout``, the share (and at least the seconds) kept for the
-#: local stages after the model steps (search, rerank, context): the model gets the rest
-#: at most, so that a slow model is cut short rather than the retrieval timing out.
-LOCAL_RESERVE_SHARE = 0.25
-LOCAL_RESERVE_MIN_S = 0.25
-#: With less than this left of the model budget a model step is skipped, not started:
-#: no chat model answers that fast, so starting it would only spend the time.
-MIN_MODEL_STEP_S = 0.1
-
-
-@dataclass
-class _ModelBudget:
-    """The time the model steps of one retrieval may take together: ``seconds`` of model
-    time in all, and none of it past ``deadline`` (``time.monotonic()``; ``None``: the
-    retrieval has no timeout of its own). Each step gets what is left, and spends what
-    it took, retries included."""
-
-    seconds: float
-    deadline: float | None = None
-    #: The retrieval's timeout, and the seconds of it kept for the model (the rest is
-    #: the local stages' reserve).
-    timeout: float | None = None
-    allowed: float | None = None
-    spent: float = 0.0
-    #: Each step's seconds, or "skipped".
-    steps: dict[str, float | str] = field(default_factory=dict)
-
-    @classmethod
-    def start(cls, llm: LLMSettings, timeout: float | None) -> _ModelBudget:
-        """The budget of a retrieval starting now, with its own ``timeout`` (or none)."""
-        seconds = llm.retrieval_budget if llm.retrieval_budget is not None else llm.timeout
-        if timeout is None:
-            return cls(seconds)
-        allowed = max(0.0, timeout - max(LOCAL_RESERVE_MIN_S, LOCAL_RESERVE_SHARE * timeout))
-        return cls(seconds, time.monotonic() + allowed, timeout, allowed)
-
-    def left(self) -> float:
-        left = self.seconds - self.spent
-        if self.deadline is not None:
-            left = min(left, self.deadline - time.monotonic())
-        return max(0.0, left)
-
-    def describe(self) -> str:
-        """What limits the model: the budget, or the retrieval's timeout when it is less."""
-        if self.allowed is not None and self.allowed < self.seconds:
-            return (
-                f"the {self.allowed:.2f} s of the retrieval's {self.timeout:g} s timeout kept"
-                " for the model"
-            )
-        return f"the retrieval's {self.seconds:g} s model budget"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "timeout": self.timeout, "allowed": self.allowed,
-                "spent": round(self.spent, 3), "steps": self.steps}  # fmt: skip
-
-
-class _Skipped(Exception):
-    """A model step that did not start: too little was left of the model budget."""
-
-
-@dataclass
-class _Run:
-    """One retrieval in flight: its request, effective limits and the debug it builds."""
-
-    request: Request
-    retrieval_id: str
-    max_chunks: int
-    min_relevance: float
-    #: The time its model steps may take together.
-    budget: _ModelBudget
-    #: What is searched for: the question, or a follow-up made standalone.
-    question: str = ""
-    #: How far the question's lexical and vector searches agree (evidence), or None.
-    agreed: float | None = None
-    started: float = field(default_factory=time.perf_counter)
-    timings: dict[str, float] = field(default_factory=dict)
-    degradations: list[str] = field(default_factory=list)
-    debug: dict[str, Any] = field(default_factory=dict)
-    #: The ``rag.retrieve`` span, where each degradation is recorded as an event.
-    span: Span = trace.INVALID_SPAN
-
-    def lap(self, name: str, since: float) -> None:
-        self.timings[name] = ms_since(since)
-
-    def degrade(self, message: str, *, log: bool = True) -> None:
-        """Record that a stage fell back: in ``debug``, the log and the trace."""
-        self.degradations.append(message)
-        self.span.add_event("degradation", {"rag.degradation": message})
-        if log:
-            logger.warning("%s", message)
 
 
 class Pipeline:
@@ -208,9 +119,15 @@ class Pipeline:
         self.store = store
         self.settings = settings
         self.searcher = searcher
+        self.grounder = Grounder(store, settings, searcher)
         self.chat = chat
         self.chat_unavailable = chat_unavailable
         self._loop = LoopThread()
+
+    @property
+    def _model(self) -> str:
+        """The chat model, as errors name it."""
+        return f"chat model {self.chat.model!r}" if self.chat else "the chat model"
 
     def close(self) -> None:
         self._loop.close()
@@ -258,7 +175,7 @@ class Pipeline:
             degradations.append(message)
             logger.warning("%s", message)
 
-        budget = _ModelBudget.start(self.settings.llm, None)
+        budget = ModelBudget.start(self.settings.llm, None)
         return await self._decide(question, budget, degrade, open_document=open_document)
 
     # -- the coroutine both entry points run --------------------------------------------
@@ -278,7 +195,7 @@ class Pipeline:
             except TimeoutError as exc:
                 if not budget.expired():  # a timeout inside (a socket, a provider): an error
                     await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
-                    _tag(exc, retrieval_id)
+                    tag_exception(exc, retrieval_id)
                     raise
                 message = f"retrieval took longer than its {request.timeout:g}s budget"
                 logger.error("%s (retrieval %s)", message, retrieval_id)
@@ -287,9 +204,9 @@ class Pipeline:
                 raise RetrievalTimeout(message, retrieval_id=retrieval_id) from None
             except Exception as exc:
                 await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
-                _tag(exc, retrieval_id)
+                tag_exception(exc, retrieval_id)
                 raise
-            outcome, reason = _outcome(request, result)
+            outcome, reason = audit_outcome(request, result)
             await self._audit(request, retrieval_id, result, outcome, reason)
         return result
 
@@ -303,17 +220,7 @@ class Pipeline:
     ) -> None:
         if not self.settings.policy.audit:
             return
-        entry = AuditEntry(
-            retrieval_id=retrieval_id,
-            created_at=utcnow(),
-            query=sanitize_query(request.question),
-            scope=request.scope.to_dict(),
-            filters=request.filters.to_dict() if request.filters else {},
-            chunk_ids=list(result.selected_chunk_ids) if result else [],
-            document_ids=sorted({c.document_id for c in result.citations}) if result else [],
-            outcome=outcome,
-            reason=reason,
-        )
+        entry = audit_entry(request, retrieval_id, result, outcome, reason)
         try:
             await asyncio.to_thread(self.store.log_retrieval, entry)
         except Exception:  # the audit must not turn an answer into a failure, but is loud
@@ -321,7 +228,7 @@ class Pipeline:
 
     async def _run(self, request: Request, span: Span, retrieval_id: str) -> RetrievalResult:
         rag = self.settings.rag
-        run = _Run(
+        run = Run(
             request,
             retrieval_id,
             question=request.question,
@@ -329,7 +236,7 @@ class Pipeline:
             min_relevance=(
                 request.min_relevance if request.min_relevance is not None else rag.min_relevance
             ),
-            budget=_ModelBudget.start(self.settings.llm, request.timeout),
+            budget=ModelBudget.start(self.settings.llm, request.timeout),
             span=span,
         )
         scope = request.scope
@@ -343,7 +250,7 @@ class Pipeline:
         run.debug["model_budget"] = run.budget.to_dict()
         return result
 
-    async def _flow(self, run: _Run, span: Span) -> RetrievalResult:
+    async def _flow(self, run: Run, span: Span) -> RetrievalResult:
         """Decide, then answer a request about a document, or search for a question."""
         request = run.request
         decision = request.decision or await self._decide(
@@ -356,13 +263,13 @@ class Pipeline:
             run.lap("total", run.started)
             run.debug["timings_ms"] = run.timings
             logger.debug("retrieval skipped: %s", decision.reason)
-            return _skipped(run)
+            return skipped_result(run)
         wanted = document_request(request.question, open_document=request.open_document)
         if wanted is not None and decision.category == "document":
             return await self._document(run, wanted, span)
         return await self._search(run, span)
 
-    async def _search(self, run: _Run, span: Any) -> RetrievalResult:
+    async def _search(self, run: Run, span: Any) -> RetrievalResult:
         """Search, rerank and build the context: the flow for a question."""
         rag, scope = self.settings.rag, run.request.scope
         run.question = await self._standalone(run)
@@ -371,13 +278,22 @@ class Pipeline:
         fused, question_vector = await self._retrieve_all(run, queries)
         ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
         verdict = await self._judge(run, ranked) if rag.enable_llm_judge and ranked else None
-        context = self._context(run, ranked, verdict)
+        context = run.build_context(self.settings.rag.context_budget, ranked, verdict)
         grounded = bool(context.chunk_ids)
         closer = None
         if grounded and rag.wider_scope_margin is not None:
-            closer = await self._closer_elsewhere(run, ranked, question_vector)
+            t0 = time.perf_counter()
+            request = run.request
+            closer, compared = await asyncio.to_thread(
+                self.grounder.closer_elsewhere, run.question, scope, ranked,
+                vectors=question_vector is not None, session_id=request.session_id,
+                filters=request.filters,
+            )  # fmt: skip
+            if compared is not None:
+                run.lap("wider_scope", t0)
+                run.debug["wider_scope"] = compared
             if closer is not None:
-                context, grounded = _EMPTY_CONTEXT, False
+                context, grounded = EMPTY_CONTEXT, False
         run.debug["grounding"] = {**run.debug.get("grounding", {}), "grounded": grounded}
         if closer is not None:
             run.debug["grounding"]["why"] = (
@@ -395,9 +311,9 @@ class Pipeline:
         run.lap("total", run.started)
         run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
         run.debug["timings_ms"] = run.timings
-        return _result(run, queries, context, suggestion)
+        return make_result(run, queries, context, suggestion)
 
-    async def _document(self, run: _Run, wanted: DocumentRequest, span: Any) -> RetrievalResult:
+    async def _document(self, run: Run, wanted: DocumentRequest, span: Any) -> RetrievalResult:
         """A request about the document itself: its page, or its opening and outline."""
         request, t0 = run.request, time.perf_counter()
         candidates, outline = await asyncio.to_thread(
@@ -407,7 +323,7 @@ class Pipeline:
         run.lap("retrieve", t0)
         run.debug["document_request"] = describe_document_request(wanted, candidates)
         run.debug["relevance"] = {"definition": "asked_for", "min_relevance": run.min_relevance}
-        context = self._context(run, candidates)
+        context = run.build_context(self.settings.rag.context_budget, candidates)
         overview = outline_text(candidates, outline)
         if overview and context.chunk_ids:
             context = dataclasses.replace(context, text=f"{overview}\n\n{context.text}")
@@ -420,9 +336,9 @@ class Pipeline:
         span.set_attribute("rag.grounded", bool(context.chunk_ids))
         run.lap("total", run.started)
         run.debug["timings_ms"] = run.timings
-        return _result(run, [request.question], context, suggestion)
+        return make_result(run, [request.question], context, suggestion)
 
-    async def _standalone(self, run: _Run) -> str:
+    async def _standalone(self, run: Run) -> str:
         """The question to search: a follow-up made standalone from the history (by the
         chat model when there is one, else by rule); any other question as it is."""
         question, history = run.request.question, run.request.history
@@ -433,12 +349,12 @@ class Pipeline:
         if chat is not None:
             with tracer.start_as_current_span("condense_question") as condense_span:
                 try:
-                    standalone = await self._ask(
-                        run.budget, "condense", condense_span,
-                        lambda: acondense_with_llm(chat, question, history),
+                    standalone = await run.budget.ask(
+                        "condense", condense_span,
+                        lambda: acondense_with_llm(chat, question, history), self._model,
                     )  # fmt: skip
                     how = "llm"
-                except _Skipped as exc:
+                except Skipped as exc:
                     run.degrade(f"LLM condensing skipped, rule-based follow-up used: {exc}")
                 except LLMError as exc:
                     run.degrade(f"LLM condensing failed, rule-based follow-up used: {exc}")
@@ -451,7 +367,7 @@ class Pipeline:
     async def _decide(
         self,
         question: str,
-        budget: _ModelBudget,
+        budget: ModelBudget,
         degrade: Callable[[str], None],
         *,
         open_document: bool = False,
@@ -468,58 +384,17 @@ class Pipeline:
         elif rag.decide == "llm" and chat is not None:
             with tracer.start_as_current_span("decide_retrieval") as decide_span:
                 try:
-                    return await self._ask(
-                        budget, "decide", decide_span, lambda: adecide_with_llm(chat, question)
-                    )
-                except _Skipped as exc:
+                    return await budget.ask(
+                        "decide", decide_span, lambda: adecide_with_llm(chat, question),
+                        self._model,
+                    )  # fmt: skip
+                except Skipped as exc:
                     degrade(f"LLM decision skipped, local decision used: {exc}")
                 except LLMError as exc:
                     degrade(f"LLM decision failed, local decision used: {exc}")
         return decide_locally(question)
 
-    async def _ask(
-        self,
-        budget: _ModelBudget,
-        step: str,
-        span: Span,
-        call: Callable[[], Awaitable[T]],
-    ) -> T:
-        """``call()``, one model step, within what is left of ``budget``.
-
-        Raises :class:`_Skipped` when too little is left to start it, and
-        :class:`LLMError` when it fails or runs out of time (the budget's, or the chat
-        model's own timeout), saying after how long; a failure is recorded on ``span``."""
-        left = budget.left()
-        if left < MIN_MODEL_STEP_S:
-            budget.steps[step] = "skipped"
-            span.set_attribute("rag.llm.skipped", True)
-            raise _Skipped(f"{left:.2f} s left of {budget.describe()}")
-        started = time.perf_counter()
-        cut = asyncio.timeout(left)
-        try:
-            async with cut:
-                return await call()
-        except TimeoutError:
-            if not cut.expired():  # not the budget's (a socket's, say): it is an error
-                raise
-            model = f"chat model {self.chat.model!r}" if self.chat else "the chat model"
-            late = LLMError(
-                f"{model}: no answer in {time.perf_counter() - started:.2f} s, when"
-                f" {budget.describe()} ran out",
-                timeout=True,
-            )
-            _record_failure(span, late)
-            raise late from None
-        except LLMError as exc:
-            _record_failure(span, exc)
-            raise
-        finally:
-            elapsed = time.perf_counter() - started
-            budget.spent += elapsed
-            budget.steps[step] = round(elapsed, 3)
-            span.set_attribute("rag.llm.seconds", round(elapsed, 3))
-
-    async def _queries(self, run: _Run) -> list[str]:
+    async def _queries(self, run: Run) -> list[str]:
         """The original question, plus its LLM rewrites when rewriting is on."""
         rag = self.settings.rag
         question = run.question
@@ -538,7 +413,7 @@ class Pipeline:
         run.lap("rewrite", t0)
         return [question, *rewrite.queries]
 
-    async def _rewrite(self, run: _Run, question: str, span: Span) -> Rewrite:
+    async def _rewrite(self, run: Run, question: str, span: Span) -> Rewrite:
         """The LLM's rewrites of ``question``; any failure leaves the original alone."""
         chat, count = self.chat, self.settings.rag.rewrite_count
         if chat is None:
@@ -546,17 +421,15 @@ class Pipeline:
                 degradation=f"query rewrite is on but {self.chat_unavailable}; original query only"
             )
         try:
-            return await self._ask(
-                run.budget, "rewrite", span, lambda: arewrite_query(chat, question, count)
+            return await run.budget.ask(
+                "rewrite", span, lambda: arewrite_query(chat, question, count), self._model
             )
-        except _Skipped as exc:
+        except Skipped as exc:
             return Rewrite(degradation=f"query rewrite skipped, original query only: {exc}")
         except LLMError as exc:
             return Rewrite(degradation=f"query rewrite failed, original query only: {exc}")
 
-    async def _retrieve_all(
-        self, run: _Run, queries: list[str]
-    ) -> tuple[Ranked, np.ndarray | None]:
+    async def _retrieve_all(self, run: Run, queries: list[str]) -> tuple[Ranked, np.ndarray | None]:
         """Every query's candidates, in parallel, fused across queries by RRF (one query:
         its own fused list); and the original question's vector (``None`` without one)."""
         rag = self.settings.rag
@@ -579,11 +452,7 @@ class Pipeline:
             )
         run.lap("fuse", t0)
         question_vector = per_query[0].query_vector
-        original = per_query[0]
-        if original.vectors_ran:
-            run.agreed = agreement(
-                [c for c, _ in original.lexical], [c for c, _ in original.vector]
-            )
+        run.agreed = agreed(per_query[0])
         run.debug["queries"] = [
             {"index": i, "query": q, "lexical": len(found.lexical), "vector": len(found.vector),
              "fusion": found.fusion, "ms": found.timings_ms.get("total")}
@@ -596,7 +465,7 @@ class Pipeline:
         return fused, question_vector
 
     async def _retrieve_one(
-        self, run: _Run, index: int, query: str, exclusions: Exclusions
+        self, run: Run, index: int, query: str, exclusions: Exclusions
     ) -> Candidates:
         rag = self.settings.rag
         with tracer.start_as_current_span("retrieve", attributes={"rag.query_index": index}) as sp:
@@ -618,16 +487,17 @@ class Pipeline:
         return found
 
     async def _rerank(
-        self, run: _Run, top: Ranked, question_vector: np.ndarray | None
+        self, run: Run, top: Ranked, question_vector: np.ndarray | None
     ) -> list[Candidate]:
         """The top candidates judged against the original question (relevance), then
         reordered by the heuristic, or by the chat model when LLM rerank is on."""
         question, rag = run.question, self.settings.rag
         t0 = time.perf_counter()
         with tracer.start_as_current_span("rerank_chunks") as rerank_span:
+            request = run.request
             candidates, judged = await asyncio.to_thread(
-                self._candidates, question, question_vector, top, run.request, run.request.scope,
-                run.agreed,
+                self.grounder.candidates, question, question_vector, top, request.scope,
+                session_id=request.session_id, filters=request.filters, agreed=run.agreed,
             )  # fmt: skip
             ranked, rerank_debug = heuristic_rerank(
                 question, candidates, rag.rerank, in_session=run.request.scope.kind == "session"
@@ -661,7 +531,7 @@ class Pipeline:
         }
         return ranked
 
-    async def _judge(self, run: _Run, ranked: list[Candidate]) -> Verdict | None:
+    async def _judge(self, run: Run, ranked: list[Candidate]) -> Verdict | None:
         """The LLM judge's verdict on the first candidates (``None``: it could not judge,
         and the local judgment stands)."""
         rag, chat = self.settings.rag, self.chat
@@ -672,10 +542,10 @@ class Pipeline:
         t0 = time.perf_counter()
         with tracer.start_as_current_span("judge_answerability") as judge_span:
             try:
-                verdict = await self._ask(
-                    run.budget, "judge", judge_span, lambda: ajudge(chat, run.question, shown)
+                verdict = await run.budget.ask(
+                    "judge", judge_span, lambda: ajudge(chat, run.question, shown), self._model
                 )
-            except _Skipped as exc:
+            except Skipped as exc:
                 run.degrade(f"LLM judge skipped, local judgment used: {exc}")
                 return None
             except LLMError as exc:
@@ -694,149 +564,18 @@ class Pipeline:
         )
         return verdict
 
-    def _context(
-        self, run: _Run, ranked: list[Candidate], verdict: Verdict | None = None
-    ) -> Context:
-        """The cited context of the candidates at or above ``min_relevance`` (or, with
-        an LLM verdict, of the passages it found the answer in)."""
-        budget = self.settings.rag.context_budget
-        t0 = time.perf_counter()
-        with tracer.start_as_current_span("build_context") as context_span:
-            if verdict is not None:
-                supporting = set(verdict.supporting)
-                relevant = [c for c in ranked if c.hit.chunk_id in supporting]
-            else:
-                relevant = [c for c in ranked if c.relevance >= run.min_relevance]
-            context = build_context(relevant, max_chunks=run.max_chunks, budget=budget)
-            context_span.set_attribute("rag.context.chunks", len(context.chunk_ids))
-            context_span.set_attribute("rag.context.tokens", context.tokens)
-        run.lap("context", t0)
-        run.debug["candidates"] = {
-            "reranked": len(ranked),
-            "above_min_relevance": len(relevant),
-            "context": len(context.chunk_ids),
-        }
-        run.debug["context"] = {
-            "tokens": context.tokens,
-            "budget": budget,
-            "max_chunks": run.max_chunks,
-            "skipped_for_budget": list(context.skipped_for_budget),
-            "truncated": context.truncated,
-        }
-        return context
-
-    def _candidates(
-        self,
-        question: str,
-        question_vector: np.ndarray | None,
-        top: Ranked,
-        request: Request,
-        scope: Scope,
-        agreed: float | None,
-    ) -> tuple[list[Candidate], _Judged]:
-        """The candidates of ``top`` with their evidence (their relevance) in ``scope``;
-        ``agreed``: how far the lexical and vector searches agreed."""
-        rows = self.store.candidate_rows([cid for cid, _ in top], request.session_id)
-        cosines: dict[int, float] = {}
-        vectors = self.searcher.vectors if question_vector is not None else None
-        if vectors is not None:
-            cosines = vectors.cosines(question_vector, [cid for cid, _ in top])
-        terms = self._question_terms(question, scope, request.filters)
-        priorities = self.settings.policy.priorities
-        candidates, judged = [], _Judged(terms, {}, vectors=bool(cosines))
-        for chunk_id, fused in top:
-            row = rows.get(chunk_id)
-            if row is None:
-                continue  # deleted since the search
-            cosine = cosines.get(chunk_id) if cosines else None
-            found = evidence(
-                terms, row.hit.text, cosine, agreed=agreed if cosine is not None else None
-            )
-            judged.evidence[chunk_id] = found
-            priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))
-            candidates.append(
-                Candidate(
-                    hit=row.hit,
-                    fused=fused,
-                    relevance=found.evidence,
-                    match=found.match,
-                    priority=priority,
-                    recency=row.recency,
-                    token_count=row.token_count,
-                )
-            )
-        return candidates, judged
-
-    def _question_terms(
-        self, question: str, scope: Scope, filters: Filters | None
-    ) -> QuestionTerms:
-        stats = self.store.term_statistics(
-            search_terms(question), scope, filters, self.searcher.exclusions()
-        )
-        return question_terms(question, stats)
-
-    async def _closer_elsewhere(
-        self, run: _Run, ranked: list[Candidate], question_vector: np.ndarray | None
-    ) -> _Closer | None:
-        """The wider scope the guidance would suggest, when a document there answers the
-        question clearly better than anything in scope (else ``None``)."""
-        request, rag = run.request, self.settings.rag
-        wider = await asyncio.to_thread(self._wider_scope, request.scope)
-        if wider is None:
-            return None
-        t0 = time.perf_counter()
-        found = await asyncio.to_thread(
-            self.searcher.candidates, run.question, wider, mode="hybrid",
-            lexical_depth=rag.k_lexical, vector_depth=rag.k_vector, filters=request.filters,
-            exclusions=self.searcher.exclusions(), parallel=True,
-        )  # fmt: skip
-        here = {c.hit.document_id for c in ranked}
-        inside = set(await asyncio.to_thread(self.store.scope_document_ids, request.scope))
-        agreed = (
-            agreement([c for c, _ in found.lexical], [c for c, _ in found.vector])
-            if found.vectors_ran
-            else None
-        )
-        outside, _ = await asyncio.to_thread(
-            self._candidates, run.question, found.query_vector if question_vector is not None
-            else None, found.fused[: rag.rerank_top_n], request, wider, agreed,
-        )  # fmt: skip
-        outside = [c for c in outside if c.hit.document_id not in inside | here]
-        run.lap("wider_scope", t0)
-        best_here = max(c.relevance for c in ranked)
-        best_there = max((c.relevance for c in outside), default=0.0)
-        run.debug["wider_scope"] = {
-            "scope": wider.to_dict(),
-            "best_outside_scope": round(best_there, 4),
-            "best_in_scope": round(best_here, 4),
-            "margin": rag.wider_scope_margin,
-        }
-        if best_there < best_here + (rag.wider_scope_margin or 0.0):
-            return None
-        where = "the workspace" if wider.kind == "workspace" else "the global library"
-        return _Closer(wider.kind, where, best_there, best_here)
-
-    def _wider_scope(self, scope: Scope) -> Scope | None:
-        """The scope the guidance suggests after ``scope``, when there is one."""
-        if scope.kind == "session":
-            session = self.store.find_session(scope.id)
-            return Scope.workspace(session.workspace_id) if session else None
-        if scope.kind == "workspace" and scope.id != Scope.global_().id:
-            return Scope.global_()
-        return None
-
     async def _llm_rerank(
-        self, run: _Run, ranked: list[Candidate], heuristic_debug: dict[str, Any], span: Span
+        self, run: Run, ranked: list[Candidate], heuristic_debug: dict[str, Any], span: Span
     ) -> tuple[list[Candidate], dict[str, Any]]:
         chat, question, settings = self.chat, run.question, self.settings.rag.rerank
         if chat is None:
             run.degrade(f"LLM rerank is on but {self.chat_unavailable}; heuristic order kept")
             return ranked, heuristic_debug
         try:
-            reordered, llm_debug = await self._ask(
-                run.budget, "rerank", span, lambda: allm_rerank(chat, question, ranked, settings)
+            reordered, llm_debug = await run.budget.ask(
+                "rerank", span, lambda: allm_rerank(chat, question, ranked, settings), self._model
             )
-        except _Skipped as exc:
+        except Skipped as exc:
             run.degrade(f"LLM rerank skipped, heuristic order kept: {exc}")
             return ranked, heuristic_debug
         except LLMError as exc:
@@ -844,92 +583,3 @@ class Pipeline:
             run.degrade(f"LLM rerank {what}, heuristic order kept: {exc}")
             return ranked, heuristic_debug
         return reordered, {**llm_debug, "heuristic": heuristic_debug}
-
-
-@dataclass
-class _Judged:
-    """The question's weighted terms and each candidate's evidence."""
-
-    terms: QuestionTerms
-    evidence: dict[int, Evidence]
-    vectors: bool
-
-
-@dataclass(frozen=True)
-class _Closer:
-    """A wider scope that answers the question clearly better than the asked one."""
-
-    kind: Any
-    where: str
-    evidence: float
-    here: float
-
-
-_EMPTY_CONTEXT = Context(
-    text="", citations=(), chunk_ids=(), tokens=0, skipped_for_budget=(), truncated=False
-)
-
-
-def _outcome(request: Request, result: RetrievalResult) -> tuple[str, str | None]:
-    """The audit outcome of a finished retrieval, and its reason."""
-    if not result.retrieved:
-        return "skipped", result.debug["decision"]["reason"]
-    if result.grounded:
-        return "grounded", None
-    reranked = result.debug.get("candidates", {}).get("reranked")
-    reason = "no chunk above min_relevance" if reranked else "no results"
-    return ("blocked" if request.guarded else "ungrounded"), reason
-
-
-def _record_failure(span: Span, exc: BaseException) -> None:
-    """A step's failure on its span: the exception as an event, and an error status (a
-    failure the step recovers from leaves both unset otherwise)."""
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-
-
-def _tag(exc: BaseException, retrieval_id: str) -> None:
-    """Name the retrieval on an exception that escapes it (for the audit trail)."""
-    with contextlib.suppress(AttributeError):  # exceptions with __slots__
-        exc.retrieval_id = retrieval_id  # type: ignore[attr-defined]
-
-
-def _result(
-    run: _Run,
-    queries: list[str],
-    context: Context,
-    suggestion: tuple[str | None, Any],
-) -> RetrievalResult:
-    request = run.request
-    return RetrievalResult(
-        retrieval_id=run.retrieval_id,
-        question=request.question,
-        context=context.text,
-        citations=context.citations,
-        grounded=bool(context.chunk_ids),
-        guidance=suggestion[0],
-        suggested_scope=suggestion[1],
-        retrieved=True,
-        queries=tuple(queries),
-        scope=request.scope,
-        selected_chunk_ids=context.chunk_ids,
-        debug=run.debug,
-    )
-
-
-def _skipped(run: _Run) -> RetrievalResult:
-    request = run.request
-    return RetrievalResult(
-        retrieval_id=run.retrieval_id,
-        question=request.question,
-        context="",
-        citations=(),
-        grounded=False,
-        guidance=None,
-        suggested_scope=None,
-        retrieved=False,
-        queries=(request.question,),
-        scope=request.scope,
-        selected_chunk_ids=(),
-        debug=run.debug,
-    )

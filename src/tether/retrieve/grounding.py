@@ -1,0 +1,160 @@
+"""Grounding in the pipeline: each candidate's evidence in its scope, and whether the
+wider scope holds a clearly closer match (see :mod:`tether.retrieve.evidence` for what
+evidence is made of)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tether.models import Filters, Scope
+from tether.retrieve.evidence import (
+    Evidence,
+    QuestionTerms,
+    agreement,
+    evidence,
+    question_terms,
+    search_terms,
+)
+from tether.retrieve.rerank import Candidate, metadata_priority
+from tether.retrieve.search import Candidates, Ranked, Searcher
+from tether.settings import Settings
+from tether.store import Store
+
+
+@dataclass
+class Judged:
+    """The question's weighted terms and each candidate's evidence."""
+
+    terms: QuestionTerms
+    evidence: dict[int, Evidence]
+    vectors: bool
+
+
+@dataclass(frozen=True)
+class Closer:
+    """A wider scope that answers the question clearly better than the asked one."""
+
+    kind: Any
+    where: str
+    evidence: float
+    here: float
+
+
+def agreed(found: Candidates) -> float | None:
+    """How far one query's lexical and vector sides agree (None: no vector side ran)."""
+    if not found.vectors_ran:
+        return None
+    return agreement([c for c, _ in found.lexical], [c for c, _ in found.vector])
+
+
+class Grounder:
+    """Evidence for the candidates of one store's searches (blocking: call in a thread)."""
+
+    def __init__(self, store: Store, settings: Settings, searcher: Searcher) -> None:
+        self.store = store
+        self.settings = settings
+        self.searcher = searcher
+
+    def candidates(
+        self,
+        question: str,
+        question_vector: np.ndarray | None,
+        top: Ranked,
+        scope: Scope,
+        *,
+        session_id: str | None,
+        filters: Filters | None,
+        agreed: float | None,
+    ) -> tuple[list[Candidate], Judged]:
+        """The candidates of ``top`` with their evidence (their relevance) in ``scope``;
+        ``agreed``: how far the lexical and vector searches agreed."""
+        rows = self.store.candidate_rows([cid for cid, _ in top], session_id)
+        cosines: dict[int, float] = {}
+        vectors = self.searcher.vectors if question_vector is not None else None
+        if vectors is not None:
+            cosines = vectors.cosines(question_vector, [cid for cid, _ in top])
+        terms = self.question_terms(question, scope, filters)
+        priorities = self.settings.policy.priorities
+        candidates, judged = [], Judged(terms, {}, vectors=bool(cosines))
+        for chunk_id, fused in top:
+            row = rows.get(chunk_id)
+            if row is None:
+                continue  # deleted since the search
+            cosine = cosines.get(chunk_id) if cosines else None
+            found = evidence(
+                terms, row.hit.text, cosine, agreed=agreed if cosine is not None else None
+            )
+            judged.evidence[chunk_id] = found
+            priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))
+            candidates.append(
+                Candidate(
+                    hit=row.hit,
+                    fused=fused,
+                    relevance=found.evidence,
+                    match=found.match,
+                    priority=priority,
+                    recency=row.recency,
+                    token_count=row.token_count,
+                )
+            )
+        return candidates, judged
+
+    def question_terms(self, question: str, scope: Scope, filters: Filters | None) -> QuestionTerms:
+        stats = self.store.term_statistics(
+            search_terms(question), scope, filters, self.searcher.exclusions()
+        )
+        return question_terms(question, stats)
+
+    def closer_elsewhere(
+        self,
+        question: str,
+        scope: Scope,
+        ranked: list[Candidate],
+        *,
+        vectors: bool,
+        session_id: str | None,
+        filters: Filters | None,
+    ) -> tuple[Closer | None, dict[str, Any] | None]:
+        """The wider scope the guidance would suggest, when a document there answers the
+        question clearly better than anything in scope (else ``None``), and what was
+        compared (``None`` when there is no wider scope)."""
+        rag = self.settings.rag
+        wider = self.wider_scope(scope)
+        if wider is None:
+            return None, None
+        found = self.searcher.candidates(
+            question, wider, mode="hybrid", lexical_depth=rag.k_lexical,
+            vector_depth=rag.k_vector, filters=filters, exclusions=self.searcher.exclusions(),
+            parallel=True,
+        )  # fmt: skip
+        here = {c.hit.document_id for c in ranked}
+        inside = set(self.store.scope_document_ids(scope))
+        outside, _ = self.candidates(
+            question, found.query_vector if vectors else None, found.fused[: rag.rerank_top_n],
+            wider, session_id=session_id, filters=filters, agreed=agreed(found),
+        )  # fmt: skip
+        outside = [c for c in outside if c.hit.document_id not in inside | here]
+        best_here = max(c.relevance for c in ranked)
+        best_there = max((c.relevance for c in outside), default=0.0)
+        compared = {
+            "scope": wider.to_dict(),
+            "best_outside_scope": round(best_there, 4),
+            "best_in_scope": round(best_here, 4),
+            "margin": rag.wider_scope_margin,
+        }
+        if best_there < best_here + (rag.wider_scope_margin or 0.0):
+            return None, compared
+        where = "the workspace" if wider.kind == "workspace" else "the global library"
+        return Closer(wider.kind, where, best_there, best_here), compared
+
+    def wider_scope(self, scope: Scope) -> Scope | None:
+        """The scope the guidance suggests after ``scope``, when there is one."""
+        if scope.kind == "session":
+            session = self.store.find_session(scope.id)
+            return Scope.workspace(session.workspace_id) if session else None
+        if scope.kind == "workspace" and scope.id != Scope.global_().id:
+            return Scope.global_()
+        return None

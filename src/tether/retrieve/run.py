@@ -1,0 +1,174 @@
+"""One retrieval in flight (:class:`Run`) and what it becomes: its result, and its
+audit outcome."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from tether.models import RetrievalResult
+from tether.retrieve.budget import ModelBudget
+from tether.retrieve.context import Context, build_context
+from tether.retrieve.judge import Verdict
+from tether.retrieve.request import Request
+from tether.retrieve.rerank import Candidate
+from tether.retrieve.search import ms_since
+from tether.sanitize import sanitize_query
+from tether.store import AuditEntry, utcnow
+
+logger = logging.getLogger("tether.retrieve")
+tracer = trace.get_tracer("tether")
+
+
+@dataclass
+class Run:
+    """One retrieval in flight: its request, effective limits and the debug it builds."""
+
+    request: Request
+    retrieval_id: str
+    max_chunks: int
+    min_relevance: float
+    #: The time its model steps may take together.
+    budget: ModelBudget
+    #: What is searched for: the question, or a follow-up made standalone.
+    question: str = ""
+    #: How far the question's lexical and vector searches agree (evidence), or None.
+    agreed: float | None = None
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    degradations: list[str] = field(default_factory=list)
+    debug: dict[str, Any] = field(default_factory=dict)
+    #: The ``rag.retrieve`` span, where each degradation is recorded as an event.
+    span: Span = trace.INVALID_SPAN
+
+    def lap(self, name: str, since: float) -> None:
+        self.timings[name] = ms_since(since)
+
+    def degrade(self, message: str, *, log: bool = True) -> None:
+        """Record that a stage fell back: in ``debug``, the log and the trace."""
+        self.degradations.append(message)
+        self.span.add_event("degradation", {"rag.degradation": message})
+        if log:
+            logger.warning("%s", message)
+
+    def build_context(
+        self, budget: int, ranked: list[Candidate], verdict: Verdict | None = None
+    ) -> Context:
+        """The cited context of the candidates at or above ``min_relevance`` (or, with
+        an LLM verdict, of the passages it found the answer in), within ``budget``
+        tokens."""
+        t0 = time.perf_counter()
+        with tracer.start_as_current_span("build_context") as context_span:
+            if verdict is not None:
+                supporting = set(verdict.supporting)
+                relevant = [c for c in ranked if c.hit.chunk_id in supporting]
+            else:
+                relevant = [c for c in ranked if c.relevance >= self.min_relevance]
+            context = build_context(relevant, max_chunks=self.max_chunks, budget=budget)
+            context_span.set_attribute("rag.context.chunks", len(context.chunk_ids))
+            context_span.set_attribute("rag.context.tokens", context.tokens)
+        self.lap("context", t0)
+        self.debug["candidates"] = {
+            "reranked": len(ranked),
+            "above_min_relevance": len(relevant),
+            "context": len(context.chunk_ids),
+        }
+        self.debug["context"] = {
+            "tokens": context.tokens,
+            "budget": budget,
+            "max_chunks": self.max_chunks,
+            "skipped_for_budget": list(context.skipped_for_budget),
+            "truncated": context.truncated,
+        }
+        return context
+
+
+EMPTY_CONTEXT = Context(
+    text="", citations=(), chunk_ids=(), tokens=0, skipped_for_budget=(), truncated=False
+)
+
+
+def audit_entry(
+    request: Request,
+    retrieval_id: str,
+    result: RetrievalResult | None,
+    outcome: str,
+    reason: str | None,
+) -> AuditEntry:
+    """The audit row of a retrieval: ids, the sanitized query, the outcome; never text,
+    vectors or scores."""
+    return AuditEntry(
+        retrieval_id=retrieval_id,
+        created_at=utcnow(),
+        query=sanitize_query(request.question),
+        scope=request.scope.to_dict(),
+        filters=request.filters.to_dict() if request.filters else {},
+        chunk_ids=list(result.selected_chunk_ids) if result else [],
+        document_ids=sorted({c.document_id for c in result.citations}) if result else [],
+        outcome=outcome,
+        reason=reason,
+    )
+
+
+def audit_outcome(request: Request, result: RetrievalResult) -> tuple[str, str | None]:
+    """The audit outcome of a finished retrieval, and its reason."""
+    if not result.retrieved:
+        return "skipped", result.debug["decision"]["reason"]
+    if result.grounded:
+        return "grounded", None
+    reranked = result.debug.get("candidates", {}).get("reranked")
+    reason = "no chunk above min_relevance" if reranked else "no results"
+    return ("blocked" if request.guarded else "ungrounded"), reason
+
+
+def tag_exception(exc: BaseException, retrieval_id: str) -> None:
+    """Name the retrieval on an exception that escapes it (for the audit trail)."""
+    with contextlib.suppress(AttributeError):  # exceptions with __slots__
+        exc.retrieval_id = retrieval_id  # type: ignore[attr-defined]
+
+
+def make_result(
+    run: Run,
+    queries: list[str],
+    context: Context,
+    suggestion: tuple[str | None, Any],
+) -> RetrievalResult:
+    request = run.request
+    return RetrievalResult(
+        retrieval_id=run.retrieval_id,
+        question=request.question,
+        context=context.text,
+        citations=context.citations,
+        grounded=bool(context.chunk_ids),
+        guidance=suggestion[0],
+        suggested_scope=suggestion[1],
+        retrieved=True,
+        queries=tuple(queries),
+        scope=request.scope,
+        selected_chunk_ids=context.chunk_ids,
+        debug=run.debug,
+    )
+
+
+def skipped_result(run: Run) -> RetrievalResult:
+    request = run.request
+    return RetrievalResult(
+        retrieval_id=run.retrieval_id,
+        question=request.question,
+        context="",
+        citations=(),
+        grounded=False,
+        guidance=None,
+        suggested_scope=None,
+        retrieved=False,
+        queries=(request.question,),
+        scope=request.scope,
+        selected_chunk_ids=(),
+        debug=run.debug,
+    )
