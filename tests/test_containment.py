@@ -22,8 +22,8 @@ import pytest
 
 from conftest import make_pdf, make_settings
 from tether import Tether
-from tether.ingest import indexer as indexer_module
 from tether.ingest import loaders
+from tether.ingest import workers as loading_module
 from tether.ingest.watcher import LibrarySync, SyncReport
 from tether.testing import HashEmbedder
 
@@ -193,7 +193,7 @@ def test_a_swap_after_the_read_cannot_change_what_is_indexed(
     are parsed) changes nothing that pass, and the next pass drops the document."""
     victim = write(root / "a.md", f"# Notes\n\nThe {INSIDE_WORD} notes.\n")
     read = victim.read_bytes()
-    real_load_file = indexer_module.load_file
+    real_load_file = loading_module.load_file
     swapped: list[Path] = []
 
     def swap_then_load(file: loaders.FileBytes) -> loaders.LoadedDocument:
@@ -202,7 +202,7 @@ def test_a_swap_after_the_read_cannot_change_what_is_indexed(
             swapped.append(file.path)
         return real_load_file(file)
 
-    monkeypatch.setattr(indexer_module, "load_file", swap_then_load)
+    monkeypatch.setattr(loading_module, "load_file", swap_then_load)
     lib = store.library(root, settle=0, backoff=0)
 
     report = lib.scan()

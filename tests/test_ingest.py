@@ -1238,17 +1238,17 @@ def test_a_file_that_loads_too_long_fails_alone(
     around it (loaded a few at a time) are indexed."""
     import threading
 
-    from tether.ingest import indexer
+    from tether.ingest import workers
 
     release = threading.Event()
-    real_load = indexer.load_path
+    real_load = workers.load_path
 
     def load(path: Path):  # type: ignore[no-untyped-def]
         if path.name == "stuck.md":
             release.wait(10)  # a parser that hangs
         return real_load(path)
 
-    monkeypatch.setattr(indexer, "load_path", load)
+    monkeypatch.setattr(workers, "load_path", load)
     names = ["a.md", "stuck.md", "b.md", "c.md"]
     for name in names:
         (tmp_path / name).write_text(f"# {name}\n\nText of {name} about pumps.\n")

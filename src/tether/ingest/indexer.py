@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from tether.embed import Embedder, to_blob
@@ -25,17 +24,11 @@ from tether.errors import (
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
 from tether.ingest.loaders import (
-    LOADERS,
-    FileBytes,
     LoadedDocument,
-    load_file,
-    load_path,
     load_text,
-    read_file,
-    too_large,
 )
 from tether.ingest.sources import PathSource, Source, smallest_first
-from tether.ingest.workers import LoaderPool, loads_in_process, timed_out
+from tether.ingest.workers import LoaderPool, load_path_source, loads_in_worker, timed_out
 from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
@@ -226,7 +219,7 @@ class Indexer:
         )
         loaders = LoaderPool(timeout=timeout, memory_mb=self.rag.loader_memory_mb)
         maximum = self.rag.max_file_bytes
-        loaders.start(min(workers, sum(1 for item in items if _loads_in_worker(item, maximum))))
+        loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
         ahead = 2 * self.rag.convert_workers
         futures: dict[int, concurrent.futures.Future[_Prepared | IndexResult]] = {}
         try:
@@ -273,7 +266,7 @@ class Indexer:
         self, source: Source, label: str, placement: Placement, loaders: LoaderPool
     ) -> _Prepared | IndexResult:
         if isinstance(source, PathSource):
-            resolved, loaded = _load_path_source(source, loaders, self.rag.max_file_bytes)
+            resolved, loaded = load_path_source(source, loaders, self.rag.max_file_bytes)
             source_path, document_id = str(resolved), None
             metadata = dict(source.metadata or {})
         else:
@@ -555,54 +548,6 @@ class _Batch:
     def finished(self) -> list[IndexResult]:
         assert all(r is not None for r in self.results)
         return [r for r in self.results if r is not None]
-
-
-def _load_path_source(
-    source: PathSource, loaders: LoaderPool, max_bytes: int
-) -> tuple[Path, LoadedDocument]:
-    """The file's path as stored, and its document, from one read of the file (or from
-    the bytes the source brings, read by the caller; the path is then taken as given).
-
-    A file over ``max_bytes`` (``rag.max_file_bytes``) fails before it is read. Small text
-    files load here, PDFs and larger files in a worker process (:func:`loads_in_process`).
-    """
-    if source.content is not None:
-        path = Path(source.path).expanduser().absolute()
-        file = FileBytes(path, source.content)
-        if _in_process(path, file.size, max_bytes):
-            return path, load_file(file)
-        if file.size > max_bytes:
-            raise too_large(str(path), file.size, max_bytes)
-        return path, loaders.load(file)
-    resolved = Path(source.path).expanduser().resolve()
-    size = _file_size(resolved)
-    if size is None or _in_process(resolved, size, max_bytes):
-        return resolved, load_path(resolved)  # (which says what is wrong with the path)
-    return resolved, loaders.load(read_file(resolved, max_bytes=max_bytes))
-
-
-def _in_process(path: Path, size: int, max_bytes: int) -> bool:
-    """Whether to load ``path`` in this process: a small text file within ``max_bytes``,
-    or a file of no known type (which fails as such, whatever its size)."""
-    unknown = path.suffix.lower() not in LOADERS
-    return loads_in_process(path, size) and (size <= max_bytes or unknown)
-
-
-def _file_size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
-
-
-def _loads_in_worker(source: Source, max_bytes: int) -> bool:
-    """Whether ``source`` will be loaded by a worker process (as far as its size says
-    now), so that the batch starts workers for it at once."""
-    if not isinstance(source, PathSource):
-        return False
-    path = Path(source.path).expanduser()
-    size = len(source.content) if source.content is not None else _file_size(path)
-    return size is not None and size <= max_bytes and not _in_process(path, size, max_bytes)
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:

@@ -42,7 +42,16 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import IngestError, LoadLimitExceeded, UnreadableFile
-from tether.ingest.loaders import LOADERS, FileBytes, LoadedDocument, load_file
+from tether.ingest.loaders import (
+    LOADERS,
+    FileBytes,
+    LoadedDocument,
+    load_file,
+    load_path,
+    read_file,
+    too_large,
+)
+from tether.ingest.sources import PathSource, Source
 
 #: Text, Markdown and HTML files up to this size load in the indexing process.
 INLINE_BYTES = 1 << 20
@@ -369,3 +378,51 @@ def _limit_memory(memory: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (ImportError, ValueError, OSError):
         pass
+
+
+def load_path_source(
+    source: PathSource, loaders: LoaderPool, max_bytes: int
+) -> tuple[Path, LoadedDocument]:
+    """The file's path as stored, and its document, from one read of the file (or from
+    the bytes the source brings, read by the caller; the path is then taken as given).
+
+    A file over ``max_bytes`` (``rag.max_file_bytes``) fails before it is read. Small text
+    files load here, PDFs and larger files in a worker process (:func:`loads_in_process`).
+    """
+    if source.content is not None:
+        path = Path(source.path).expanduser().absolute()
+        file = FileBytes(path, source.content)
+        if _in_process(path, file.size, max_bytes):
+            return path, load_file(file)
+        if file.size > max_bytes:
+            raise too_large(str(path), file.size, max_bytes)
+        return path, loaders.load(file)
+    resolved = Path(source.path).expanduser().resolve()
+    size = _file_size(resolved)
+    if size is None or _in_process(resolved, size, max_bytes):
+        return resolved, load_path(resolved)  # (which says what is wrong with the path)
+    return resolved, loaders.load(read_file(resolved, max_bytes=max_bytes))
+
+
+def _in_process(path: Path, size: int, max_bytes: int) -> bool:
+    """Whether to load ``path`` in this process: a small text file within ``max_bytes``,
+    or a file of no known type (which fails as such, whatever its size)."""
+    unknown = path.suffix.lower() not in LOADERS
+    return loads_in_process(path, size) and (size <= max_bytes or unknown)
+
+
+def _file_size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def loads_in_worker(source: Source, max_bytes: int) -> bool:
+    """Whether ``source`` will be loaded by a worker process (as far as its size says
+    now), so that the batch starts workers for it at once."""
+    if not isinstance(source, PathSource):
+        return False
+    path = Path(source.path).expanduser()
+    size = len(source.content) if source.content is not None else _file_size(path)
+    return size is not None and size <= max_bytes and not _in_process(path, size, max_bytes)
