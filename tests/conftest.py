@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tether import LocalEmbedder, Settings, Tether
 
 # Re-exported for test modules that still import it from here; new code imports it from
 # tether.testing.
 from tether.testing import HashEmbedder as HashEmbedder
+
+
+class SlowQueryEmbedder(HashEmbedder):
+    """Fast while indexing; once ``slow`` is set, every embedding takes ``delay`` seconds
+    (a model that answers queries slowly)."""
+
+    def __init__(self, delay: float = 0.3) -> None:
+        super().__init__()
+        self.delay = delay
+        self.slow = False
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        if self.slow:
+            time.sleep(self.delay)
+        return super().embed_batch(texts)
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> InMemorySpanExporter:
+    """One in-memory exporter on one SDK TracerProvider for the whole test process (the
+    global provider can be set only once); clear it in the test that reads it."""
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples" / "docs"

@@ -23,20 +23,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from conftest import SlowQueryEmbedder
 from openai_fake import FakeOpenAI, Fault
 from tether import RetrievalTimeout, Settings, Tether
 from tether.errors import LLMError
 from tether.llm import OpenAIChat
 from tether.models import RetrievalResult
-from tether.testing import HashEmbedder
 
 CHAT = "/v1/chat/completions"
 MODEL = "gpt-test"
@@ -299,24 +296,13 @@ def test_a_timeout_after_retries_says_how_long_the_call_really_took(fake: FakeOp
 
 # == traces ====================================================================================
 
-_EXPORTER: InMemorySpanExporter | None = None
-
 
 @pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """The finished spans of the test. One SDK provider serves the process (the global
-    one can be set only once), so another test module may have set it already."""
-    global _EXPORTER
-    if _EXPORTER is None:
-        provider = trace.get_tracer_provider()
-        if not isinstance(provider, TracerProvider):
-            provider = TracerProvider()
-            trace.set_tracer_provider(provider)
-        _EXPORTER = InMemorySpanExporter()
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-    _EXPORTER.clear()
-    yield _EXPORTER
-    _EXPORTER.clear()
+def spans(span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+    """The finished spans of the test (one exporter serves the process: conftest)."""
+    span_exporter.clear()
+    yield span_exporter
+    span_exporter.clear()
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -414,20 +400,6 @@ def test_a_failed_condensing_is_an_error_on_its_span(
     assert degradation_events(root) == result.debug["degradations"]
     condensing = result.debug["degradations"][0]
     assert condensing.startswith("LLM condensing failed, rule-based follow-up used: ")
-
-
-class SlowQueryEmbedder(HashEmbedder):
-    """Fast while indexing; once ``slow``, every embedding takes ``delay`` seconds."""
-
-    def __init__(self, delay: float) -> None:
-        super().__init__()
-        self.delay = delay
-        self.slow = False
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        if self.slow:
-            time.sleep(self.delay)
-        return super().embed_batch(texts)
 
 
 def test_a_retrieval_timeout_is_an_error_on_the_retrieve_span(

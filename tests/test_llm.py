@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
@@ -923,23 +922,6 @@ def test_retrieve_works_inside_a_running_event_loop(
 
 
 # == OpenTelemetry spans =======================================================================
-
-_EXPORTER: InMemorySpanExporter | None = None
-
-
-@pytest.fixture(scope="session")
-def span_exporter() -> InMemorySpanExporter:
-    """One SDK TracerProvider for the whole process (the global one can be set only once)."""
-    global _EXPORTER
-    if _EXPORTER is None:
-        exporter = InMemorySpanExporter()
-        provider = trace.get_tracer_provider()
-        if not isinstance(provider, TracerProvider):
-            provider = TracerProvider()
-            trace.set_tracer_provider(provider)
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        _EXPORTER = exporter
-    return _EXPORTER
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import SlowQueryEmbedder
 from tether import (
     ConfigurationError,
     DocumentNotFound,
@@ -150,20 +151,6 @@ def floats_in(value: Any) -> Iterator[float]:
     elif isinstance(value, list | tuple):
         for v in value:
             yield from floats_in(v)
-
-
-class SlowEmbedder(HashEmbedder):
-    """Fast while indexing; every query embedding then takes ``delay`` seconds."""
-
-    def __init__(self, delay: float = 0.3) -> None:
-        super().__init__()
-        self.delay = delay
-        self.slow = False
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        if self.slow:
-            time.sleep(self.delay)
-        return super().embed_batch(texts)
 
 
 class BrokenEmbedder(HashEmbedder):
@@ -1354,7 +1341,7 @@ def test_below_policy_min_relevance_blocks(db_path: Path, form: str) -> None:
 def test_a_timeout_blocks_and_logs_an_error(
     db_path: Path, form: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    embedder = SlowEmbedder(delay=0.4)
+    embedder = SlowQueryEmbedder(delay=0.4)
     with store(db_path, embedder=embedder, timeout=0.05) as t:
         t.add(text=PUMP, title="Pump manual", document_id="pump")
         t.warmup()  # a model loads once, outside any budget; then every query is slow
@@ -1381,7 +1368,7 @@ def test_a_timeout_blocks_and_logs_an_error(
 
 
 def test_a_timeout_outside_a_guard_is_a_retrieval_timeout(db_path: Path) -> None:
-    embedder = SlowEmbedder(delay=0.3)
+    embedder = SlowQueryEmbedder(delay=0.3)
     with store(db_path, embedder=embedder) as t:
         t.add(text=PUMP, title="Pump manual", document_id="pump")
         embedder.slow = True
@@ -1395,7 +1382,7 @@ def test_a_timeout_outside_a_guard_is_a_retrieval_timeout(db_path: Path) -> None
 
 
 def test_tiny_policy_timeout_blocks(db_path: Path) -> None:
-    embedder = SlowEmbedder(delay=0.05)
+    embedder = SlowQueryEmbedder(delay=0.05)
     with store(db_path, embedder=embedder, timeout=0.001) as t:
         t.add(text=PUMP, title="Pump manual", document_id="pump")
         embedder.slow = True

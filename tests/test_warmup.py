@@ -8,9 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tether import Settings, Tether
@@ -36,17 +33,6 @@ class SlowLoadingEmbedder(HashEmbedder):
         return super().embed_batch(texts)
 
 
-@pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return exporter
-
-
 @pytest.fixture
 def stored(tmp_path: Path) -> Path:
     db = tmp_path / "w.db"
@@ -57,8 +43,9 @@ def stored(tmp_path: Path) -> Path:
 
 
 def test_a_guarded_retrieval_in_a_fresh_process_is_not_blocked_by_the_model_load(
-    stored: Path, exporter: InMemorySpanExporter
+    stored: Path, span_exporter: InMemorySpanExporter
 ) -> None:
+    exporter = span_exporter
     exporter.clear()
     embedder = SlowLoadingEmbedder()
     settings = Settings.load(policy={"timeout": LOAD_SECONDS / 2, "min_relevance": 0.0})
