@@ -133,7 +133,10 @@ class Searcher:
                 timings["model_ms"] = ms_since(t0)
             if index is not None:
                 t0 = time.perf_counter()
-                index.load()
+                try:
+                    index.load()
+                except StoredVectorsInvalid as exc:  # each search degrades, and says why
+                    logger.warning("loading the stored vectors failed: %s", exc)
                 timings["vectors_ms"] = ms_since(t0)
             self._warmed = True
             return timings
