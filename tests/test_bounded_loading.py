@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import tracemalloc
 import unicodedata
 import zlib
 from pathlib import Path
@@ -26,8 +27,10 @@ from hypothesis import strategies as st
 
 from conftest import REPO_ROOT, make_pdf, make_settings
 from tether import EmptyDocument, Tether, UnreadableFile
+from tether.embed.local import packaged_token_counter
 from tether.errors import LoadLimitExceeded
 from tether.ingest import load_path
+from tether.ingest.chunking import _BATCH_CHARS, Section, chunk_sections
 from tether.ingest.workers import INLINE_BYTES, SUPPORTED
 from tether.text import _CONTROL, _normalized, content_hash, valid_text
 
@@ -201,6 +204,77 @@ def test_the_library_folder_refuses_a_file_over_max_file_bytes(tmp_path: Path) -
         assert report.indexed == [str(folder / "fine.md")]
         (row,) = [r for r in t.store.registry(str(folder)) if r.source_path.endswith("big.txt")]
         assert "rag.max_file_bytes is 9.77 kB" in (row.error or "")
+
+
+def test_a_scan_never_reads_a_file_over_max_file_bytes(tmp_path: Path) -> None:
+    """The watcher checks the size from the open file before reading it: a sparse 1 GiB
+    file in the library folder fails without its gigabyte ever being allocated, and the
+    rest of the folder is indexed."""
+    folder = tmp_path / "library"
+    folder.mkdir()
+    with (folder / "huge.txt").open("wb") as fh:
+        fh.truncate(2**30)
+    note(folder / "fine.md", "valve")
+    with Tether(db=tmp_path / "t.db", settings=make_settings(chunk_by="chars")) as t:
+        library = t.library(folder, settle=0)
+        tracemalloc.start()
+        try:
+            report = library.scan()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        (row,) = [r for r in t.store.registry(str(folder)) if r.source_path.endswith("huge.txt")]
+    assert report.failed == [str(folder / "huge.txt")]
+    assert report.indexed == [str(folder / "fine.md")]
+    assert "is 1 GB; rag.max_file_bytes is 64 MB" in (row.error or "")
+    assert peak < 64 * 2**20, f"the scan allocated {peak / 2**20:.0f} MiB"
+
+
+# -- memory below the limit -------------------------------------------------------------------
+
+
+def test_chunking_in_tokens_measures_a_long_text_in_bounded_batches(tmp_path: Path) -> None:
+    """Below ``rag.max_file_bytes`` memory follows the text, not the tokenizer's multiple of
+    it: the real tokenizer is handed at most ``_BATCH_CHARS`` characters a call, and
+    chunking 2 MB of text allocates (Python side) a small multiple of it."""
+    counter = packaged_token_counter()
+    if counter is None:
+        pytest.skip("the packaged tokenizer (tether[local]) is not installed")
+    calls: list[int] = []
+
+    class Recording:
+        def __call__(self, text: str) -> int | None:
+            return counter(text)
+
+        def count_many(self, texts: list[str]) -> list[int | None]:
+            calls.append(sum(map(len, texts)))
+            return counter.count_many(texts)
+
+        def offsets_many(self, texts: list[str]) -> list[list[tuple[int, int]]] | None:
+            calls.append(sum(map(len, texts)))
+            return counter.offsets_many(texts)
+
+    sentence = "The valve seat of pump {n} is checked before the seal is replaced. "
+    text = "".join(sentence.format(n=i) + ("\n\n" if i % 7 == 0 else "") for i in range(30_000))
+    counter("warm the tokenizer up")
+    tracemalloc.start()
+    try:
+        chunks = chunk_sections(
+            text,
+            [Section(0, len(text))],
+            size=1200,
+            overlap=150,
+            title="Pumps",
+            count_tokens=Recording(),
+            max_tokens=256,
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert chunks[0].char_start == 0 and chunks[-1].char_end == len(text.rstrip())
+    assert all((c.token_count or 0) <= 256 for c in chunks)
+    assert len(calls) > 10 and max(calls) <= _BATCH_CHARS
+    assert peak < 12 * len(text), f"{peak / len(text):.1f} bytes allocated per character"
 
 
 # -- rag.loader_memory_mb ---------------------------------------------------------------------

@@ -9,8 +9,9 @@ chunk, under its context header, then fits the window whole), else in characters
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tether.store import NewChunk
@@ -261,13 +262,36 @@ def chunk_sections(
     ]
 
 
+#: At most this many characters go to the tokenizer in one batch: a batch's encodings
+#: (ids, offsets, masks) cost about 70 times its text, so a document is measured in
+#: batches and its memory stays proportional to its text, not to that multiple of it.
+_BATCH_CHARS = 1 << 16
+
+
+def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
+    """``texts`` in order, in batches of at most :data:`_BATCH_CHARS` characters (a
+    longer text alone)."""
+    batch: list[str] = []
+    size = 0
+    for text in texts:
+        if batch and size + len(text) > _BATCH_CHARS:
+            yield batch
+            batch, size = [], 0
+        batch.append(text)
+        size += len(text)
+    if batch:
+        yield batch
+
+
 def _count_all(
     count_tokens: Callable[[str], int | None] | None, texts: list[str]
 ) -> list[int | None]:
     if count_tokens is None:
         return [None] * len(texts)
     many = getattr(count_tokens, "count_many", None)
-    return list(many(texts)) if many else [count_tokens(t) for t in texts]
+    if many is None:
+        return [count_tokens(t) for t in texts]
+    return [n for batch in _batches(texts) for n in many(batch)]
 
 
 # -- sizing in tokens -----------------------------------------------------------------------
@@ -283,9 +307,10 @@ _OVERLAP_SHARE = 0.15
 
 class _TokenStarts:
     """A section's tokens, measured once (the tokenizer's offsets): how far ``n`` tokens
-    reach from a point, and where the last ``n`` tokens before a point start."""
+    reach from a point, and where the last ``n`` tokens before a point start. The starts
+    are a packed array (8 bytes a token, not a Python int and a list slot each)."""
 
-    def __init__(self, starts: list[int]) -> None:
+    def __init__(self, starts: Sequence[int]) -> None:
         self.starts = starts
 
     def reach(self, pos: int, n: int, limit: int) -> int:
@@ -412,19 +437,28 @@ def _rulers(
     pieces of a few thousand characters, cut at spaces, so one batch spreads a long
     section over the cores), else counting."""
     offsets_many = getattr(count_tokens, "offsets_many", None)
+    if offsets_many is None:
+        return [_TokenCounts(text, count_tokens)] * len(sections)
     pieces = [_pieces(text, section.start, section.end) for section in sections]
     flat = [piece for section_pieces in pieces for piece in section_pieces]
-    measured = offsets_many([text[a:b] for a, b in flat]) if offsets_many else None
-    if measured is None:
-        return [_TokenCounts(text, count_tokens)] * len(sections)
-    starts = iter(
-        [piece_start + start for start, _ in offsets]
-        for (piece_start, _), offsets in zip(flat, measured, strict=True)
-    )
-    return [
-        _TokenStarts([start for _ in section_pieces for start in next(starts)])
-        for section_pieces in pieces
-    ]
+    starts: list[array[int]] = []
+    piece_starts = iter(a for a, _ in flat)
+    for batch in _batches(text[a:b] for a, b in flat):
+        measured = offsets_many(batch)
+        if measured is None:
+            return [_TokenCounts(text, count_tokens)] * len(sections)
+        for offsets in measured:
+            piece_start = next(piece_starts)
+            starts.append(array("q", [piece_start + start for start, _ in offsets]))
+    rulers: list[_Ruler] = []
+    at = 0
+    for section_pieces in pieces:
+        section_starts = array("q")
+        for piece_starts in starts[at : at + len(section_pieces)]:
+            section_starts.extend(piece_starts)
+        at += len(section_pieces)
+        rulers.append(_TokenStarts(section_starts))
+    return rulers
 
 
 def _pieces(text: str, start: int, end: int, size: int = 4096) -> list[tuple[int, int]]:

@@ -158,7 +158,9 @@ class LibrarySync:
         for resolved in self._settled(list(files), report):
             key = str(resolved)
             try:
-                file = read_file(resolved, within=self.root)
+                file = read_file(
+                    resolved, within=self.root, max_bytes=self.indexer.rag.max_file_bytes
+                )
             except OutsideFolder as exc:  # a link swapped in since _inside looked
                 logger.warning("refused %s", exc)
                 report.refused.append(key)
