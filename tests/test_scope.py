@@ -18,7 +18,7 @@ from tether import Settings, Tether
 from tether.errors import InvalidArgument, ScopeError
 from tether.models import GLOBAL_WORKSPACE, Hit, Scope
 from tether.retrieve import query_terms
-from tether.retrieve.fts import STOPWORDS
+from tether.retrieve.fts import STOPWORDS, compile_match
 from tether.store import lexical_search_sql, scope_sql
 
 # Plain lowercase nouns whose porter stems are all different, so a document matches a
@@ -393,3 +393,104 @@ def test_in_scope_matches_ranked_below_everything_else_are_the_top_k(buried: Tet
     global_hits = t.search("beacon", scope="global", k=5)
     assert len(global_hits) == 5
     assert _ids(global_hits) <= {f"g{i}" for i in range(25)}
+
+
+# -- both lexical plans are exact ----------------------------------------------------------
+
+
+@st.composite
+def lopsided_layouts(draw: st.DrawFn) -> Layout:
+    """Layouts where one workspace holds most documents (its scope takes the rank-first
+    plan) and the others few (scope first), with words from a small vocabulary so that
+    queries match many documents and ties in bm25 are common."""
+    workspaces, sessions = draw_workspaces_and_sessions(draw)
+    big = workspaces[0]
+    docs = []
+    for i in range(draw(st.integers(4, 40))):
+        ws = big if draw(st.integers(0, 9)) < 7 else draw(st.sampled_from(workspaces))
+        eligible = sessions_that_may_attach(sessions, ws)
+        attached = (
+            draw(st.lists(st.sampled_from(eligible), max_size=2, unique=True)) if eligible else []
+        )
+        words = draw(st.lists(st.sampled_from(VOCAB[:6]), min_size=1, max_size=6))
+        docs.append(Doc(f"doc{i}", ws, tuple(attached), tuple(words)))
+    return Layout(workspaces, sessions, tuple(docs))
+
+
+@given(
+    layout=lopsided_layouts(),
+    query=st.lists(st.sampled_from(VOCAB[:6]), min_size=1, max_size=3).map(" ".join),
+    k=st.integers(1, 12),
+    depth=st.integers(1, 50),
+)
+@hsettings(max_examples=60, deadline=None)
+def test_both_lexical_plans_give_the_exact_scoped_top_k(
+    layout: Layout, query: str, k: int, depth: int
+) -> None:
+    """The reference is the whole index ranked by bm25 (then chunk id) and cut to the scope
+    afterwards, computed here. The scope-first plan is that, exactly; the rank-first plan
+    at any depth is that or a shorter prefix of it (then the store runs scope first); and
+    the store's own choice is that, whichever plan it picks for the scope."""
+    match = compile_match(query)
+    assert match is not None
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Tether(db=Path(tmp) / "plans.db", settings=Settings.load()) as t,
+    ):
+        build(t, layout)
+        with t.store.db.read() as conn:
+            everything = conn.execute(
+                "SELECT c.id, c.document_id, bm25(rag_chunks_fts, 1.0, 1.0) AS r"
+                " FROM rag_chunks_fts JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid"
+                " WHERE rag_chunks_fts MATCH :m ORDER BY r, c.id",
+                {"m": match},
+            ).fetchall()
+            for scope in layout.scopes():
+                in_scope = layout.in_scope(scope)
+                reference = [(cid, r) for cid, doc, r in everything if doc in in_scope][:k]
+                scope_first = conn.execute(*lexical_search_sql(scope, match, k, ids_only=True))
+                assert scope_first.fetchall() == reference, scope
+                rank_first = conn.execute(
+                    *lexical_search_sql(scope, match, k, ids_only=True, depth=depth)
+                ).fetchall()
+                assert rank_first == reference[: len(rank_first)], scope
+        for scope in layout.scopes():
+            in_scope = layout.in_scope(scope)
+            reference = [(cid, -r) for cid, doc, r in everything if doc in in_scope][:k]
+            assert t.store.search_lexical_scores(scope, match, k) == reference, scope
+
+
+def test_the_store_picks_rank_first_for_a_scope_holding_most_of_the_store(
+    tether: Tether,
+) -> None:
+    """The plan follows the scope's share of the store's chunks, recounted after a write."""
+    for i in range(8):
+        tether.add(text=f"valve seat {i}", workspace_id="big", document_id=f"b{i}")
+    tether.add(text="valve seat small", workspace_id="small", document_id="s0")
+    store = tether.store
+    with store.db.read() as conn:
+        assert store._rank_first_depth(conn, Scope.workspace("big"), 4, None, None) == 7
+        assert store._rank_first_depth(conn, Scope.workspace("small"), 4, None, None) is None
+    for i in range(20):
+        tether.add(text=f"valve seat small {i}", workspace_id="small", document_id=f"s{i + 1}")
+    with store.db.read() as conn:
+        assert store._rank_first_depth(conn, Scope.workspace("big"), 4, None, None) is None
+        assert store._rank_first_depth(conn, Scope.workspace("small"), 4, None, None) == 9
+
+
+def test_a_large_scope_whose_matches_rank_low_still_gets_its_exact_top_k(tether: Tether) -> None:
+    """The rank-first plan reads too shallow here (the scope holds 60% of the chunks, but
+    all 20 chunks elsewhere outrank its own): the store runs scope first and the top k is
+    still the scope's best 10, in order."""
+    filler = " ".join(f"filler{j}" for j in range(40))
+    for i in range(20):
+        tether.add(text=f"beacon beacon beacon {i}", workspace_id="noise", document_id=f"n{i}")
+    for i in range(30):
+        tether.add(text=f"beacon {filler} {'x' * (i + 1)}", workspace_id="big", document_id=f"b{i}")
+    with tether.store.db.read() as conn:
+        depth = tether.store._rank_first_depth(conn, Scope.workspace("big"), 10, None, None)
+    assert depth is not None and depth < 30
+    hits = tether.search("beacon", scope="workspace", workspace_id="big", k=10, mode="lexical")
+    assert len(hits) == 10
+    assert {h.document_id for h in hits} <= {f"b{i}" for i in range(30)}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -20,6 +20,7 @@ class SQLiteMixin(Store):
     written over ``self.db`` and may call the others through the :class:`Store` methods."""
 
     db: Database
+    _scope_shares: dict[tuple[Any, ...], tuple[int, float]]
 
     def _select(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """Every row of one SELECT."""

@@ -6,7 +6,10 @@ tag filters and the exclusions: nothing is filtered here after ranking.
 
 from __future__ import annotations
 
+import math
+import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
@@ -17,10 +20,19 @@ from tether.store.sql import (
     document_chunks_sql,
     hits_sql,
     lexical_search_sql,
+    scope_chunk_count_sql,
     scope_documents_sql,
     term_frequency_sql,
     term_in_scope_sql,
 )
+
+#: The rank-first plan is chosen for a scope holding at least this share of the store's
+#: chunks; below it, testing each match against the scope's set costs less than scoring
+#: every match (measured on SciFact: 9,300 chunks, claims matching 40% of them).
+RANK_FIRST_SHARE = 0.5
+#: How much deeper than ``k`` the rank-first plan reads, beyond ``k / share``: a margin
+#: for a scope whose chunks rank worse than its share (else the scope-first plan runs too).
+RANK_FIRST_MARGIN = 1.5
 
 
 class SearchMixin(SQLiteMixin):
@@ -32,9 +44,7 @@ class SearchMixin(SQLiteMixin):
         filters: Filters | None = None,
         exclusions: Exclusions | None = None,
     ) -> list[Hit]:
-        rows = self._select(
-            *lexical_search_sql(scope, match, k, filters=filters, exclusions=exclusions)
-        )
+        rows = self._lexical_rows(scope, match, k, False, filters, exclusions)
         # bm25 is lower-is-better; a Hit's score is higher-is-better.
         return [_rows.hit(row, -row[_rows.HIT_WIDTH]) for row in rows]
 
@@ -46,12 +56,61 @@ class SearchMixin(SQLiteMixin):
         filters: Filters | None = None,
         exclusions: Exclusions | None = None,
     ) -> list[tuple[int, float]]:
-        rows = self._select(
-            *lexical_search_sql(
-                scope, match, k, ids_only=True, filters=filters, exclusions=exclusions
-            )
-        )
+        rows = self._lexical_rows(scope, match, k, True, filters, exclusions)
         return [(chunk_id, -bm25) for chunk_id, bm25 in rows]
+
+    def _lexical_rows(
+        self,
+        scope: Scope,
+        match: str,
+        k: int,
+        ids_only: bool,
+        filters: Filters | None,
+        exclusions: Exclusions | None,
+    ) -> list[Any]:
+        """The top ``k`` in scope by the plan that fits the scope's share of the store
+        (:func:`~tether.store.sql.lexical_search_sql`); the same rows either way."""
+        with self.db.read() as conn:  # one snapshot for the plan and the search
+            depth = self._rank_first_depth(conn, scope, k, filters, exclusions)
+            if depth is not None:
+                sql, params = lexical_search_sql(
+                    scope, match, k, ids_only=ids_only, filters=filters,
+                    exclusions=exclusions, depth=depth,
+                )  # fmt: skip
+                rows = conn.execute(sql, params).fetchall()
+                if len(rows) >= k:
+                    return rows
+            sql, params = lexical_search_sql(
+                scope, match, k, ids_only=ids_only, filters=filters, exclusions=exclusions
+            )
+            return conn.execute(sql, params).fetchall()
+
+    def _rank_first_depth(
+        self,
+        conn: sqlite3.Connection,
+        scope: Scope,
+        k: int,
+        filters: Filters | None,
+        exclusions: Exclusions | None,
+    ) -> int | None:
+        """How deep the rank-first plan reads for this scope, or None for scope first.
+        The scope's share is counted once per change of the store's documents (a stale
+        share only costs speed: the plan's rows are the same)."""
+        (version,) = conn.execute("SELECT value FROM rag_state WHERE key = 'documents'").fetchone()
+        key = (scope, filters, exclusions)
+        cached = self._scope_shares.get(key)
+        if cached is None or cached[0] != version:
+            in_scope, total = conn.execute(
+                *scope_chunk_count_sql(scope, filters, exclusions)
+            ).fetchone()
+            cached = (version, in_scope / total if total else 0.0)
+            if len(self._scope_shares) > 1024:
+                self._scope_shares.clear()
+            self._scope_shares[key] = cached
+        share = cached[1]
+        if share < RANK_FIRST_SHARE:
+            return None
+        return k if share >= 1.0 else math.ceil(k * RANK_FIRST_MARGIN / share)
 
     def term_statistics(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
@@ -42,6 +43,9 @@ class SQLiteStore(
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Each scope's share of the store's chunks, by the documents counter it was
+        # counted at: it picks the lexical plan (see SearchMixin._rank_first_depth).
+        self._scope_shares: dict[tuple[Any, ...], tuple[int, float]] = {}
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.location!r})"
