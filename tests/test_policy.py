@@ -75,6 +75,7 @@ LOG_COLUMNS = {
     "document_ids",
     "outcome",
     "reason",
+    "workspace_id",  # the scope's workspace (an id), so the log reads per workspace in SQL
 }
 OUTCOMES = {"grounded", "ungrounded", "skipped", "blocked", "error"}
 # Text that must never be treated as anything but words.

@@ -609,3 +609,27 @@ def test_closing_never_pulls_a_connection_from_under_another_thread(tmp_path: Pa
     assert seen == [0, StoreError]
     with pytest.raises(StoreError, match="closed"):
         db.connection()
+
+
+def test_migration_8_gives_old_audit_rows_their_scopes_workspace(db_path: Path) -> None:
+    """Rows logged before the column existed get it from their scope: a workspace or
+    global scope names it, a session scope through the session's workspace."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    assert migrate(conn, to=7) == 7
+    conn.execute("INSERT INTO workspaces VALUES ('lab', 'Lab', '2024-01-01T00:00:00Z')")
+    conn.execute("INSERT INTO sessions (id, workspace_id, created_at) VALUES ('s', 'lab', 'x')")
+    for n, scope in enumerate(
+        ['{"id": "s", "kind": "session"}', '{"id": "lab", "kind": "workspace"}',
+         '{"id": "GLOBAL", "kind": "global"}', '{"id": "gone", "kind": "session"}']
+    ):  # fmt: skip
+        conn.execute(
+            "INSERT INTO rag_retrieval_log (retrieval_id, created_at, query, scope, filters,"
+            " chunk_ids, document_ids, outcome) VALUES (?, 'x', 'q', ?, '{}', '[]', '[]', 'ok')",
+            (f"r{n}", scope),
+        )
+    conn.close()
+    with Tether(db=db_path, settings=make_settings()) as t:
+        assert [e.retrieval_id for e in t.retrieval_log(workspace_ids=["lab"])] == ["r1", "r0"]
+        assert [e.retrieval_id for e in t.retrieval_log(workspace_ids=["GLOBAL"])] == ["r2"]
+        # A row whose session is gone belongs to no workspace: only an admin read sees it.
+        assert len(t.retrieval_log()) == 4

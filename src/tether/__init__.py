@@ -12,6 +12,7 @@ scoped to a session, a workspace or the global library inside SQL.
 """
 
 from tether._tether import Tether
+from tether.access import Access, KeyRing
 from tether.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from tether.errors import (
     ConfigurationError,
@@ -62,13 +63,15 @@ from tether.models import (
 from tether.retrieve.decide import Decision
 from tether.retrieve.search import SearchMode, SearchResults
 from tether.settings import Settings
-from tether.store import AuditEntry, RegistryEntry
+from tether.store import ApiKey, AuditEntry, RegistryEntry
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GLOBAL_WORKSPACE",
     "MAX_K",
+    "Access",
+    "ApiKey",
     "AuditEntry",
     "ChatModel",
     "Citation",
@@ -92,6 +95,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidTag",
     "JobProgress",
+    "KeyRing",
     "LLMError",
     "LibrarySync",
     "LoadLimitExceeded",

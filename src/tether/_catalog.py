@@ -5,9 +5,11 @@ method is one call to the store."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tether.access import KeyRing
 from tether.errors import DocumentNotFound, InvalidArgument
 from tether.models import (
     CleanupReport,
@@ -22,6 +24,7 @@ from tether.models import (
 from tether.settings import Settings
 from tether.store import AuditEntry, Store, StoredChunk
 from tether.tags import DOCUMENT_STATUSES, validate_tags
+from tether.text import check_identifier
 
 logger = logging.getLogger("tether")
 
@@ -69,13 +72,36 @@ class Catalog:
         self.store.set_tags_and_status(document_id, checked, document.status)
         return self.store.get_document(document_id)
 
-    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[AuditEntry]:
+    def retrieval_log(
+        self,
+        limit: int = 50,
+        outcome: str | None = None,
+        *,
+        workspace_ids: Sequence[str] | None = None,
+        retrieval_id: str | None = None,
+    ) -> list[AuditEntry]:
         """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
         retrieved chunk and document ids, and the outcome (``grounded``, ``ungrounded``,
-        ``skipped``, ``blocked`` or ``error``) with its reason."""
+        ``skipped``, ``blocked`` or ``error``) with its reason. ``workspace_ids`` keeps the
+        rows whose scope is in those workspaces (a session's scope is in its workspace);
+        ``retrieval_id`` one retrieval's row."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
-        return self.store.retrieval_log(limit, outcome)
+        for workspace_id in workspace_ids or ():
+            check_identifier("workspace id", workspace_id)
+        if retrieval_id is not None:
+            check_identifier("retrieval id", retrieval_id)
+        return self.store.retrieval_log(
+            limit,
+            outcome,
+            workspace_ids=None if workspace_ids is None else list(workspace_ids),
+            retrieval_id=retrieval_id,
+        )
+
+    @property
+    def keys(self) -> KeyRing:
+        """The API keys of ``tether serve`` and ``tether mcp`` (:class:`KeyRing`)."""
+        return KeyRing(self.store)
 
     def cleanup(self, retention: str | timedelta = "7d", *, dry_run: bool = False) -> CleanupReport:
         """Delete documents that have been stale for longer than ``retention`` (``"7d"``,

@@ -5,6 +5,7 @@ from tether.store.base import Store
 from tether.store.database import Database, migrate
 from tether.store.migrations import LATEST_VERSION, MIGRATIONS
 from tether.store.records import (
+    ApiKey,
     AuditEntry,
     CandidateRow,
     ChunkVectors,
@@ -41,6 +42,7 @@ __all__ = [
     "FTS_COLUMN_WEIGHTS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "ApiKey",
     "AuditEntry",
     "CandidateRow",
     "ChunkVectors",

@@ -23,6 +23,7 @@ from tether.models import (
     Workspace,
 )
 from tether.store.records import (
+    ApiKey,
     AuditEntry,
     CandidateRow,
     ChunkVectors,
@@ -351,8 +352,36 @@ class Store(ABC):
         """Append one audit entry (its retrieval id is unique)."""
 
     @abstractmethod
-    def retrieval_log(self, limit: int = 50, outcome: str | None = None) -> list[AuditEntry]:
-        """The newest ``limit`` entries (with ``outcome``, if given), newest first."""
+    def retrieval_log(
+        self,
+        limit: int = 50,
+        outcome: str | None = None,
+        *,
+        workspace_ids: Sequence[str] | None = None,
+        retrieval_id: str | None = None,
+    ) -> list[AuditEntry]:
+        """The newest ``limit`` entries, newest first: with ``outcome``, of scopes in
+        ``workspace_ids`` (a session scope is in its session's workspace), with
+        ``retrieval_id``, each if given."""
+
+    # -- service API keys ------------------------------------------------------------------
+
+    @abstractmethod
+    def insert_api_key(self, key: ApiKey, key_hash: str) -> None:
+        """Store ``key`` under the hash of its secret (the secret itself is never stored)."""
+
+    @abstractmethod
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        """The key whose secret hashes to ``key_hash``, revoked or not; None if none."""
+
+    @abstractmethod
+    def api_keys(self) -> list[ApiKey]:
+        """Every key, oldest first."""
+
+    @abstractmethod
+    def revoke_api_key(self, key_id: str) -> ApiKey:
+        """Mark ``key_id`` revoked (once: revoking again keeps the first time); NotFound
+        if there is no such key."""
 
     # -- maintenance ---------------------------------------------------------------------
 

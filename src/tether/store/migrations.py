@@ -217,6 +217,31 @@ _0007_page_labels = """
 ALTER TABLE rag_chunks ADD COLUMN page_label TEXT;
 """
 
+_0008_service = """
+-- API keys of `tether serve` and `tether mcp`: only a hash of each secret is kept. A key is
+-- bound to workspaces (a JSON list); every key reads the global library.
+CREATE TABLE api_keys (
+    id            TEXT PRIMARY KEY,
+    key_hash      TEXT NOT NULL UNIQUE,
+    name          TEXT,
+    workspaces    TEXT NOT NULL DEFAULT '[]',
+    global_write  INTEGER NOT NULL DEFAULT 0 CHECK (global_write IN (0, 1)),
+    read_only     INTEGER NOT NULL DEFAULT 0 CHECK (read_only IN (0, 1)),
+    admin         INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+    created_at    TEXT NOT NULL,
+    revoked_at    TEXT,
+    last_used_at  TEXT
+);
+-- The workspace an audit row's scope belongs to (a session's workspace for a session
+-- scope), so that the log can be read per workspace in SQL.
+ALTER TABLE rag_retrieval_log ADD COLUMN workspace_id TEXT;
+UPDATE rag_retrieval_log SET workspace_id = CASE json_extract(scope, '$.kind')
+    WHEN 'session' THEN (SELECT s.workspace_id FROM sessions s
+                         WHERE s.id = json_extract(rag_retrieval_log.scope, '$.id'))
+    ELSE json_extract(scope, '$.id') END;
+CREATE INDEX rag_retrieval_log_workspace ON rag_retrieval_log(workspace_id, id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
@@ -225,6 +250,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "registry: document, workspace and retry columns", _0005_registry),
     Migration(6, "the chunk settings each document was chunked with", _0006_chunking),
     Migration(7, "printed page labels of chunks", _0007_page_labels),
+    Migration(8, "API keys; the workspace of each audit row", _0008_service),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -154,3 +154,28 @@ class AuditEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A service API key as stored: what it may do, never its secret (only a hash of it
+    is kept). ``workspaces`` are the workspaces it is bound to; every key reads the global
+    library, ``global_write`` lets it change it, ``read_only`` forbids all writes, and
+    ``admin`` may do everything, keys included."""
+
+    id: str
+    name: str | None
+    workspaces: tuple[str, ...]
+    global_write: bool
+    read_only: bool
+    admin: bool
+    created_at: str
+    revoked_at: str | None = None
+    last_used_at: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "workspaces": list(self.workspaces), "active": self.active}

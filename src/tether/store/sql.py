@@ -392,8 +392,26 @@ def upsert_registry_sql(source_path: str, fields: Mapping[str, Any]) -> tuple[st
     return sql, [stored_path(source_path), *inserted.values()]
 
 
-def retrieval_log_sql(limit: int = 50, outcome: str | None = None) -> tuple[str, list[Any]]:
-    """SQL for the newest ``limit`` audit rows (with ``outcome``, if given), newest first."""
-    where, params = (" WHERE outcome = ?", [outcome]) if outcome else ("", [])
+def retrieval_log_sql(
+    limit: int = 50,
+    outcome: str | None = None,
+    *,
+    workspace_ids: Sequence[str] | None = None,
+    retrieval_id: str | None = None,
+) -> tuple[str, list[Any]]:
+    """SQL for the newest ``limit`` audit rows (with ``outcome``, of scopes in
+    ``workspace_ids``, with ``retrieval_id``: each if given), newest first."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if outcome:
+        clauses.append("outcome = ?")
+        params.append(outcome)
+    if workspace_ids is not None:
+        clauses.append(f"workspace_id IN ({_placeholders(len(workspace_ids))})")
+        params += list(workspace_ids)
+    if retrieval_id is not None:
+        clauses.append("retrieval_id = ?")
+        params.append(retrieval_id)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     sql = f"SELECT {AUDIT_COLUMNS} FROM rag_retrieval_log{where} ORDER BY id DESC LIMIT ?"
     return sql, [*params, limit]

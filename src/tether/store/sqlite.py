@@ -14,6 +14,7 @@ from typing import Any
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
 from tether.store._embeddings import EmbeddingsMixin
+from tether.store._keys import KeysMixin
 from tether.store._registry import RegistryMixin
 from tether.store._search import SearchMixin
 from tether.store._sessions import SessionsMixin
@@ -37,6 +38,7 @@ class SQLiteStore(
     EmbeddingsMixin,
     RegistryMixin,
     AuditMixin,
+    KeysMixin,
     Store,
 ):
     """All reads and writes of the tether schema, on one :class:`Database`."""
