@@ -1,0 +1,259 @@
+"""The HTTP API: a thin shell over one :class:`~tether.Tether`.
+
+Each route checks the caller's key (:mod:`tether.server._auth`), makes one library call
+and returns its ``to_dict()``. Reads run on the thread pool, many at once; every write
+goes through one writer thread, so writers queue behind each other instead of contending
+for SQLite's lock, and readers (WAL) are never blocked by them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import Depends, FastAPI, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from tether import Access, GenerationBlocked, Tether
+from tether.server import _errors
+from tether.server._auth import KeyPolicy, access, readable_scope
+from tether.server._metrics import CONTENT_TYPE, LimitBody, Metrics, ObserveRequests, outcome_of
+from tether.server._schemas import (
+    ERRORS,
+    AuditOut,
+    ErrorOut,
+    RetrieveIn,
+    RetrieveOut,
+    SearchIn,
+    SearchOut,
+)
+
+logger = logging.getLogger("tether.server")
+
+T = TypeVar("T")
+
+#: JSON bodies larger than this are refused (a query is at most 100k characters).
+JSON_BODY_BYTES = 1 << 20
+#: Multipart uploads larger than this are refused (each file also meets rag.max_file_bytes).
+UPLOAD_BODY_BYTES = 256 << 20
+
+
+@dataclass
+class Service:
+    """What the routes share: the library, its one writer thread, the key policy and
+    the metrics."""
+
+    tether: Tether
+    key_policy: KeyPolicy
+    metrics: Metrics = field(default_factory=Metrics)
+    writer: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="tether-writer"
+        )
+    )
+    ready: bool = False
+
+    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` on the thread pool (many reads run at once)."""
+        return await run_in_threadpool(fn, *args, **kwargs)
+
+    async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` on the one writer thread, with the caller's trace context."""
+        context = contextvars.copy_context()
+        future = self.writer.submit(context.run, fn, *args, **kwargs)
+        return await asyncio.wrap_future(future)
+
+
+def service(request: Request) -> Service:
+    return request.app.state.service
+
+
+ServiceDep = Annotated[Service, Depends(service)]
+AccessDep = Annotated[Access, Depends(access)]
+
+
+def create_app(
+    tether: Tether,
+    *,
+    open_access: bool | None = None,
+    warm: bool = True,
+    json_body_bytes: int = JSON_BODY_BYTES,
+    upload_body_bytes: int = UPLOAD_BODY_BYTES,
+    mcp: bool = True,
+) -> FastAPI:
+    """The HTTP API over ``tether``.
+
+    ``open_access`` lets callers without a key in as the local operator (only for a
+    server bound to loopback; ``tether serve`` decides it): by default, when the store
+    has no active key. ``warm`` loads the embedding model and the stored vectors at
+    start-up (``/readyz`` says when that is done). ``mcp`` mounts the MCP server
+    (streamable HTTP) at ``/mcp``.
+    """
+    if open_access is None:
+        open_access = not tether.keys.any_active()
+    svc = Service(tether=tether, key_policy=KeyPolicy(tether, open_at_start=open_access))
+    mcp_app = _mcp_app(svc) if mcp else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp_app is not None:
+                await stack.enter_async_context(mcp_app.lifespan_context())
+            warming = asyncio.create_task(_warm(svc)) if warm else None
+            if not warm:
+                svc.ready = True
+            try:
+                yield
+            finally:
+                if warming is not None:
+                    warming.cancel()
+                svc.writer.shutdown(wait=True)
+
+    app = FastAPI(
+        title="tether",
+        version=_version(),
+        summary="Scoped, cited retrieval over your documents.",
+        lifespan=lifespan,
+    )
+    app.state.service = svc
+    app.state.key_policy = svc.key_policy
+    _errors.install(app)
+    app.add_middleware(LimitBody, json_bytes=json_body_bytes, upload_bytes=upload_body_bytes)
+    app.add_middleware(ObserveRequests, metrics=svc.metrics)
+    _core_routes(app)
+    from tether.server import _resources
+
+    app.include_router(_resources.router, prefix="/v1")
+    if mcp_app is not None:
+        app.mount("/mcp", mcp_app.asgi())
+    return app
+
+
+async def _warm(svc: Service) -> None:
+    try:
+        timings = await svc.read(svc.tether.warmup)
+        logger.info("warmed up: %s", timings)
+    except Exception as exc:  # a failed warm-up degrades each search; it never stops serving
+        logger.warning("warm-up failed (%s); searches degrade and say why", exc)
+    svc.ready = True
+
+
+def _mcp_app(svc: Service) -> Any:
+    from tether.server import _mcp
+
+    return _mcp.McpMount(svc)
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tether")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+def _core_routes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["service"], summary="The process is up")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        "/readyz",
+        tags=["service"],
+        summary="The store answers and the model is warm",
+        responses={503: {"model": ErrorOut}},
+    )
+    async def readyz(svc: ServiceDep, response: Response) -> dict[str, Any]:
+        counts = await svc.read(svc.tether.store.counts)
+        status = "ready" if svc.ready else "warming"
+        if not svc.ready:
+            response.status_code = 503
+        return {
+            "status": status,
+            "documents": counts.get("rag_documents", 0),
+            "chunks": counts.get("rag_chunks", 0),
+            "embeddings": svc.tether.embeddings_unavailable or "available",
+        }
+
+    @app.get("/metrics", tags=["service"], summary="Prometheus metrics", response_class=Response)
+    async def metrics(svc: ServiceDep) -> Response:
+        return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.post(
+        "/v1/search",
+        tags=["retrieval"],
+        summary="Search chunks inside a scope (as `tether search --json`)",
+        response_model=SearchOut,
+        responses=ERRORS,
+    )
+    async def search(body: SearchIn, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
+        tether = svc.tether
+        scope = await svc.read(
+            readable_scope, tether, caller, body.scope, body.session_id, body.workspace_id
+        )
+        filters = body.filters.to_filters() if body.filters is not None else None
+        hits = await svc.read(
+            tether.search, body.query, scope=scope, k=body.k, mode=body.mode, filters=filters
+        )
+        debug = {key: value for key, value in hits.debug.items() if key != "ranks"}
+        return {"query": body.query, "scope": scope.to_dict(), "k": body.k,
+                "hits": [hit.to_dict() for hit in hits], "debug": debug}  # fmt: skip
+
+    @app.post(
+        "/v1/retrieve",
+        tags=["retrieval"],
+        summary="The cited context for a question, or an honest 'not grounded'",
+        response_model=RetrieveOut,
+        response_model_exclude_none=False,
+        responses=ERRORS,
+    )
+    async def retrieve(body: RetrieveIn, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
+        tether = svc.tether
+        scope = await svc.read(
+            readable_scope, tether, caller, body.scope, body.session_id, body.workspace_id
+        )
+        filters = body.filters.to_filters() if body.filters is not None else None
+        history = [turn.model_dump() for turn in body.history] if body.history else None
+        try:
+            result = await tether.aretrieve(
+                body.query, scope=scope, filters=filters, max_chunks=body.max_chunks,
+                min_relevance=body.min_relevance, timeout=body.timeout, guarded=body.guarded,
+                history=history,
+            )  # fmt: skip
+        except GenerationBlocked:
+            svc.metrics.retrievals.labels("blocked").inc()
+            raise
+        svc.metrics.retrievals.labels(outcome_of(result)).inc()
+        out = result.to_dict()
+        if not body.debug:
+            out["debug"] = None
+        return out
+
+    @app.get(
+        "/v1/audit",
+        tags=["audit"],
+        summary="The audit log of retrievals this key may see, newest first",
+        response_model=list[AuditOut],
+        responses=ERRORS,
+    )
+    async def audit(
+        svc: ServiceDep,
+        caller: AccessDep,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        outcome: Literal["grounded", "ungrounded", "skipped", "blocked", "error"] | None = None,
+        retrieval_id: Annotated[str | None, Query(max_length=128)] = None,
+    ) -> list[dict[str, Any]]:
+        readable = caller.readable
+        entries = await svc.read(
+            svc.tether.retrieval_log, limit, outcome,
+            workspace_ids=None if readable is None else list(readable), retrieval_id=retrieval_id,
+        )  # fmt: skip
+        return [entry.to_dict() for entry in entries]

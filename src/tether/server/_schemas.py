@@ -1,0 +1,158 @@
+"""The request and response bodies of the HTTP API (they make its OpenAPI schema).
+
+Responses are the library's ``to_dict()`` shapes, the same JSON that ``tether ... --json``
+prints; these models only describe them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.models import MAX_K, Filters
+
+ScopeKind = Literal["session", "workspace", "global"]
+#: The longest query or question accepted (a pasted page is fine, a book is not).
+MAX_QUERY_CHARS = 100_000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FiltersIn(_Strict):
+    """Tag filters, applied in SQL like scopes (see ``tether.Filters``)."""
+
+    domains: list[str] | None = Field(default=None, min_length=1)
+    project_ids: list[str | None] | None = Field(default=None, min_length=1)
+    source_types: list[str] | None = Field(default=None, min_length=1)
+    document_ids: list[str] | None = Field(default=None, min_length=1)
+
+    def to_filters(self) -> Filters:
+        return Filters(
+            domains=None if self.domains is None else tuple(self.domains),
+            project_ids=None if self.project_ids is None else tuple(self.project_ids),
+            source_types=None if self.source_types is None else tuple(self.source_types),
+            document_ids=None if self.document_ids is None else tuple(self.document_ids),
+        )
+
+
+class ScopedIn(_Strict):
+    scope: ScopeKind | None = Field(
+        default=None, description="session, workspace or global (default: rag.scope)"
+    )
+    session_id: str | None = Field(default=None, max_length=512)
+    workspace_id: str | None = Field(default=None, max_length=512)
+    filters: FiltersIn | None = None
+
+
+class SearchIn(ScopedIn):
+    query: str = Field(max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=10, ge=1, le=MAX_K)
+    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+
+
+class HistoryTurn(_Strict):
+    role: str = Field(max_length=32)
+    content: str = Field(max_length=MAX_QUERY_CHARS)
+
+
+class RetrieveIn(ScopedIn):
+    query: str = Field(max_length=MAX_QUERY_CHARS, description="the user's question")
+    max_chunks: int | None = Field(default=None, ge=1, le=MAX_K)
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
+    timeout: float | None = Field(default=None, gt=0.0, le=600.0)
+    guarded: bool = Field(
+        default=False,
+        description="the agent team's rules: nothing grounded is a 409 GenerationBlocked",
+    )
+    history: list[HistoryTurn] | None = Field(default=None, max_length=50)
+    debug: bool = Field(default=False, description="include the pipeline's debug record")
+
+
+class ScopeOut(BaseModel):
+    kind: ScopeKind
+    id: str
+
+
+class HitOut(BaseModel):
+    document_id: str
+    chunk_id: int
+    title: str
+    section_title: str | None
+    page: int | None
+    text: str
+    score: float
+    ordinal: int
+    char_start: int
+    char_end: int
+    source_path: str | None
+    workspace_id: str
+    page_label: str | None
+
+
+class SearchOut(BaseModel):
+    query: str
+    scope: ScopeOut
+    k: int
+    hits: list[HitOut]
+    debug: dict[str, Any]
+
+
+class CitationOut(BaseModel):
+    number: int
+    document_id: str
+    title: str
+    section_title: str | None
+    page: int | None
+    pages: list[int]
+    chunk_ids: list[int]
+    source_path: str | None
+    workspace_id: str
+    relevance: float
+    text: str
+    page_label: str | None
+
+
+class RetrieveOut(BaseModel):
+    retrieval_id: str
+    question: str
+    context: str
+    citations: list[CitationOut]
+    grounded: bool
+    guidance: str | None
+    suggested_scope: ScopeKind | None
+    retrieved: bool
+    queries: list[str]
+    scope: ScopeOut
+    selected_chunk_ids: list[int]
+    debug: dict[str, Any] | None = None
+
+
+class AuditOut(BaseModel):
+    retrieval_id: str
+    created_at: str
+    query: str
+    scope: dict[str, Any]
+    filters: dict[str, Any]
+    chunk_ids: list[int]
+    document_ids: list[str]
+    outcome: str
+    reason: str | None
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+    status: int
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+#: The error responses every route may give, for the OpenAPI schema.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503, 504)
+}
