@@ -57,7 +57,12 @@ STATUS: dict[type[TetherError], int] = {
 }
 
 
-_HTTP_KINDS = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "RequestTooLarge"}
+_HTTP_KINDS = {
+    401: "Unauthorized",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    413: "RequestTooLarge",
+}
 
 
 class ApiError(Exception):
