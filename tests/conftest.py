@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -114,3 +117,31 @@ def make_pdf(path: Path, pages: list[str], *, title: str | None = None) -> Path:
         pdf.multi_cell(0, 6, text)
     pdf.output(str(path))
     return path
+
+
+@pytest.fixture
+def serve_app() -> Callable[[Any], AbstractContextManager[str]]:
+    """Run an ASGI app with uvicorn on a free loopback port in a thread: ``with
+    serve_app(app) as url:`` gives its base URL (``http://127.0.0.1:PORT``), and the
+    server stops (lifespan included) when the block ends."""
+    import uvicorn
+
+    @contextmanager
+    def serve(app: Any) -> Iterator[str]:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+    return serve

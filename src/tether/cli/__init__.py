@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 import tether
-from tether.cli import _docs, _eval, _index, _log, _search, _sessions
+from tether.cli import _docs, _eval, _index, _log, _search, _serve, _sessions
 from tether.cli._shell import say
 
 __all__ = ["app", "main"]
@@ -29,8 +29,12 @@ docs_app = typer.Typer(help="List, inspect and remove documents.", no_args_is_he
 sessions_app = typer.Typer(
     help="Create and close sessions; attach and detach documents.", no_args_is_help=True
 )
+keys_app = typer.Typer(
+    help="API keys of `tether serve` and `tether mcp`, bound to workspaces.", no_args_is_help=True
+)
 app.add_typer(docs_app, name="docs")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(keys_app, name="keys")
 
 app.command()(_index.add)
 app.command()(_search.search)
@@ -42,6 +46,7 @@ app.command()(_index.status)
 app.command("log")(_log.log_)
 app.command()(_index.reembed)
 app.command("eval")(_eval.eval_)
+app.command()(_serve.serve)
 
 docs_app.command("list")(_docs.docs_list)
 docs_app.command("show")(_docs.docs_show)
@@ -53,6 +58,10 @@ sessions_app.command("create")(_sessions.sessions_create)
 sessions_app.command("close")(_sessions.sessions_close)
 sessions_app.command("attach")(_sessions.sessions_attach)
 sessions_app.command("detach")(_sessions.sessions_detach)
+
+keys_app.command("create")(_serve.keys_create)
+keys_app.command("list")(_serve.keys_list)
+keys_app.command("revoke")(_serve.keys_revoke)
 
 
 def _print_version(asked: bool) -> None:

@@ -22,6 +22,7 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from tether import Access, GenerationBlocked, Tether
+from tether.policy import require_grounding
 from tether.server import _errors
 from tether.server._auth import KeyPolicy, access, readable_scope
 from tether.server._metrics import CONTENT_TYPE, LimitBody, Metrics, ObserveRequests, outcome_of
@@ -222,15 +223,20 @@ def _core_routes(app: FastAPI) -> None:
         )
         filters = body.filters.to_filters() if body.filters is not None else None
         history = [turn.model_dump() for turn in body.history] if body.history else None
-        try:
+        if body.guarded:  # the agent team's rules: the policy's limits, blocked if ungrounded
+            try:
+                grounding = await require_grounding(tether, scope=scope, filters=filters).arun(
+                    body.query
+                )
+            except GenerationBlocked:
+                svc.metrics.retrievals.labels("blocked").inc()
+                raise
+            result = grounding.result
+        else:
             result = await tether.aretrieve(
                 body.query, scope=scope, filters=filters, max_chunks=body.max_chunks,
-                min_relevance=body.min_relevance, timeout=body.timeout, guarded=body.guarded,
-                history=history,
+                min_relevance=body.min_relevance, timeout=body.timeout, history=history,
             )  # fmt: skip
-        except GenerationBlocked:
-            svc.metrics.retrievals.labels("blocked").inc()
-            raise
         svc.metrics.retrievals.labels(outcome_of(result)).inc()
         out = result.to_dict()
         if not body.debug:

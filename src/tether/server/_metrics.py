@@ -6,13 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-tracer = trace.get_tracer("tether.server")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -47,8 +43,9 @@ def _route(scope: Scope) -> str:
 
 
 class ObserveRequests:
-    """ASGI middleware: each HTTP request is one server span (the parent of the library's
-    spans, such as ``rag.retrieve``), counted and timed per route."""
+    """ASGI middleware: each HTTP request counted and timed per route. (The request's
+    server span, the parent of the library's spans such as ``rag.retrieve``, is
+    FastAPI's own telemetry.)"""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -67,22 +64,12 @@ class ObserveRequests:
                 status["code"] = message["status"]
             await send(message)
 
-        with tracer.start_as_current_span(
-            f"HTTP {method}", kind=SpanKind.SERVER, record_exception=True
-        ) as span:
-            span.set_attribute("http.request.method", method)
-            span.set_attribute("url.path", scope.get("path", ""))
-            try:
-                await self.app(scope, receive, sending)
-            finally:
-                route = _route(scope)
-                span.update_name(f"HTTP {method} {route}")
-                span.set_attribute("http.route", route)
-                span.set_attribute("http.response.status_code", status["code"])
-                if status["code"] >= 500:
-                    span.set_status(Status(StatusCode.ERROR))
-                self.metrics.requests.labels(route, method, str(status["code"])).inc()
-                self.metrics.latency.labels(route, method).observe(time.perf_counter() - started)
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = _route(scope)
+            self.metrics.requests.labels(route, method, str(status["code"])).inc()
+            self.metrics.latency.labels(route, method).observe(time.perf_counter() - started)
 
 
 class LimitBody:

@@ -65,7 +65,9 @@ class RetrieveIn(ScopedIn):
     timeout: float | None = Field(default=None, gt=0.0, le=600.0)
     guarded: bool = Field(
         default=False,
-        description="the agent team's rules: nothing grounded is a 409 GenerationBlocked",
+        description="the agent team's rules (policy.max_chunks, policy.min_relevance,"
+        " policy.timeout; max_chunks, min_relevance and timeout here are ignored): nothing"
+        " grounded, a timeout or an error is a 409 GenerationBlocked with its advisory",
     )
     history: list[HistoryTurn] | None = Field(default=None, max_length=50)
     debug: bool = Field(default=False, description="include the pipeline's debug record")
