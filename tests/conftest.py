@@ -119,7 +119,7 @@ def make_pdf(path: Path, pages: list[str], *, title: str | None = None) -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def serve_app() -> Callable[[Any], AbstractContextManager[str]]:
     """Run an ASGI app with uvicorn on a free loopback port in a thread: ``with
     serve_app(app) as url:`` gives its base URL (``http://127.0.0.1:PORT``), and the
