@@ -68,7 +68,7 @@ def test_every_route_answers_within_its_schema_and_never_500(
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         )
         def check(case: Any) -> None:
-            calls[operation.label] = calls.get(operation.label, 0) + 1
+            calls[case.operation.label] = calls.get(case.operation.label, 0) + 1
             case.call_and_validate(base_url=url, headers=headers, excluded_checks=EXCLUDED)
 
         try:
