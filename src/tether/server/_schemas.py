@@ -62,7 +62,12 @@ class RetrieveIn(ScopedIn):
     query: str = Field(max_length=MAX_QUERY_CHARS, description="the user's question")
     max_chunks: int | None = Field(default=None, ge=1, le=MAX_K)
     min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
-    timeout: float | None = Field(default=None, gt=0.0, le=600.0)
+    timeout: float | None = Field(
+        default=None,
+        ge=0.5,
+        le=600.0,
+        description="seconds for the whole retrieval; past it a 504 RetrievalTimeout",
+    )
     guarded: bool = Field(
         default=False,
         description="the agent team's rules (policy.max_chunks, policy.min_relevance,"
