@@ -66,7 +66,9 @@ def build_store(db: Path, docs: list[tuple[str, str]], embeddings: bool) -> dict
     """The store, its documents spread over the workspaces, and one key per workspace."""
     from tether import Settings, Tether, TextSource
 
-    settings = Settings.load(None, **({} if embeddings else {"rag": {"embeddings": {"enabled": False}}}))
+    settings = Settings.load(
+        None, **({} if embeddings else {"rag": {"embeddings": {"enabled": False}}})
+    )
     with Tether(db=db, settings=settings) as t:
         for n, workspace in enumerate(WORKSPACES):
             mine = docs[n :: len(WORKSPACES)]
@@ -180,8 +182,10 @@ def report(rec: Recorder, seconds: float, memory: list[float], pid: int,
         rows[route] = row
         print(f"{route:<22} {row['requests']:>9,} {row['per_second']:>7.1f}"
               f" {row['p50_ms']:>8.1f} {row['p95_ms']:>8.1f} {row['errors']:>7}")  # fmt: skip
-    print(f"server RSS: {current:,.0f} MB now, {peak:,.0f} MB peak"
-          f" (median during the run {statistics.median(memory) if memory else 0:,.0f} MB)")
+    print(
+        f"server RSS: {current:,.0f} MB now, {peak:,.0f} MB peak"
+        f" (median during the run {statistics.median(memory) if memory else 0:,.0f} MB)"
+    )
     for sample in rec.samples:
         print(f"  error: {sample}")
     return {"clients": args.clients, "seconds": seconds, "requests": total, "errors": errors,
@@ -193,12 +197,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--minutes", type=float, default=5.0)
-    parser.add_argument("--max-requests", type=int, default=200_000,
-                        help="stop after this many requests in all, whatever the time")
+    parser.add_argument(
+        "--max-requests",
+        type=int,
+        default=200_000,
+        help="stop after this many requests in all, whatever the time",
+    )
     parser.add_argument("--documents", type=int, default=2000, help="documents in the store")
     parser.add_argument("--synthetic", action="store_true", help="synthetic text, not SciFact")
-    parser.add_argument("--lexical-only", action="store_true",
-                        help="no embeddings (no model load; measures the service, not MiniLM)")
+    parser.add_argument(
+        "--lexical-only",
+        action="store_true",
+        help="no embeddings (no model load; measures the service, not MiniLM)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
