@@ -107,3 +107,13 @@ def test_the_audit_log_reads_per_workspace_in_sql(tether: Tether) -> None:
     assert read(None) == set(ids.values())
     [one] = tether.retrieval_log(retrieval_id=ids["other"])
     assert one.scope == {"kind": "workspace", "id": "other"}
+
+
+def test_a_keys_last_use_is_recorded_at_most_once_a_minute(tether: Tether) -> None:
+    key, secret = tether.keys.create(workspaces=["acme"])
+    assert key.last_used_at is None
+    assert tether.keys.mark_used(tether.keys.authenticate(secret)) is True
+    used = tether.keys.authenticate(secret)
+    assert used is not None and used.last_used_at is not None
+    assert tether.keys.mark_used(used) is False  # within the minute: no write
+    assert tether.keys.mark_used(used, every=0.0) is True

@@ -137,9 +137,27 @@ class KeyRing:
     def any_active(self) -> bool:
         return any(key.active for key in self.store.api_keys())
 
+    def mark_used(self, key: ApiKey, *, every: float = 60.0) -> bool:
+        """Record that ``key`` was used now, at most once per ``every`` seconds (its
+        ``last_used_at`` is minutes-accurate, not a write per request). Whether it wrote."""
+        now = utcnow()
+        if key.last_used_at is not None and _seconds_between(key.last_used_at, now) < every:
+            return False
+        self.store.touch_api_key(key.id, now)
+        return True
+
     def authenticate(self, secret: str) -> ApiKey | None:
         """The active key whose secret this is, or None."""
         if not isinstance(secret, str) or not secret.startswith(KEY_PREFIX):
             return None
         key = self.store.api_key_by_hash(key_hash(secret))
         return key if key is not None and key.active else None
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    from datetime import datetime
+
+    def parse(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return (parse(later) - parse(earlier)).total_seconds()

@@ -63,6 +63,7 @@ async def access(request: Request) -> Access:
     if key is None:
         raise _unauthorized("unknown or revoked API key")
     request.state.key_id = key.id
+    await request.app.state.service.write(policy.tether.keys.mark_used, key)
     return Access(key)
 
 

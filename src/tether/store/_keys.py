@@ -62,3 +62,7 @@ class KeysMixin(SQLiteMixin):
         if row is None:
             raise NotFound(f"no API key with id {key_id!r}")
         return _key(row)
+
+    def touch_api_key(self, key_id: str, at: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (at, key_id))

@@ -379,6 +379,10 @@ class Store(ABC):
         """Every key, oldest first."""
 
     @abstractmethod
+    def touch_api_key(self, key_id: str, at: str) -> None:
+        """Record that ``key_id`` was used at ``at`` (ISO UTC)."""
+
+    @abstractmethod
     def revoke_api_key(self, key_id: str) -> ApiKey:
         """Mark ``key_id`` revoked (once: revoking again keeps the first time); NotFound
         if there is no such key."""
