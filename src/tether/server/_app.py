@@ -21,17 +21,17 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import Depends, FastAPI, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from tether import Access, GenerationBlocked, Tether
+from tether import Access, AuditEntry, Filters, GenerationBlocked, Scope, Tether
 from tether.policy import require_grounding
 from tether.server import _errors
 from tether.server._auth import KeyPolicy, access, readable_scope
 from tether.server._metrics import CONTENT_TYPE, LimitBody, Metrics, ObserveRequests, outcome_of
 from tether.server._schemas import (
     ERRORS,
-    AuditOut,
     ErrorOut,
     RetrieveIn,
     RetrieveOut,
+    ScopedIn,
     SearchIn,
     SearchOut,
 )
@@ -161,6 +161,16 @@ def _version() -> str:
         return "0"
 
 
+async def _scope_and_filters(
+    svc: Service, caller: Access, body: ScopedIn
+) -> tuple[Scope, Filters | None]:
+    """The scope a request names, if the caller may read it, and its tag filters."""
+    scope = await svc.read(
+        readable_scope, svc.tether, caller, body.scope, body.session_id, body.workspace_id
+    )
+    return scope, body.filters.to_filters() if body.filters is not None else None
+
+
 def _core_routes(app: FastAPI) -> None:
     @app.get("/healthz", tags=["service"], summary="The process is up")
     async def healthz() -> dict[str, str]:
@@ -197,10 +207,7 @@ def _core_routes(app: FastAPI) -> None:
     )
     async def search(body: SearchIn, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
         tether = svc.tether
-        scope = await svc.read(
-            readable_scope, tether, caller, body.scope, body.session_id, body.workspace_id
-        )
-        filters = body.filters.to_filters() if body.filters is not None else None
+        scope, filters = await _scope_and_filters(svc, caller, body)
         hits = await svc.read(
             tether.search, body.query, scope=scope, k=body.k, mode=body.mode, filters=filters
         )
@@ -218,10 +225,7 @@ def _core_routes(app: FastAPI) -> None:
     )
     async def retrieve(body: RetrieveIn, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
         tether = svc.tether
-        scope = await svc.read(
-            readable_scope, tether, caller, body.scope, body.session_id, body.workspace_id
-        )
-        filters = body.filters.to_filters() if body.filters is not None else None
+        scope, filters = await _scope_and_filters(svc, caller, body)
         history = [turn.model_dump() for turn in body.history] if body.history else None
         if body.guarded:  # the agent team's rules: the policy's limits, blocked if ungrounded
             try:
@@ -247,7 +251,7 @@ def _core_routes(app: FastAPI) -> None:
         "/v1/audit",
         tags=["audit"],
         summary="The audit log of retrievals this key may see, newest first",
-        response_model=list[AuditOut],
+        response_model=list[AuditEntry],
         responses=ERRORS,
     )
     async def audit(

@@ -1,7 +1,8 @@
 """The request and response bodies of the HTTP API (they make its OpenAPI schema).
 
 Responses are the library's ``to_dict()`` shapes, the same JSON that ``tether ... --json``
-prints; these models only describe them.
+prints; these models only describe them, with the library's own records (``Hit``,
+``Citation``, ``AuditEntry``) where a record is the shape.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.models import MAX_K, Filters
+from tether.models import MAX_K, Citation, Filters, Hit
 
 ScopeKind = Literal["session", "workspace", "global"]
 #: The longest query or question accepted (a pasted page is fine, a book is not).
@@ -83,50 +84,19 @@ class ScopeOut(BaseModel):
     id: str
 
 
-class HitOut(BaseModel):
-    document_id: str
-    chunk_id: int
-    title: str
-    section_title: str | None
-    page: int | None
-    text: str
-    score: float
-    ordinal: int
-    char_start: int
-    char_end: int
-    source_path: str | None
-    workspace_id: str
-    page_label: str | None
-
-
 class SearchOut(BaseModel):
     query: str
     scope: ScopeOut
     k: int
-    hits: list[HitOut]
+    hits: list[Hit]
     debug: dict[str, Any]
-
-
-class CitationOut(BaseModel):
-    number: int
-    document_id: str
-    title: str
-    section_title: str | None
-    page: int | None
-    pages: list[int]
-    chunk_ids: list[int]
-    source_path: str | None
-    workspace_id: str
-    relevance: float
-    text: str
-    page_label: str | None
 
 
 class RetrieveOut(BaseModel):
     retrieval_id: str
     question: str
     context: str
-    citations: list[CitationOut]
+    citations: list[Citation]
     grounded: bool
     guidance: str | None
     suggested_scope: ScopeKind | None
@@ -135,18 +105,6 @@ class RetrieveOut(BaseModel):
     scope: ScopeOut
     selected_chunk_ids: list[int]
     debug: dict[str, Any] | None = None
-
-
-class AuditOut(BaseModel):
-    retrieval_id: str
-    created_at: str
-    query: str
-    scope: dict[str, Any]
-    filters: dict[str, Any]
-    chunk_ids: list[int]
-    document_ids: list[str]
-    outcome: str
-    reason: str | None
 
 
 class ErrorDetail(BaseModel):
