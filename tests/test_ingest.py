@@ -1308,3 +1308,17 @@ def test_pdf_manual_chunks_fit_the_embedders_window(tmp_path: Path) -> None:
     counts = counter.count_many(embedder.embedded_texts)
     assert max(n or 0 for n in counts) + 2 <= 256
     assert all(c.token_count == counter(c.content) for c in chunks)
+
+
+def test_document_text_reads_the_documents_text_back_from_its_chunks(tmp_path: Path) -> None:
+    """Overlapping chunks are read once; the words and their order are the document's."""
+    text = "\n\n".join(
+        f"Paragraph {i}: the valve seat of pump {i} is checked, then the seal is replaced."
+        for i in range(12)
+    )
+    with Tether(
+        db=tmp_path / "t.db", settings=make_settings(chunk_size=120, chunk_overlap=40)
+    ) as t:
+        [result] = t.add(text=text, title="Pumps")
+        assert len(t.chunks(result.document_id)) > 5
+        assert t.document_text(result.document_id).split() == text.split()

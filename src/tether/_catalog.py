@@ -49,6 +49,19 @@ class Catalog:
         self.store.get_document(document_id)
         return self.store.chunks_of(document_id)
 
+    def document_text(self, document_id: str) -> str:
+        """The document's normalized text as its chunks hold it (each chunk is exactly
+        ``text[char_start:char_end]``: overlaps are read once, and a gap no chunk holds,
+        whitespace between sections, becomes a line break)."""
+        parts: list[str] = []
+        end = 0
+        for chunk in sorted(self.chunks(document_id), key=lambda c: (c.char_start, c.ordinal)):
+            if parts and chunk.char_start > end:
+                parts.append("\n")
+            parts.append(chunk.content[max(0, end - chunk.char_start) :])
+            end = max(end, chunk.char_end)
+        return "".join(parts)
+
     def delete_document(self, document_id: str) -> None:
         """Delete a document with its chunks, FTS rows, embeddings and attachments."""
         self.store.delete_document(document_id)

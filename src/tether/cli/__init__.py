@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 import tether
-from tether.cli import _docs, _eval, _index, _log, _search, _serve, _sessions
+from tether.cli import _docs, _eval, _index, _log, _search, _serve, _serve_mcp, _sessions
 from tether.cli._shell import say
 
 __all__ = ["app", "main"]
@@ -47,6 +47,7 @@ app.command("log")(_log.log_)
 app.command()(_index.reembed)
 app.command("eval")(_eval.eval_)
 app.command()(_serve.serve)
+app.command()(_serve_mcp.mcp)
 
 docs_app.command("list")(_docs.docs_list)
 docs_app.command("show")(_docs.docs_show)

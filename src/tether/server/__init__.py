@@ -1,19 +1,12 @@
 """tether as a service: the HTTP API (``tether serve``) and the MCP server (``tether mcp``).
 
-Needs the ``server`` extra: ``pip install 'tether[server]'``.
+Needs the ``server`` extra (``pip install 'tether[server]'``): importing this package
+without it is an ImportError, which the commands turn into that advice.
 """
 
 from __future__ import annotations
 
-try:
-    import fastapi  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    from tether.errors import ConfigurationError
-
-    raise ConfigurationError(
-        "the HTTP API needs the server extra: pip install 'tether[server]'"
-    ) from exc
-
 from tether.server._app import Service, create_app
+from tether.server._mcp import serve_mcp_stdio
 
-__all__ = ["Service", "create_app"]
+__all__ = ["Service", "create_app", "serve_mcp_stdio"]

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
 
 from tether import Access, AuditEntry, Filters, GenerationBlocked, Scope, Tether
 from tether.policy import require_grounding
@@ -133,8 +134,23 @@ def create_app(
 
     app.include_router(_resources.router, prefix="/v1")
     if mcp_app is not None:
-        app.mount("/mcp", mcp_app.asgi())
+        # A route, not a mount: a mount answers ``/mcp`` with a redirect to ``/mcp/``.
+        app.router.routes.append(
+            Route("/mcp", _AsgiEndpoint(mcp_app.asgi()), methods=["GET", "POST", "DELETE"],
+                  include_in_schema=False)
+        )  # fmt: skip
     return app
+
+
+class _AsgiEndpoint:
+    """An ASGI callable as a route's endpoint (Starlette wraps plain functions and bound
+    methods as request handlers; an object it runs as an ASGI app)."""
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
 
 
 async def _warm(svc: Service) -> None:
@@ -147,9 +163,9 @@ async def _warm(svc: Service) -> None:
 
 
 def _mcp_app(svc: Service) -> Any:
-    from tether.server import _mcp
+    from tether.server import _mcp_http
 
-    return _mcp.McpMount(svc)
+    return _mcp_http.McpMount(svc)
 
 
 def _version() -> str:
