@@ -24,8 +24,6 @@ from tether import Tether
 from tether.cli import app as cli_app
 from tether.server import create_app
 
-pytest.importorskip("uvicorn")
-
 runner = CliRunner()
 
 

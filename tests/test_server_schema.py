@@ -9,19 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
+from schemathesis.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import ensure_resource_availability, use_after_free
 
 from conftest import make_settings
 from tether import Tether
 from tether.server import create_app
-
-schemathesis = pytest.importorskip("schemathesis")
-from schemathesis.checks import positive_data_acceptance  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
-    ensure_resource_availability,
-    use_after_free,
-)
 
 
 @pytest.fixture(scope="module")
