@@ -279,29 +279,34 @@ def weighted_score_lists(draw: st.DrawFn):
 
 
 def reference_zscores(lists: list[list[tuple[int, float]]], weights: list[float]) -> dict:
-    """sum_i w_i * z_i(d): z from each list's best score per item, -3 when absent."""
+    """sum_i w_i * z_i(d): z from each list's best score per item, -3 when absent; a list
+    with items but no spread gives each of them the highest z of the other lists (0 if
+    none has a spread)."""
     import statistics
 
-    out: dict[int, float] = {}
     per_list = []
     for pairs in lists:
         best: dict[int, float] = {}
         for item, s in pairs:
             best[item] = max(best.get(item, s), s)
         per_list.append(best)
+    zs: list[dict[int, float] | None] = []
+    for best in per_list:
+        if not best:
+            zs.append({})
+            continue
+        mean = statistics.fmean(best.values())
+        std = statistics.pstdev(best.values())
+        flat = std <= 1e-12 * max(1.0, abs(mean))
+        zs.append(None if flat else {i: (v - mean) / std for i, v in best.items()})
+    top = max((max(z.values()) for z in zs if z), default=0.0)
     union = {item for best in per_list for item in best}
-    for best, w in zip(per_list, weights, strict=True):
-        if best:
-            mean = statistics.fmean(best.values())
-            std = statistics.pstdev(best.values())
+    out: dict[int, float] = {}
+    for best, z, w in zip(per_list, zs, weights, strict=True):
         for item in union:
-            if item not in best:
-                z = ZSCORE_FLOOR
-            elif std <= 1e-12 * max(1.0, abs(mean)):
-                z = 0.0
-            else:
-                z = (best[item] - mean) / std
-            out[item] = out.get(item, 0.0) + w * z
+            own = top if z is None else z.get(item, 0.0)
+            value = own if item in best else ZSCORE_FLOOR
+            out[item] = out.get(item, 0.0) + w * value
     return out
 
 
@@ -383,8 +388,21 @@ def test_zscore_keeps_margins_that_rrf_throws_away() -> None:
 def test_zscore_constant_list_and_empty_inputs() -> None:
     assert zscore_fusion([]) == []
     assert zscore_fusion([[], []]) == []
+    # Alone, a list without spread has no other list to take a standing from: 0.
     assert dict(zscore_fusion([[("a", 2.0), ("b", 2.0)]])) == {"a": 0.0, "b": 0.0}
     assert [i for i, _ in zscore_fusion([[("a", 2.0), ("b", 2.0)]])] == ["a", "b"]
+
+
+def test_zscore_the_only_lexical_match_is_not_buried_by_vector_only_hits() -> None:
+    """The issue's case: a unique word matches one chunk lexically; the vector list is
+    full and does not hold it. Before, the lone hit got z = 0 (the list's mean) plus the
+    floor, below every vector-only hit above the vector list's mean."""
+    lexical = [("part-4471", 12.5)]
+    vector = [(f"v{i}", 0.60 - i * 0.01) for i in range(30)]
+    fused = [item for item, _ in zscore_fusion([lexical, vector])]
+    assert fused[0] == "part-4471"
+    rrf = [item for item, _ in reciprocal_rank_fusion([["part-4471"], [i for i, _ in vector]])]
+    assert rrf[0] == "part-4471"
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -398,3 +416,86 @@ def test_zscore_weights_are_checked() -> None:
         zscore_fusion([[("a", 1.0)]], weights=[1.0, 1.0])
     with pytest.raises(ValueError, match=">= 0"):
         zscore_fusion([[("a", 1.0)]], weights=[math.nan])
+
+
+# -- degenerate lists: one hit, ties, all-equal scores, an empty list -------------------------
+
+distinct_scored = st.lists(
+    st.tuples(st.integers(100, 200), st.floats(min_value=-50, max_value=50)),
+    min_size=2, max_size=20, unique_by=lambda pair: pair[0],
+)  # fmt: skip
+
+
+@given(
+    alone=st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True),
+    level=st.floats(min_value=-50, max_value=50),
+    other=distinct_scored,
+    first=st.booleans(),
+)
+def test_zscore_the_only_matches_of_a_list_outrank_everything_weaker(
+    alone: list[int], level: float, other: list[tuple[int, float]], first: bool
+) -> None:
+    """Items that are all of one list's matches (one hit, or equal scores) and absent from
+    the other are never ranked below an item of the other list that is not that list's
+    best (weaker on both: absent from the first, not the best of the second)."""
+    spread = [s for _, s in other]
+    assume(max(spread) - min(spread) > 1e-6)  # the other list has a spread of its own
+    degenerate = [(item, level) for item in alone]
+    lists = [degenerate, other] if first else [other, degenerate]
+    fused = [item for item, _ in zscore_fusion(lists)]
+    best_score = max(s for _, s in other)
+    weaker = {item for item, s in other if s < best_score}
+    for item in alone:
+        assert all(fused.index(item) < fused.index(w) for w in weaker), (item, fused)
+
+
+@given(
+    alone=st.integers(0, 5),
+    other=st.lists(st.integers(100, 200), min_size=2, max_size=20, unique=True),
+    k=st.integers(0, 100),
+    first=st.booleans(),
+)
+def test_rrf_the_only_match_of_a_list_outranks_everything_weaker(
+    alone: int, other: list[int], k: int, first: bool
+) -> None:
+    lists = [[alone], other] if first else [other, [alone]]
+    fused = [item for item, _ in reciprocal_rank_fusion(lists, k=k)]
+    assert all(fused.index(alone) < fused.index(w) for w in other[1:])
+
+
+@given(
+    ranked=st.lists(st.tuples(items, st.integers(0, 3).map(float)), min_size=1, max_size=12,
+                    unique_by=lambda pair: pair[0]).map(
+                        lambda pairs: sorted(pairs, key=lambda p: -p[1])),
+    k=st.integers(0, 100),
+)  # fmt: skip
+def test_rrf_equal_scores_share_a_rank(ranked: list[tuple[int, float]], k: int) -> None:
+    """Tied items get the same contribution: the rank of the first of their tie group."""
+    fused = dict(reciprocal_rank_fusion(
+        [[i for i, _ in ranked]], k=k, scores=[[s for _, s in ranked]]))  # fmt: skip
+    for (a, sa), (b, sb) in itertools.combinations(ranked, 2):
+        if sa == sb:
+            assert fused[a] == fused[b]
+        else:
+            assert fused[a] > fused[b]
+    first_of_group = {s: 1 + [x for _, x in ranked].index(s) for _, s in ranked}
+    for item, s in ranked:
+        assert fused[item] == pytest.approx(1 / (k + first_of_group[s]))
+
+
+@given(weighted_score_lists())
+def test_an_empty_list_changes_no_order(case) -> None:
+    lists, weights = case
+    z_alone = [item for item, _ in zscore_fusion(lists, weights=weights)]
+    z_with = [item for item, _ in zscore_fusion([*lists, []], weights=[*weights, 1.0])]
+    assert z_with == z_alone
+    ids = [[item for item, _ in pairs] for pairs in lists]
+    r_alone = reciprocal_rank_fusion(ids, weights=weights)
+    assert reciprocal_rank_fusion([*ids, []], weights=[*weights, 1.0]) == r_alone
+
+
+def test_rrf_checks_its_scores() -> None:
+    with pytest.raises(ValueError, match="1 score lists for 2 rankings"):
+        reciprocal_rank_fusion([["a"], ["b"]], scores=[[1.0]])
+    with pytest.raises(ValueError, match="2 scores for a ranking of 1"):
+        reciprocal_rank_fusion([["a"]], scores=[[1.0, 2.0]])

@@ -295,6 +295,7 @@ class Searcher:
                 [[cid for cid, _ in lexical], [cid for cid, _ in vector]],
                 k=self.rag.rrf_k,
                 weights=weights,
+                scores=[[score for _, score in lexical], [score for _, score in vector]],
             )
             return fused, {"method": "rrf", "rrf_k": self.rag.rrf_k, "weights": weights}
         fused = zscore_fusion([lexical, vector], weights=weights)
