@@ -21,6 +21,7 @@ from tether import (
     EmptyDocument,
     IndexingFailed,
     IngestError,
+    InvalidArgument,
     Settings,
     Tether,
     TextSource,
@@ -1322,3 +1323,10 @@ def test_document_text_reads_the_documents_text_back_from_its_chunks(tmp_path: P
         [result] = t.add(text=text, title="Pumps")
         assert len(t.chunks(result.document_id)) > 5
         assert t.document_text(result.document_id).split() == text.split()
+
+
+@pytest.mark.parametrize("field", ["text", "title"])
+def test_a_text_source_that_is_not_text_is_a_typed_error(field: str) -> None:
+    values = {"text": "Some text.", "title": "A title", field: None}
+    with pytest.raises(InvalidArgument, match=f"TextSource.{field} must be str, not NoneType"):
+        TextSource(**values)  # type: ignore[arg-type]

@@ -55,6 +55,12 @@ class TextSource:
     tags: Tags | Mapping[str, Any] | None = None
     status: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("text", "title"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise InvalidArgument(f"TextSource.{name} must be str, not {type(value).__name__}")
+
     @property
     def label(self) -> str:
         return self.title

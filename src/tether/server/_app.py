@@ -9,24 +9,20 @@ for SQLite's lock, and readers (WAL) are never blocked by them.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request, Response
-from starlette.concurrency import run_in_threadpool
+from fastapi import FastAPI, Query, Response
 from starlette.routing import Route
 
 from tether import Access, AuditEntry, Filters, GenerationBlocked, Scope, Tether
 from tether.policy import require_grounding
 from tether.server import _errors
-from tether.server._auth import KeyPolicy, access, readable_scope
-from tether.server._metrics import CONTENT_TYPE, LimitBody, Metrics, ObserveRequests, outcome_of
+from tether.server._auth import KeyPolicy, readable_scope
+from tether.server._metrics import CONTENT_TYPE, LimitBody, ObserveRequests, outcome_of
 from tether.server._schemas import (
     ERRORS,
     ErrorOut,
@@ -36,49 +32,14 @@ from tether.server._schemas import (
     SearchIn,
     SearchOut,
 )
+from tether.server._service import AccessDep, Service, ServiceDep
 
 logger = logging.getLogger("tether.server")
-
-T = TypeVar("T")
 
 #: JSON bodies larger than this are refused (a query is at most 100k characters).
 JSON_BODY_BYTES = 1 << 20
 #: Multipart uploads larger than this are refused (each file also meets rag.max_file_bytes).
 UPLOAD_BODY_BYTES = 256 << 20
-
-
-@dataclass
-class Service:
-    """What the routes share: the library, its one writer thread, the key policy and
-    the metrics."""
-
-    tether: Tether
-    key_policy: KeyPolicy
-    metrics: Metrics = field(default_factory=Metrics)
-    writer: concurrent.futures.ThreadPoolExecutor = field(
-        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="tether-writer"
-        )
-    )
-    ready: bool = False
-
-    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn`` on the thread pool (many reads run at once)."""
-        return await run_in_threadpool(fn, *args, **kwargs)
-
-    async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn`` on the one writer thread, with the caller's trace context."""
-        context = contextvars.copy_context()
-        future = self.writer.submit(context.run, fn, *args, **kwargs)
-        return await asyncio.wrap_future(future)
-
-
-def service(request: Request) -> Service:
-    return request.app.state.service
-
-
-ServiceDep = Annotated[Service, Depends(service)]
-AccessDep = Annotated[Access, Depends(access)]
 
 
 def create_app(
