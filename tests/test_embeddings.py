@@ -283,7 +283,11 @@ def test_zscore_fusion_fuses_standardized_scores(db_path: Path) -> None:
             expected = 0.0
             for key, side, weight in (("bm25", "lexical", 1.0), ("cosine", "vector", 0.5)):
                 moments = fusion[side]
-                z = (ranks[key] - moments["mean"]) / moments["std"] if key in ranks else -3.0
+                z = (
+                    (ranks[key] - moments["mean"]) / moments["std"] + moments["lift"]
+                    if key in ranks
+                    else -3.0
+                )
                 expected += weight * z
             assert hit.score == pytest.approx(expected, abs=1e-4)
         assert [h.score for h in results] == sorted((h.score for h in results), reverse=True)

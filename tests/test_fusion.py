@@ -10,7 +10,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tether.retrieve.fusion import ZSCORE_FLOOR, reciprocal_rank_fusion, zscore_fusion
+from tether.retrieve.fusion import (
+    ZSCORE_FLOOR,
+    reciprocal_rank_fusion,
+    zscore_fusion,
+    zscore_lifts,
+)
 
 # Small item alphabets make overlaps between lists (and duplicates within one) common.
 items = st.integers(min_value=0, max_value=12)
@@ -278,10 +283,13 @@ def weighted_score_lists(draw: st.DrawFn):
     return lists, draw(st.lists(weight, min_size=len(lists), max_size=len(lists)))
 
 
-def reference_zscores(lists: list[list[tuple[int, float]]], weights: list[float]) -> dict:
-    """sum_i w_i * z_i(d): z from each list's best score per item, -3 when absent; a list
-    with items but no spread gives each of them the highest z of the other lists (0 if
-    none has a spread)."""
+def reference_zscores(
+    lists: list[list[tuple[int, float]]], weights: list[float]
+) -> tuple[dict[int, float], list[float]]:
+    """The fused scores, sum_i w_i * (z_i(d) + lift_i) or w_i * -3 where d is absent, and
+    the lifts. z from each list's best score per item, 0 in a list without spread; lift_i
+    = top - ceiling_i where a list's ceiling (sqrt(n - 1), 0 without spread) is below top,
+    the largest z in a list with a positive weight (0 if none)."""
     import statistics
 
     per_list = []
@@ -290,34 +298,37 @@ def reference_zscores(lists: list[list[tuple[int, float]]], weights: list[float]
         for item, s in pairs:
             best[item] = max(best.get(item, s), s)
         per_list.append(best)
-    zs: list[dict[int, float] | None] = []
+    zs: list[dict[int, float]] = []
+    ceilings: list[float] = []
     for best in per_list:
-        if not best:
-            zs.append({})
-            continue
-        mean = statistics.fmean(best.values())
-        std = statistics.pstdev(best.values())
-        flat = std <= 1e-12 * max(1.0, abs(mean))
-        zs.append(None if flat else {i: (v - mean) / std for i, v in best.items()})
-    top = max((max(z.values()) for z in zs if z), default=0.0)
+        mean = statistics.fmean(best.values()) if best else 0.0
+        std = statistics.pstdev(best.values()) if best else 0.0
+        if std <= 1e-12 * max(1.0, abs(mean)):
+            zs.append(dict.fromkeys(best, 0.0))
+            ceilings.append(0.0)
+        else:
+            zs.append({i: (v - mean) / std for i, v in best.items()})
+            ceilings.append(math.sqrt(len(best) - 1))
+    top = max((max(z.values()) for z, w in zip(zs, weights, strict=True) if z and w > 0),
+              default=0.0)  # fmt: skip
+    lifts = [max(0.0, top - c) if z else 0.0 for z, c in zip(zs, ceilings, strict=True)]
     union = {item for best in per_list for item in best}
     out: dict[int, float] = {}
-    for best, z, w in zip(per_list, zs, weights, strict=True):
+    for z, lift, w in zip(zs, lifts, weights, strict=True):
         for item in union:
-            own = top if z is None else z.get(item, 0.0)
-            value = own if item in best else ZSCORE_FLOOR
-            out[item] = out.get(item, 0.0) + w * value
-    return out
+            out[item] = out.get(item, 0.0) + w * (z[item] + lift if item in z else ZSCORE_FLOOR)
+    return out, lifts
 
 
 @given(weighted_score_lists())
 def test_zscore_scores_are_the_weighted_standardized_sum(case) -> None:
     lists, weights = case
     fused = dict(zscore_fusion(lists, weights=weights))
-    expected = reference_zscores(lists, weights)
+    expected, lifts = reference_zscores(lists, weights)
     assert fused.keys() == expected.keys()
     for item, value in fused.items():
         assert math.isclose(value, expected[item], rel_tol=1e-6, abs_tol=1e-6)
+    assert zscore_lifts(lists, weights=weights) == pytest.approx(lifts, rel=1e-6, abs=1e-6)
 
 
 @given(weighted_score_lists())
@@ -335,7 +346,11 @@ def test_zscore_sorted_descending_and_each_item_once(case) -> None:
     st.floats(min_value=-100, max_value=100),
 )
 def test_zscore_is_invariant_to_rescaling_a_list(pairs, scale: float, shift: float) -> None:
-    """BM25 or cosine, raw units or rescaled: the same fused scores."""
+    """BM25 or cosine, raw units or rescaled: the same fused scores. (Where the arithmetic
+    can tell: a spread of 1e-12 is a spread in one unit and none, to rounding, in
+    another, and a list without spread stands at the best item's standing.)"""
+    values = [s for _, s in pairs]
+    assume(not values or len(set(values)) == 1 or max(values) - min(values) > 1e-3)
     other = [(i, float(i % 5)) for i in range(8)]
     rescaled = [(item, s * scale + shift) for item, s in pairs]
     original = dict(zscore_fusion([pairs, other]))
@@ -388,9 +403,16 @@ def test_zscore_keeps_margins_that_rrf_throws_away() -> None:
 def test_zscore_constant_list_and_empty_inputs() -> None:
     assert zscore_fusion([]) == []
     assert zscore_fusion([[], []]) == []
-    # Alone, a list without spread has no other list to take a standing from: 0.
-    assert dict(zscore_fusion([[("a", 2.0), ("b", 2.0)]])) == {"a": 0.0, "b": 0.0}
-    assert [i for i, _ in zscore_fusion([[("a", 2.0), ("b", 2.0)]])] == ["a", "b"]
+    # Alone, a list without spread has no best standing to take (no list has a spread:
+    # top = 0), so its items stay at 0, in their order.
+    assert zscore_fusion([[("a", 2.0), ("b", 2.0)]]) == [("a", 0.0), ("b", 0.0)]
+    # Beside a list with a spread its items are all its best match and stand where that
+    # list's best does (top = z(c) = 1), not at its mean (0), as they did before issue 17:
+    # a and b tie c and go first by first appearance.
+    fused = zscore_fusion([[("a", 2.0), ("b", 2.0)], [("c", 3.0), ("d", 1.0)]])
+    assert fused == [("a", -2.0), ("b", -2.0), ("c", -2.0), ("d", -4.0)]
+    # An empty list gives everyone the floor: the same order, each score 3 lower.
+    assert zscore_fusion([[("c", 3.0), ("d", 1.0)], []]) == [("c", -2.0), ("d", -4.0)]
 
 
 def test_zscore_the_only_lexical_match_is_not_buried_by_vector_only_hits() -> None:
@@ -399,10 +421,29 @@ def test_zscore_the_only_lexical_match_is_not_buried_by_vector_only_hits() -> No
     floor, below every vector-only hit above the vector list's mean."""
     lexical = [("part-4471", 12.5)]
     vector = [(f"v{i}", 0.60 - i * 0.01) for i in range(30)]
-    fused = [item for item, _ in zscore_fusion([lexical, vector])]
-    assert fused[0] == "part-4471"
+    fused = zscore_fusion([lexical, vector])
+    assert [item for item, _ in fused[:2]] == ["part-4471", "v0"]
+    assert fused[0][1] == fused[1][1]  # it stands where the vector list's best does
     rrf = [item for item, _ in reciprocal_rank_fusion([["part-4471"], [i for i, _ in vector]])]
-    assert rrf[0] == "part-4471"
+    assert rrf[:2] == ["part-4471", "v0"]
+
+
+def test_zscore_a_short_list_is_raised_to_the_best_standing() -> None:
+    """Two lexical hits are z = +1 and -1 whatever their scores; the vector list's best is
+    z = 1.675. The lexical list is raised by 0.675, so its best ties the vector list's best
+    (before, the five vector-only hits above z = 1 outranked it) and the distance between
+    the two lexical hits stays 2 standard deviations."""
+    lexical = [("a", 12.0), ("b", 7.0)]
+    vector = [(f"v{i}", 0.60 - i * 0.01) for i in range(30)]
+    top = 0.145 / (0.01 * math.sqrt((30**2 - 1) / 12))  # (0.60 - mean) / std, evenly spaced
+    assert zscore_lifts([lexical, vector]) == [pytest.approx(top - 1.0), 0.0]
+    fused = zscore_fusion([lexical, vector])
+    assert [item for item, _ in fused[:2]] == ["a", "v0"]
+    assert dict(fused)["a"] - dict(fused)["b"] == pytest.approx(2.0)
+    # A list of ten or more can reach z = 3 on its own: it is left as it is.
+    assert zscore_lifts([vector[:10], vector]) == [0.0, 0.0]
+    # A zero weight gives no standing: the lexical list alone sets top (z(a) = 1).
+    assert zscore_lifts([lexical, vector], weights=[1.0, 0.0]) == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -418,61 +459,112 @@ def test_zscore_weights_are_checked() -> None:
         zscore_fusion([[("a", 1.0)]], weights=[math.nan])
 
 
-# -- degenerate lists: one hit, ties, all-equal scores, an empty list -------------------------
+# -- degenerate lists: one hit, ties, all-equal scores, an empty list (issue 17) --------------
+# Scores are whole numbers here, so that "weaker" is weaker by more than rounding.
 
-distinct_scored = st.lists(
-    st.tuples(st.integers(100, 200), st.floats(min_value=-50, max_value=50)),
-    min_size=2, max_size=20, unique_by=lambda pair: pair[0],
-)  # fmt: skip
+whole = st.integers(-50, 50).map(float)
+other_list = st.lists(st.tuples(st.integers(100, 130), whole), min_size=1, max_size=20,
+                      unique_by=lambda pair: pair[0])  # fmt: skip
 
 
 @given(
-    alone=st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True),
-    level=st.floats(min_value=-50, max_value=50),
-    other=distinct_scored,
+    best=st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True),
+    rest=st.lists(st.integers(10, 19), max_size=6, unique=True),
+    high=whole,
+    drop=st.integers(1, 50),
+    other=other_list,
     first=st.booleans(),
 )
-def test_zscore_the_only_matches_of_a_list_outrank_everything_weaker(
-    alone: list[int], level: float, other: list[tuple[int, float]], first: bool
+def test_zscore_the_best_of_a_list_outranks_everything_weaker_on_both(
+    best: list[int],
+    rest: list[int],
+    high: float,
+    drop: int,
+    other: list[tuple[int, float]],
+    first: bool,
 ) -> None:
-    """Items that are all of one list's matches (one hit, or equal scores) and absent from
-    the other are never ranked below an item of the other list that is not that list's
-    best (weaker on both: absent from the first, not the best of the second)."""
-    spread = [s for _, s in other]
-    assume(max(spread) - min(spread) > 1e-6)  # the other list has a spread of its own
-    degenerate = [(item, level) for item in alone]
-    lists = [degenerate, other] if first else [other, degenerate]
-    fused = [item for item, _ in zscore_fusion(lists)]
-    best_score = max(s for _, s in other)
-    weaker = {item for item, s in other if s < best_score}
-    for item in alone:
-        assert all(fused.index(item) < fused.index(w) for w in weaker), (item, fused)
+    """A list's best match, absent from the other list, stands at least with the other
+    list's best and above every item of the other list that is not its best (an item
+    weaker on both): for the only match of a list, for each item of a list of equal
+    scores, and for one item above equal others, whatever the lists' lengths."""
+    assume(len(best) == 1 or not rest)  # a tie of several at the top of a spread is not
+    own = [(item, high) for item in best] + [(item, high - drop) for item in rest]
+    lists = [own, other] if first else [other, own]
+    fused = zscore_fusion(lists)
+    position = {item: i for i, (item, _) in enumerate(fused)}
+    scores = dict(fused)
+    other_best = max(s for _, s in other)
+    for item in best:
+        for rival, s in other:
+            if s < other_best:
+                assert position[item] < position[rival], (item, rival, fused)
+            else:  # at least as high (higher when the other's best is a tie of several)
+                assert scores[item] >= scores[rival] - 1e-9
 
 
 @given(
-    alone=st.integers(0, 5),
-    other=st.lists(st.integers(100, 200), min_size=2, max_size=20, unique=True),
+    alone=st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True),
+    other=other_list.map(lambda pairs: sorted(pairs, key=lambda pair: -pair[1])),
+    scored=st.booleans(),
     k=st.integers(0, 100),
     first=st.booleans(),
 )
-def test_rrf_the_only_match_of_a_list_outranks_everything_weaker(
-    alone: int, other: list[int], k: int, first: bool
+def test_rrf_the_best_of_a_list_outranks_everything_weaker_on_both(
+    alone: list[int], other: list[tuple[int, float]], scored: bool, k: int, first: bool
 ) -> None:
-    lists = [[alone], other] if first else [other, [alone]]
-    fused = [item for item, _ in reciprocal_rank_fusion(lists, k=k)]
-    assert all(fused.index(alone) < fused.index(w) for w in other[1:])
+    """The only match of a list (or each of a list of equal scores) is rank 1: it ties
+    the other list's best, the first list listed wins the tie, and it outranks every
+    item of the other list that is not its best."""
+    own_ids, own_scores = alone, [1.0] * len(alone)
+    if not scored:
+        own_ids, own_scores = alone[:1], None
+    other_ids, other_scores = [i for i, _ in other], [s for _, s in other]
+    rankings, scores = [own_ids, other_ids], [own_scores, other_scores]
+    if not first:
+        rankings, scores = rankings[::-1], scores[::-1]
+    fused = reciprocal_rank_fusion(rankings, k=k, scores=scores)
+    position = {item: i for i, (item, _) in enumerate(fused)}
+    other_best = other_scores[0]
+    for item in own_ids:
+        for rival, s in other:
+            if s < other_best:
+                assert position[item] < position[rival]
+            else:
+                assert dict(fused)[item] == dict(fused)[rival]
+                assert (position[item] < position[rival]) == first
+
+
+@given(
+    tied=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 3).map(float)), min_size=1,
+                  max_size=12, unique_by=lambda pair: pair[0]),
+    other=other_list,
+    weights=st.tuples(positive_weight, positive_weight),
+)  # fmt: skip
+def test_zscore_equal_scores_give_equal_contributions(
+    tied: list[tuple[int, float]], other: list[tuple[int, float]], weights: tuple[float, float]
+) -> None:
+    fused = dict(zscore_fusion([tied, other], weights=list(weights)))
+    for (a, sa), (b, sb) in itertools.combinations(tied, 2):
+        if sa == sb:
+            assert fused[a] == fused[b]
+        else:
+            assert (fused[a] > fused[b]) == (sa > sb)
 
 
 @given(
     ranked=st.lists(st.tuples(items, st.integers(0, 3).map(float)), min_size=1, max_size=12,
                     unique_by=lambda pair: pair[0]).map(
                         lambda pairs: sorted(pairs, key=lambda p: -p[1])),
+    other=st.lists(st.integers(100, 130), max_size=10, unique=True),
     k=st.integers(0, 100),
 )  # fmt: skip
-def test_rrf_equal_scores_share_a_rank(ranked: list[tuple[int, float]], k: int) -> None:
-    """Tied items get the same contribution: the rank of the first of their tie group."""
+def test_rrf_equal_scores_share_a_rank(
+    ranked: list[tuple[int, float]], other: list[int], k: int
+) -> None:
+    """Tied items get the same contribution: the rank of the first of their tie group
+    ("1, 2, 2, 4"), whatever order the tie was listed in."""
     fused = dict(reciprocal_rank_fusion(
-        [[i for i, _ in ranked]], k=k, scores=[[s for _, s in ranked]]))  # fmt: skip
+        [[i for i, _ in ranked], other], k=k, scores=[[s for _, s in ranked], None]))  # fmt: skip
     for (a, sa), (b, sb) in itertools.combinations(ranked, 2):
         if sa == sb:
             assert fused[a] == fused[b]
@@ -483,15 +575,52 @@ def test_rrf_equal_scores_share_a_rank(ranked: list[tuple[int, float]], k: int) 
         assert fused[item] == pytest.approx(1 / (k + first_of_group[s]))
 
 
+def test_rrf_scores_by_hand() -> None:
+    # Competition ranking: a=1, b=c=2, d=4.
+    fused = reciprocal_rank_fusion([["a", "b", "c", "d"]], k=0, scores=[[9.0, 5.0, 5.0, 1.0]])
+    assert fused == [("a", 1.0), ("b", 0.5), ("c", 0.5), ("d", 0.25)]
+    # A list of equal scores is a tie of its whole length.
+    assert reciprocal_rank_fusion([["x", "y"]], k=0, scores=[[2.0, 2.0]]) == [
+        ("x", 1.0),
+        ("y", 1.0),
+    ]
+    # Scores for one list, ranks alone for the other.
+    fused = reciprocal_rank_fusion([["a", "b"], ["c", "b"]], k=0, scores=[[1.0, 1.0], None])
+    assert fused == [("b", 1.5), ("a", 1.0), ("c", 1.0)]
+
+
 @given(weighted_score_lists())
 def test_an_empty_list_changes_no_order(case) -> None:
+    """z-score: every item gets the same floor from it, so the order stays (to rounding:
+    items a few ulps apart may tie once -3 is added, and ties go to first appearance).
+    RRF: it adds nothing."""
     lists, weights = case
-    z_alone = [item for item, _ in zscore_fusion(lists, weights=weights)]
-    z_with = [item for item, _ in zscore_fusion([*lists, []], weights=[*weights, 1.0])]
-    assert z_with == z_alone
+    alone = zscore_fusion(lists, weights=weights)
+    with_empty = dict(zscore_fusion([*lists, []], weights=[*weights, 2.0]))
+    assert with_empty.keys() == dict(alone).keys()
+    for item, value in alone:
+        assert math.isclose(with_empty[item], value + 2.0 * ZSCORE_FLOOR, abs_tol=1e-9)
+    for (a, va), (b, vb) in itertools.pairwise(alone):
+        if va - vb > 1e-9:
+            assert with_empty[a] > with_empty[b]
     ids = [[item for item, _ in pairs] for pairs in lists]
-    r_alone = reciprocal_rank_fusion(ids, weights=weights)
-    assert reciprocal_rank_fusion([*ids, []], weights=[*weights, 1.0]) == r_alone
+    scores = [[s for _, s in pairs] for pairs in lists]
+    r_alone = reciprocal_rank_fusion(ids, weights=weights, scores=scores)
+    r_with = reciprocal_rank_fusion([*ids, []], weights=[*weights, 1.0], scores=[*scores, []])
+    assert r_with == r_alone
+
+
+@given(weighted_score_lists(), st.data())
+def test_zscore_a_zero_weight_removes_a_lists_influence(case, data: st.DataObject) -> None:
+    lists, weights = case
+    assume(lists)
+    i = data.draw(st.integers(min_value=0, max_value=len(lists) - 1))
+    zeroed = [*weights[:i], 0.0, *weights[i + 1 :]]
+    fused = dict(zscore_fusion(lists, weights=zeroed))
+    without = dict(zscore_fusion(lists[:i] + lists[i + 1 :], weights=zeroed[:i] + zeroed[i + 1 :]))
+    floor = sum(w * ZSCORE_FLOOR for w in zeroed)  # an item only the zeroed list holds
+    for item, value in fused.items():
+        assert math.isclose(value, without.get(item, floor), rel_tol=1e-9, abs_tol=1e-9)
 
 
 def test_rrf_checks_its_scores() -> None:

@@ -1,5 +1,13 @@
-"""The fusion fixes end to end: a chunk that only the lexical side finds (a part number,
-an error code) is the first hybrid hit, under both fusions."""
+"""Hybrid search end to end: a code that only the lexical side finds (an error code, a
+part number) is found first, under both fusions (issue 17).
+
+The vector list is full (its top 10 of 30-odd chunks) and lacks the chunks that hold the
+code; the lexical list holds those chunks alone. Before the fix, z-score fusion gave a
+lone lexical hit the list's mean (z = 0, the list had no spread), so every vector-only
+hit above the vector list's mean outranked it; two hits were +1 and -1 whatever their
+scores; and RRF ranked chunks with equal BM25 scores 1, 2, 3 by the order the tie
+happened to be listed in.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,10 @@ import pytest
 
 from conftest import make_settings
 from tether import Tether, TextSource
+from tether.retrieve.fusion import ZSCORE_FLOOR
 from tether.testing import HashEmbedder
+
+CODE = "XK4471"
 
 
 class CodeBlindEmbedder(HashEmbedder):
@@ -23,34 +34,91 @@ class CodeBlindEmbedder(HashEmbedder):
         return super().embed_batch([re.sub(r"\w*\d\w*", " pump ", text) for text in texts])
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "zscore"])
-def test_a_code_found_only_lexically_is_the_first_hybrid_hit(tmp_path: Path, fusion: str) -> None:
-    """The vector list is full (its top 10 of 40 chunks) and lacks the chunk; the lexical
-    list holds that one chunk alone. Before the fix, z-score fusion gave the lone hit the
-    list's mean and ranked it below every vector-only hit above the vector list's mean."""
-    words = ["seal", "gasket", "bearing", "flow", "check", "weekly", "torque", "inlet"]
-    notes = [
-        TextSource(
-            f"Pump note {i}: the pump valve seat {' '.join(words[: 1 + i % 8])}", f"pump {i}"
-        )
-        for i in range(40)
-    ]
-    unique = TextSource(
-        "Error XK4471 means that the seal sensor of the drive lost its contact while the"
+# 30 notes that say "pump" 1 to 30 times: the vector side ranks them by how often, with a
+# spread (no ties), and its top 10 are all notes.
+NOTES = [
+    TextSource(f"Pump note: the valve seat is checked weekly. {'pump ' * i}", f"pump {i}")
+    for i in range(1, 31)
+]
+ONE_CHUNK = [
+    TextSource(
+        f"Error {CODE} means that the seal sensor of the drive lost its contact while the"
         " machine was running under load, so the controller stopped the line.",
-        "error codes",
+        "code A",
     )
+]
+# Different lengths: different BM25 scores, a list of two (z = +1 and -1 before the fix).
+TWO_CHUNKS = [
+    TextSource(f"Error {CODE}: the seal sensor lost contact.", "code A"),
+    TextSource(
+        f"Service log: after error {CODE} the technician replaced the seal sensor cable,"
+        " cleaned the contacts of the drive and restarted the line at half load.",
+        "code B",
+    ),
+]
+# The same length and one occurrence each: equal BM25 scores, a tie of three.
+THREE_TIED_CHUNKS = [
+    TextSource(f"Error {CODE} stopped the line in hall {hall}.", f"code {hall.upper()}")
+    for hall in ["A", "B", "C"]
+]
+
+
+def hybrid_search(tmp_path: Path, fusion: str, coded: list[TextSource]):
     settings = make_settings(fusion=fusion, k_vector=10)
-    with Tether(
-        db=tmp_path / "t.db",
-        settings=settings,
-        embedder=CodeBlindEmbedder(dims=2048, model="code-blind"),
-    ) as t:
-        t.add([*notes, unique], workspace_id="plant")
-        lexical = t.search("XK4471", scope="workspace", workspace_id="plant", mode="lexical")
-        vector = t.search("XK4471", scope="workspace", workspace_id="plant", mode="vector", k=10)
-        hybrid = t.search("XK4471", scope="workspace", workspace_id="plant", mode="hybrid")
-    assert [h.title for h in lexical] == ["error codes"]
-    assert "error codes" not in [h.title for h in vector]  # the bug's precondition
+    embedder = CodeBlindEmbedder(dims=2048, model="code-blind")
+    with Tether(db=tmp_path / "t.db", settings=settings, embedder=embedder) as t:
+        t.add([*NOTES, *coded], workspace_id="plant")
+
+        def search(mode: str):
+            return t.search(CODE, scope="workspace", workspace_id="plant", mode=mode, k=10)
+
+        lexical, vector, hybrid = search("lexical"), search("vector"), search("hybrid")
+    assert sorted(h.title for h in lexical) == sorted(s.title for s in coded)
+    assert not {h.title for h in vector} & {s.title for s in coded}  # the bug's precondition
     assert hybrid.debug["method"] == "hybrid"
-    assert hybrid[0].title == "error codes", [h.title for h in hybrid]
+    return lexical, hybrid
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "zscore"])
+def test_a_code_in_one_chunk_is_the_first_hybrid_hit(tmp_path: Path, fusion: str) -> None:
+    _, hybrid = hybrid_search(tmp_path, fusion, ONE_CHUNK)
+    assert hybrid[0].title == "code A", [h.title for h in hybrid]
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "zscore"])
+def test_a_code_in_two_chunks_leads_the_hybrid_hits(tmp_path: Path, fusion: str) -> None:
+    lexical, hybrid = hybrid_search(tmp_path, fusion, TWO_CHUNKS)
+    assert lexical[0].score > lexical[1].score  # a spread of two
+    assert hybrid[0].title == lexical[0].title, [h.title for h in hybrid]
+    assert {h.title for h in hybrid} >= {"code A", "code B"}
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "zscore"])
+def test_a_code_in_three_equally_scored_chunks_gives_the_first_three_hits(
+    tmp_path: Path, fusion: str
+) -> None:
+    lexical, hybrid = hybrid_search(tmp_path, fusion, THREE_TIED_CHUNKS)
+    assert len({h.score for h in lexical}) == 1  # a tie of three
+    assert {h.title for h in hybrid[:3]} == {"code A", "code B", "code C"}
+    assert hybrid[0].score == hybrid[1].score == hybrid[2].score
+
+
+@pytest.mark.parametrize("coded", [ONE_CHUNK, TWO_CHUNKS, THREE_TIED_CHUNKS])
+def test_zscore_debug_accounts_for_each_score(tmp_path: Path, coded: list[TextSource]) -> None:
+    """``debug.fusion`` says each side's mean, standard deviation and lift: with them a
+    hit's score is the sum over its sides of weight * (z + lift), -3 for a missing side."""
+    _, hybrid = hybrid_search(tmp_path, "zscore", coded)
+    fusion = hybrid.debug["fusion"]
+    assert fusion["lexical"]["lift"] > 0  # a short lexical list is raised
+    for hit in hybrid:
+        ranks = hybrid.debug["ranks"][hit.chunk_id]
+        expected = 0.0
+        for key, side, weight in (("bm25", "lexical", 1.0), ("cosine", "vector", 1.0)):
+            moments = fusion[side]
+            if key not in ranks:
+                expected += weight * ZSCORE_FLOOR
+                continue
+            z = (ranks[key] - moments["mean"]) / moments["std"] if moments["std"] else 0.0
+            expected += weight * (z + moments["lift"])
+        # (to 0.01: debug rounds the moments to 6 decimals, and the vector std is ~1e-3)
+        assert hit.score == pytest.approx(expected, abs=1e-2)

@@ -19,13 +19,15 @@ def reciprocal_rank_fusion(
     """Fuse ranked lists (best first) into one: ``score(d) = sum_i w_i / (k + rank_i(d))``.
 
     Ranks start at 1; an item missing from a list gets nothing from it; an item repeated
-    within a list counts at its best rank. With ``scores`` (per list, the score of each of
-    its items, or None for a list ranked without scores), items of one list with equal
-    scores share a rank, the best of their group ("1, 2, 2, 4"): the order a tie happened
-    to be listed in says nothing. Ties in the fused score are broken by the best single
-    rank the item reached, then by first appearance (list order, then position), so the
-    result is deterministic. With one list and any weight the order is that list's order.
-    An empty list changes nothing.
+    within a list counts at its best rank. With ``scores`` (per list, the scores of its
+    items in its order, best first, or None for a list ranked without scores), items of
+    one list with equal scores share a rank, the best of their group ("1, 2, 2, 4"): the
+    order a tie happened to be listed in says nothing, and a list of equal scores is all
+    rank 1. Ties in the fused score are broken by the best single rank the item reached,
+    then by first appearance (list order, then position), so the result is deterministic:
+    the only match of one list ties the other list's best, and the list given first wins.
+    With one list and any weight the order is that list's order. An empty list changes
+    nothing.
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, not {k}")
@@ -68,7 +70,7 @@ def _tied_ranks(ranking: Sequence[K], scores: Sequence[float] | None) -> list[in
         raise ValueError(f"{len(scores)} scores for a ranking of {len(ranking)}")
     ranks: list[int] = []
     for position, value in enumerate(scores, start=1):
-        tied = ranks and value == scores[position - 2]
+        tied = position > 1 and value == scores[position - 2]
         ranks.append(ranks[-1] if tied else position)
     return ranks
 
@@ -83,7 +85,7 @@ def zscore_fusion(
     *,
     weights: Sequence[float] | None = None,
 ) -> list[tuple[K, float]]:
-    """Fuse scored lists by standardized score: ``score(d) = sum_i w_i * z_i(d)``.
+    """Fuse scored lists by standardized score: ``score(d) = sum_i w_i * (z_i(d) + lift_i)``.
 
     Each list's scores (higher is better) are standardized with that list's own mean and
     standard deviation, ``z = (s - mean) / std``, so a BM25 list and a cosine list, whose
@@ -93,14 +95,24 @@ def zscore_fusion(
     DBSF), without clipping: clipping at 3 sigma erases the gap between the best
     candidates.
 
-    A list with one item, or with all its scores equal, has no spread to standardize by;
-    what it does say is that each of its items is that method's best match (a unique
-    word found in one chunk: the user asking for an error code or a part number). Its
-    items get the standing of a list's best item in this fusion, the highest z any other
-    list gives (0 when no list has a spread), never the mean: otherwise the only lexical
-    match of a query, absent from the vector list, would rank below every vector-only
-    item above its list's mean. An empty list gives every item the same floor, so it
-    changes no order.
+    The lift is for short lists, where a z-score says more about the list's length than
+    about its items. In a list of ``n`` no item stands more than ``sqrt(n - 1)`` above the
+    mean (one item above ``n - 1`` equal ones reaches it): two hits are +1 and -1 whatever
+    their scores, and a list without spread (one hit, or equal scores) has a ceiling of
+    0, its items at once its mean and its best. A short lexical list is what a rare word
+    gives (the user asking for an error code, a part number, a name); left as it is, its
+    best match, absent from the vector list, ranks below every vector-only hit above the
+    ceiling. So a list whose ceiling is below ``top``, the standing this fusion gives a
+    list's best item (the largest z of any list with a positive weight, 0 when none has a
+    spread), is raised by the difference (:func:`zscore_lifts`): its items keep their
+    distances in its own standard deviations, and its ceiling becomes ``top``.
+
+    Hence the only match of a list, each item of a list of equal scores, and one item
+    above equal others all stand at ``top``, as high as any list's best: absent from the
+    other lists, such an item ranks at least with another list's best that is absent from
+    its own (a tie goes to first appearance), and above everything weaker on both. Lists
+    at least ``top**2 + 1`` long are left as they are. An empty list gives every item the
+    same floor, so it changes no order; a zero weight removes a list's influence.
 
     Unlike RRF it keeps how *much* better one candidate is than the next, and it is
     invariant to any positive affine rescaling of a list's scores. The statistics are
@@ -108,15 +120,49 @@ def zscore_fusion(
     top 10. An item repeated within a list counts at its best score. Ties are broken by
     first appearance (list order, then position), so the result is deterministic.
     """
+    weights = _checked_weights(weights, len(scored))
+    bests = _best_scores(scored)
+    standardized = [_standardize(best) for best in bests]
+    lifts = _lifts(standardized, weights)
+    first_seen: dict[K, int] = {}
+    for best in bests:  # a dict keeps the order its keys first came in
+        for item in best:
+            first_seen.setdefault(item, len(first_seen))
+    fused = {
+        item: sum(
+            w * (z[item] + lift if item in z else ZSCORE_FLOOR)
+            for (z, _), lift, w in zip(standardized, lifts, weights, strict=True)
+        )
+        for item in first_seen
+    }
+    ranked = sorted(fused, key=lambda item: (-fused[item], first_seen[item]))
+    return [(item, fused[item]) for item in ranked]
+
+
+def zscore_lifts(
+    scored: Sequence[Sequence[tuple[K, float]]],
+    *,
+    weights: Sequence[float] | None = None,
+) -> list[float]:
+    """What :func:`zscore_fusion` adds to each list's z-scores: ``top - ceiling`` where a
+    list's ceiling (``sqrt(n - 1)``, 0 without spread) is below ``top``, else 0."""
+    weights = _checked_weights(weights, len(scored))
+    return _lifts([_standardize(best) for best in _best_scores(scored)], weights)
+
+
+def _checked_weights(weights: Sequence[float] | None, lists: int) -> Sequence[float]:
     if weights is None:
-        weights = [1.0] * len(scored)
-    if len(weights) != len(scored):
-        raise ValueError(f"{len(weights)} weights for {len(scored)} score lists")
+        return [1.0] * lists
+    if len(weights) != lists:
+        raise ValueError(f"{len(weights)} weights for {lists} score lists")
     if not all(w >= 0 for w in weights):  # written so that NaN fails too
         raise ValueError(f"weights must be >= 0 (and not NaN), not {list(weights)}")
-    standardized: list[dict[K, float] | None] = []
+    return weights
+
+
+def _best_scores(scored: Sequence[Sequence[tuple[K, float]]]) -> list[dict[K, float]]:
+    """Each list as ``{item: its best score}``, in the order of first appearance."""
     bests: list[dict[K, float]] = []
-    first_seen: dict[K, int] = {}
     for items in scored:
         best: dict[K, float] = {}
         for item, score in items:
@@ -124,30 +170,31 @@ def zscore_fusion(
                 raise ValueError(f"scores must be finite, not {score!r} for {item!r}")
             if item not in best or score > best[item]:
                 best[item] = score
-            first_seen.setdefault(item, len(first_seen))
         bests.append(best)
-        standardized.append(_standardize(best))
-    top = max((max(z.values()) for z in standardized if z), default=0.0)
-    zscores = [
-        dict.fromkeys(best, top) if z is None else z
-        for z, best in zip(standardized, bests, strict=True)
-    ]
-    fused = {
-        item: sum(w * z.get(item, ZSCORE_FLOOR) for z, w in zip(zscores, weights, strict=True))
-        for item in first_seen
-    }
-    ranked = sorted(fused, key=lambda item: (-fused[item], first_seen[item]))
-    return [(item, fused[item]) for item in ranked]
+    return bests
 
 
-def _standardize(scores: dict[K, float]) -> dict[K, float] | None:
-    """Each item's z-score in its list; None for a list with items but no spread (one
-    item, or all scores equal), whose items :func:`zscore_fusion` ranks as best."""
+Standardized = tuple[dict[K, float], float]
+
+
+def _standardize(scores: dict[K, float]) -> Standardized[K]:
+    """Each item's z-score in its list, and the list's ceiling: the highest z a list of
+    its length can give, ``sqrt(n - 1)``; 0 (and z = 0) for a list without spread."""
     if not scores:
-        return {}
+        return {}, 0.0
     values = list(scores.values())
     mean = math.fsum(values) / len(values)
     std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
     if std <= 1e-12 * max(1.0, abs(mean)):
-        return None
-    return {item: (value - mean) / std for item, value in scores.items()}
+        return dict.fromkeys(scores, 0.0), 0.0
+    z = {item: (value - mean) / std for item, value in scores.items()}
+    return z, math.sqrt(len(values) - 1)
+
+
+def _lifts(standardized: list[Standardized[K]], weights: Sequence[float]) -> list[float]:
+    """``top - ceiling`` for each non-empty list whose ceiling is below ``top``, else 0."""
+    top = max(
+        (max(z.values()) for (z, _), w in zip(standardized, weights, strict=True) if z and w > 0),
+        default=0.0,
+    )
+    return [max(0.0, top - ceiling) if z else 0.0 for z, ceiling in standardized]

@@ -24,7 +24,7 @@ from tether.embed import Embedder
 from tether.errors import EmbeddingError, StoredVectorsInvalid
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.retrieve.fts import compile_match
-from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion
+from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion, zscore_lifts
 from tether.retrieve.vector import VectorIndex
 from tether.settings import PolicySettings, RagSettings
 from tether.store import Store
@@ -299,12 +299,15 @@ class Searcher:
             )
             return fused, {"method": "rrf", "rrf_k": self.rag.rrf_k, "weights": weights}
         fused = zscore_fusion([lexical, vector], weights=weights)
-        return fused, {
-            "method": "zscore",
-            "weights": weights,
-            "lexical": _moments([s for _, s in lexical]),
-            "vector": _moments([s for _, s in vector]),
-        }
+        lifts = zscore_lifts([lexical, vector], weights=weights)
+        debug: dict[str, Any] = {"method": "zscore", "weights": weights}
+        # A hit's score: the sum of weight * ((s - mean) / std + lift), std 0 counting as z 0,
+        # and weight * -3 for a side that lacks it.
+        sides = zip(("lexical", "vector"), (lexical, vector), lifts, strict=True)
+        for side, ranked, lift in sides:
+            moments = _moments([s for _, s in ranked])
+            debug[side] = None if moments is None else {**moments, "lift": round(lift, 6)}
+        return fused, debug
 
     # -- search: the top k of one query, as hits ---------------------------------------------
 
