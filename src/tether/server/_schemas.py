@@ -11,7 +11,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.models import MAX_K, Citation, Filters, Hit
+from tether.ingest.jobs import JobStatus
+from tether.models import (
+    MAX_K,
+    Citation,
+    DocumentStatus,
+    Filters,
+    Hit,
+    IndexStatus,
+    Session,
+    Workspace,
+)
+from tether.store import RegistryEntry
 
 ScopeKind = Literal["session", "workspace", "global"]
 #: The longest query or question accepted (a pasted page is fine, a book is not).
@@ -105,6 +116,139 @@ class RetrieveOut(BaseModel):
     scope: ScopeOut
     selected_chunk_ids: list[int]
     debug: dict[str, Any] | None = None
+
+
+# -- the resource routes' responses (the to_dict() shapes) ---------------------------------
+
+
+class TagsOut(BaseModel):
+    project_id: str | None
+    domain: str | None
+    source_type: str | None
+    last_verified: str | None
+    version: str | None
+
+
+class DocumentOut(BaseModel):
+    id: str
+    workspace_id: str
+    title: str
+    source_path: str | None
+    source_type: str | None
+    mime: str
+    content_hash: str
+    file_size: int | None
+    status: DocumentStatus
+    created_at: str
+    indexed_at: str | None
+    chunk_count: int
+    session_ids: list[str]
+    metadata: dict[str, Any]
+    tags: TagsOut | None
+    stale_at: str | None
+
+
+class ChunkOut(BaseModel):
+    chunk_id: int
+    ordinal: int
+    section_title: str | None
+    page: int | None
+    page_label: str | None
+    char_start: int
+    char_end: int
+    token_count: int | None
+    text: str
+
+
+class IndexResultOut(BaseModel):
+    source: str
+    status: IndexStatus
+    document_id: str | None
+    chunk_count: int
+    error: str | None
+    warnings: list[str]
+
+
+class ProgressOut(BaseModel):
+    done: int
+    total: int
+    current: str | None
+    description: str
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    status: JobStatus
+    workspace_id: str | None = Field(description="None: a job not submitted over HTTP")
+    progress: ProgressOut
+    results: list[IndexResultOut]
+
+
+class DocumentsOut(BaseModel):
+    documents: list[DocumentOut]
+
+
+class DocumentShownOut(BaseModel):
+    document: DocumentOut
+    chunks: list[ChunkOut] | None = Field(default=None, description="with chunks=true")
+
+
+class DocumentOneOut(BaseModel):
+    document: DocumentOut
+
+
+class DeletedOut(BaseModel):
+    deleted: str
+
+
+class IndexedOut(BaseModel):
+    result: IndexResultOut
+
+
+class UploadResultsOut(BaseModel):
+    results: list[IndexResultOut]
+
+
+class JobOneOut(BaseModel):
+    job: JobOut
+
+
+class JobsOut(BaseModel):
+    jobs: list[JobOut]
+
+
+class CancelledOut(BaseModel):
+    cancelled: bool = Field(description="False when the job had already ended")
+    job: JobOut
+
+
+class SessionsOut(BaseModel):
+    sessions: list[Session]
+
+
+class SessionOneOut(BaseModel):
+    session: Session
+
+
+class AttachedOut(BaseModel):
+    attached: bool = Field(description="False when it was attached already")
+    document_id: str
+    session_id: str
+
+
+class DetachedOut(BaseModel):
+    detached: bool = Field(description="False when it was not attached")
+    document_id: str
+    session_id: str
+
+
+class WorkspacesOut(BaseModel):
+    workspaces: list[Workspace]
+
+
+class LibraryOut(BaseModel):
+    files: list[RegistryEntry]
 
 
 class ErrorDetail(BaseModel):
