@@ -170,3 +170,4 @@ class Catalog:
 def _require_id(value: object, name: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{name} must be a non-empty string, not {value!r}")
+    check_identifier(name, value)

@@ -56,6 +56,7 @@ from tether.server._schemas import (
 )
 from tether.server._service import AccessDep, Service, ServiceDep
 from tether.server._uploads import Upload, clean_after, named, parse_tags, upload_body
+from tether.tags import validate_tags
 
 router = APIRouter()
 
@@ -269,6 +270,8 @@ async def upload_documents(
             writable_placement, tether, caller, form.workspace_id, form.session_id
         )
         tags, paths = parse_tags(form.tags), list(upload.files)
+        if tags is not None:  # bad tags fail the upload now, not each file of its job
+            validate_tags("upload", tags, tether.settings.policy)
         if form.wait:
             results = await svc.write(
                 tether.add, paths, workspace_id=workspace_id, session_id=session_id,
