@@ -145,3 +145,13 @@ def serve_app() -> Callable[[Any], AbstractContextManager[str]]:
             thread.join(timeout=30)
 
     return serve
+
+
+def service_keys(tether: Tether) -> dict[str, str]:
+    """The server tests' keys: bound to acme, to rival, read-only on acme, and admin."""
+    return {
+        "acme": tether.keys.create(workspaces=["acme"])[1],
+        "rival": tether.keys.create(workspaces=["rival"])[1],
+        "reader": tether.keys.create(workspaces=["acme"], read_only=True)[1],
+        "admin": tether.keys.create(admin=True)[1],
+    }

@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.trace import SpanKind
 from typer.testing import CliRunner
 
-from conftest import make_settings
+from conftest import make_settings, service_keys
 from tether import Tether
 from tether.cli import app as cli_app
 from tether.server import create_app
@@ -44,12 +44,7 @@ def store(tmp_path: Path) -> Iterator[Tether]:
 
 @pytest.fixture
 def keys(store: Tether) -> dict[str, str]:
-    return {
-        "acme": store.keys.create(workspaces=["acme"])[1],
-        "rival": store.keys.create(workspaces=["rival"])[1],
-        "reader": store.keys.create(workspaces=["acme"], read_only=True)[1],
-        "admin": store.keys.create(admin=True)[1],
-    }
+    return service_keys(store)
 
 
 @pytest.fixture

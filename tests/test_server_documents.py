@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_pdf, make_settings
+from conftest import make_pdf, make_settings, service_keys
 from tether import Tether
 from tether.server import create_app
 
@@ -33,12 +33,7 @@ def store(tmp_path: Path) -> Iterator[Tether]:
 
 @pytest.fixture
 def keys(store: Tether) -> dict[str, str]:
-    return {
-        "acme": store.keys.create(workspaces=["acme"])[1],
-        "rival": store.keys.create(workspaces=["rival"])[1],
-        "reader": store.keys.create(workspaces=["acme"], read_only=True)[1],
-        "admin": store.keys.create(admin=True)[1],
-    }
+    return service_keys(store)
 
 
 @pytest.fixture

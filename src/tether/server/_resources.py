@@ -17,7 +17,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -493,6 +493,20 @@ async def close_session(session_id: str, svc: ServiceDep, caller: AccessDep) -> 
     return {"session": dataclasses.asdict(session)}
 
 
+async def _change_attachment(
+    svc: Service,
+    caller: Access,
+    session_id: str,
+    body: AttachIn,
+    change: Callable[[str, str], bool],
+) -> bool:
+    """Attach or detach (``change``) a document this caller may read, in a session whose
+    workspace it may write."""
+    await _writable_session(svc, caller, session_id)
+    await svc.read(readable_document, svc.tether, caller, body.document_id)
+    return await svc.write(change, body.document_id, session_id)
+
+
 @router.post(
     "/sessions/{session_id}/attach",
     tags=["sessions"],
@@ -503,9 +517,7 @@ async def close_session(session_id: str, svc: ServiceDep, caller: AccessDep) -> 
 async def attach(
     session_id: str, body: AttachIn, svc: ServiceDep, caller: AccessDep
 ) -> dict[str, Any]:
-    await _writable_session(svc, caller, session_id)
-    await svc.read(readable_document, svc.tether, caller, body.document_id)
-    changed = await svc.write(svc.tether.attach, body.document_id, session_id)
+    changed = await _change_attachment(svc, caller, session_id, body, svc.tether.attach)
     return {"attached": changed, "document_id": body.document_id, "session_id": session_id}
 
 
@@ -519,9 +531,7 @@ async def attach(
 async def detach(
     session_id: str, body: AttachIn, svc: ServiceDep, caller: AccessDep
 ) -> dict[str, Any]:
-    await _writable_session(svc, caller, session_id)
-    await svc.read(readable_document, svc.tether, caller, body.document_id)
-    changed = await svc.write(svc.tether.detach, body.document_id, session_id)
+    changed = await _change_attachment(svc, caller, session_id, body, svc.tether.detach)
     return {"detached": changed, "document_id": body.document_id, "session_id": session_id}
 
 
