@@ -232,3 +232,24 @@ def test_bad_tags_fail_an_upload_at_once_and_a_nul_session_id_is_refused(api: An
     assert api("GET", "/v1/jobs").json()["jobs"] == []
     nul = api("POST", "/v1/sessions", json={"session_id": "a\u0000b", "workspace_id": "acme"})
     assert nul.status_code == 400 and "cannot be stored" in nul.json()["error"]["message"]
+
+
+def test_the_same_upload_again_is_the_same_document(api: Any, store: Tether) -> None:
+    """An upload is known by the name it came under (``upload:NAME``), not by the
+    temporary path it was saved to: unchanged it is skipped, changed it is replaced."""
+
+    def upload(text: bytes) -> dict[str, Any]:
+        files = [("files", ("notes.md", text, "text/markdown"))]
+        response = api("POST", "/v1/documents", files=files,
+                       data={"workspace_id": "acme", "wait": "true"})  # fmt: skip
+        [result] = response.json()["results"]
+        return result
+
+    first = upload(b"# Notes\n\nThe seal kit is part 4471.\n")
+    again = upload(b"# Notes\n\nThe seal kit is part 4471.\n")
+    changed = upload(b"# Notes\n\nThe seal kit is part 4472.\n")
+    assert (first["status"], again["status"], changed["status"]) == (
+        "indexed", "skipped", "replaced")  # fmt: skip
+    assert first["document_id"] == again["document_id"] == changed["document_id"]
+    [document] = store.documents(workspace_id="acme")
+    assert document.source_path == "upload:notes.md"

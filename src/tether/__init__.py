@@ -42,7 +42,7 @@ from tether.errors import (
 )
 from tether.ingest.indexer import ReembedReport
 from tether.ingest.jobs import IndexJob, JobProgress
-from tether.ingest.sources import TextSource
+from tether.ingest.sources import PathSource, TextSource
 from tether.ingest.watcher import LibrarySync, SyncReport
 from tether.llm import ChatModel, OpenAIChat
 from tether.models import (
@@ -103,6 +103,7 @@ __all__ = [
     "NotFound",
     "OpenAIChat",
     "OpenAIEmbedder",
+    "PathSource",
     "ReembedReport",
     "RegistryEntry",
     "RetrievalResult",

@@ -266,8 +266,10 @@ class Indexer:
         self, source: Source, label: str, placement: Placement, loaders: LoaderPool
     ) -> _Prepared | IndexResult:
         if isinstance(source, PathSource):
+            if source.source is not None:
+                check_identifier("source", source.source)
             resolved, loaded = load_path_source(source, loaders, self.rag.max_file_bytes)
-            source_path, document_id = str(resolved), None
+            source_path, document_id = source.source or str(resolved), None
             metadata = dict(source.metadata or {})
         else:
             for what, value in (("document_id", source.document_id), ("source", source.source)):

@@ -27,13 +27,17 @@ class PathSource:
     The file is read once, through one descriptor: its text and size come from the same
     bytes. ``content``: those bytes, already read (the library folder passes the bytes
     it hashed); the file is then not opened at all, and ``path`` is stored as given, not
-    resolved (resolving it again could follow a link swapped in since it was read)."""
+    resolved (resolving it again could follow a link swapped in since it was read).
+    ``source``: a stable key stored instead of the path (``"upload:manual.pdf"``), for a
+    file whose path says nothing about it (an upload saved to a temporary folder): the
+    same key in the same workspace is the same document, skipped when unchanged."""
 
     path: str | Path
     tags: Tags | Mapping[str, Any] | None = None
     status: str | None = None
     metadata: dict[str, Any] | None = None
     content: bytes | None = field(default=None, repr=False)
+    source: str | None = None
 
     @property
     def label(self) -> str:

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether import Access, IndexJob, Tether
+from tether import Access, IndexJob, PathSource, Tether
 from tether.models import Document as DocumentRecord
 from tether.models import DocumentStatus
 from tether.server._auth import (
@@ -269,20 +269,24 @@ async def upload_documents(
         workspace_id, session_id = await svc.read(
             writable_placement, tether, caller, form.workspace_id, form.session_id
         )
-        tags, paths = parse_tags(form.tags), list(upload.files)
+        tags = parse_tags(form.tags)
         if tags is not None:  # bad tags fail the upload now, not each file of its job
             validate_tags("upload", tags, tether.settings.policy)
+        # Each file is known by the name it was uploaded under, not its temporary path:
+        # the same upload again is the same document, skipped when unchanged.
+        paths = [PathSource(path, tags=tags, source=f"upload:{name}")
+                 for path, name in upload.files.items()]  # fmt: skip
         if form.wait:
             results = await svc.write(
                 tether.add, paths, workspace_id=workspace_id, session_id=session_id,
-                tags=tags, on_error="collect",
+                on_error="collect",
             )  # fmt: skip
             shutil.rmtree(folder, ignore_errors=True)
             response.status_code = 200
             return {"results": [named(r, upload.files) for r in results]}
         job = await svc.write(
             tether.submit, paths, workspace_id=workspace_id, session_id=session_id,
-            tags=tags, kind="upload",
+            kind="upload",
         )  # fmt: skip
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
