@@ -117,3 +117,12 @@ def test_a_keys_last_use_is_recorded_at_most_once_a_minute(tether: Tether) -> No
     assert used is not None and used.last_used_at is not None
     assert tether.keys.mark_used(used) is False  # within the minute: no write
     assert tether.keys.mark_used(used, every=0.0) is True
+
+
+def test_a_use_is_due_only_when_the_last_one_is_old(tether: Tether) -> None:
+    key, secret = tether.keys.create(workspaces=["acme"])
+    assert tether.keys.use_is_due(key)
+    tether.keys.mark_used(key)
+    used = tether.keys.authenticate(secret)
+    assert used is not None and not tether.keys.use_is_due(used)
+    assert tether.keys.use_is_due(used, every=0.0)

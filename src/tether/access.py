@@ -137,13 +137,18 @@ class KeyRing:
     def any_active(self) -> bool:
         return any(key.active for key in self.store.api_keys())
 
+    @staticmethod
+    def use_is_due(key: ApiKey, *, every: float = 60.0) -> bool:
+        """Whether ``key``'s last use is older than ``every`` seconds (or unrecorded): a
+        caller checks this before queueing the write, so a read waits on no writer."""
+        return key.last_used_at is None or _seconds_between(key.last_used_at, utcnow()) >= every
+
     def mark_used(self, key: ApiKey, *, every: float = 60.0) -> bool:
         """Record that ``key`` was used now, at most once per ``every`` seconds (its
         ``last_used_at`` is minutes-accurate, not a write per request). Whether it wrote."""
-        now = utcnow()
-        if key.last_used_at is not None and _seconds_between(key.last_used_at, now) < every:
+        if not self.use_is_due(key, every=every):
             return False
-        self.store.touch_api_key(key.id, now)
+        self.store.touch_api_key(key.id, utcnow())
         return True
 
     def authenticate(self, secret: str) -> ApiKey | None:

@@ -63,7 +63,8 @@ async def access(request: Request) -> Access:
     if key is None:
         raise _unauthorized("unknown or revoked API key")
     request.state.key_id = key.id
-    await request.app.state.service.write(policy.tether.keys.mark_used, key)
+    if policy.tether.keys.use_is_due(key):  # most requests write nothing, and queue on nothing
+        await request.app.state.service.write(policy.tether.keys.mark_used, key)
     return Access(key)
 
 
