@@ -180,6 +180,44 @@ def test_stdio_tools_resources_and_audit(tmp_path: Path) -> None:
         assert row.outcome == "blocked"
 
 
+def test_verify_citations_reads_any_retrieval_of_its_scope_from_the_audit_log(
+    tmp_path: Path,
+) -> None:
+    """The citations of a retrieval made elsewhere (by the library in another process,
+    before the server started) are checked from its audit row; one of another scope
+    reads like no retrieval at all."""
+    db = tmp_path / "t.db"
+    make_store(db)
+    with Tether(db=db, settings=make_settings()) as t:
+        acme = t.retrieve(QUESTION, workspace_id="acme", scope="workspace")
+        globex = t.retrieve(QUESTION, workspace_id="globex", scope="workspace")
+    assert acme.grounded and globex.grounded
+    (cited,) = acme.citations
+
+    async def session() -> dict[str, Any]:
+        async with Client(stdio_server(db, "--workspace", "acme")) as client:
+
+            def verify(retrieval_id: str, text: str) -> Any:
+                return client.call_tool(
+                    "verify_citations", {"retrieval_id": retrieval_id, "text": text}
+                )
+
+            return {
+                "ok": data(await verify(acme.retrieval_id, f"42 Nm [1] [doc:{cited.document_id}]"
+                                        f" [chunk:{cited.chunk_ids[0]}].")),
+                "wrong": data(await verify(acme.retrieval_id, "[2] [doc:globex-secret]")),
+                "other scope": await verify(globex.retrieval_id, "99 Nm [1]."),
+            }  # fmt: skip
+
+    out = run(session())
+    assert out["ok"]["ok"] is True and out["ok"]["cited_numbers"] == [1]
+    assert out["ok"]["cited_chunks"] == [cited.chunk_ids[0]]
+    kinds = [v["kind"] for v in out["wrong"]["violations"]]
+    assert kinds == ["unknown_citation", "unknown_document"]
+    assert out["other scope"].is_error
+    assert "no retrieval" in out["other scope"].content[0].text
+
+
 def test_stdio_key_from_the_environment_binds_rights_and_scope(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     secrets = make_store(db)

@@ -76,6 +76,7 @@ LOG_COLUMNS = {
     "outcome",
     "reason",
     "workspace_id",  # the scope's workspace (an id), so the log reads per workspace in SQL
+    "citations",  # [n] -> document and chunk ids, so a draft can be verified later
 }
 OUTCOMES = {"grounded", "ungrounded", "skipped", "blocked", "error"}
 # Text that must never be treated as anything but words.
@@ -1840,6 +1841,7 @@ def test_tether_log_cli(pump_store: Tether, db_path: Path, monkeypatch: pytest.M
         "document_ids",
         "outcome",
         "reason",
+        "citations",
     }
     assert SECRETS["email"] not in out.output
     assert PUMP not in out.output and "impeller" not in out.output
@@ -1894,6 +1896,22 @@ def test_valid_citations_pass(two_sources: tuple[Tether, RetrievalResult]) -> No
     assert report.findings == 0
     assert verify_citations(text, Grounding(result)) == report
     assert json.loads(json.dumps(report.to_dict()))["ok"] is True
+
+
+def test_citations_are_verified_against_the_audit_row_alone(
+    two_sources: tuple[Tether, RetrievalResult],
+) -> None:
+    """The audit row keeps how the retrieval numbered its sources (ids only), so a draft
+    is checked against it exactly as against the result itself."""
+    t, result = two_sources
+    (row,) = t.retrieval_log(retrieval_id=result.retrieval_id)
+    assert row.citations == [c.ids() for c in result.citations]
+    assert set(row.citations[0]) == {"number", "document_id", "chunk_ids"}
+    chunk, doc = result.selected_chunk_ids[0], result.citations[1].document_id
+    for text in (f"Replaced [1], checked [2] [doc:{doc}] [chunk:{chunk}].",
+                 "[3] [doc:nope] [chunk:999999] [1-2]"):  # fmt: skip
+        assert verify_citations(text, row) == verify_citations(text, result)
+    assert not verify_citations("[3]", row).ok
 
 
 def test_unknown_citations_are_violations_with_lines(

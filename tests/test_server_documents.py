@@ -7,6 +7,7 @@ is a 403)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +254,61 @@ def test_the_same_upload_again_is_the_same_document(api: Any, store: Tether) -> 
     assert first["document_id"] == again["document_id"] == changed["document_id"]
     [document] = store.documents(workspace_id="acme")
     assert document.source_path == "upload:notes.md"
+
+
+def test_every_write_of_the_server_runs_on_its_one_writer_thread(
+    store: Tether, keys: dict[str, str], serve_app: Any, tmp_path: Path
+) -> None:
+    """Uploads (as a job and waited for), text, sessions, approve and delete: every
+    write transaction the server opens runs on the writer thread, while the files load
+    and embed elsewhere; after the server stops, the library writes in place again."""
+    db = store.store.db
+    threads: list[str] = []
+    write = db.write
+
+    def recorded() -> Any:
+        if not db.connection().in_transaction:  # an outermost transaction
+            threads.append(threading.current_thread().name)
+        return write()
+
+    db.write = recorded  # type: ignore[method-assign]
+    pdf = make_pdf(tmp_path / "manual.pdf", ["The drain valve is on the left."])
+    with serve_app(create_app(store, warm=False, mcp=False)) as url:
+        headers = {"Authorization": f"Bearer {keys['acme']}"}
+
+        def call(method: str, path: str, **options: Any) -> httpx.Response:
+            response = httpx.request(method, url + path, headers=headers, timeout=60, **options)
+            assert response.status_code < 300, response.text
+            return response
+
+        job = call(
+            "POST",
+            "/v1/documents",
+            data={"workspace_id": "acme"},
+            files=[("files", ("manual.pdf", pdf.read_bytes(), "application/pdf"))],
+        )
+        assert wait_for_job(call_as(url, keys["acme"]), job.json()["job"]["id"])["status"] == (
+            "succeeded")  # fmt: skip
+        call(
+            "POST",
+            "/v1/documents",
+            data={"session_id": "acme-chat", "workspace_id": "acme", "wait": "true"},
+            files=[("files", ("n.md", b"# N\n\nSeal 4471.\n", "text/markdown"))],
+        )
+        added = call("POST", "/v1/documents/text", json={"text": "Draft note.", "title": "D",
+                     "workspace_id": "acme"}).json()["result"]  # fmt: skip
+        call("POST", f"/v1/documents/{added['document_id']}/approve")
+        call("DELETE", f"/v1/documents/{added['document_id']}")
+    assert len(threads) >= 6  # the two uploads' placements and groups, text, approve, delete
+    assert set(threads) == {"tether-writer_0"}, threads
+    assert store._index().writer is None
+    store.add(text="Written in place again.", title="After")
+    assert threads[-1] == threading.current_thread().name
+
+
+def call_as(url: str, key: str) -> Any:
+    def call(method: str, path: str, _: str = "", **options: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx.request(method, url + path, headers=headers, timeout=60, **options)
+
+    return call

@@ -607,7 +607,13 @@ def test_registry_upsert_rename_delete(store: Store) -> None:
 def test_audit_log_appends_and_reads_newest_first(store: Store) -> None:
     entries = [
         audit("r1", "grounded"),
-        audit("r2", "not_grounded", reason="nothing in scope", filters={"domains": ["hr"]}),
+        audit(
+            "r2",
+            "not_grounded",
+            reason="nothing in scope",
+            filters={"domains": ["hr"]},
+            citations=[{"number": 1, "document_id": "d1", "chunk_ids": [1, 2]}],
+        ),
         audit("r3", "grounded", scope={"kind": "session", "id": "chat"}, chunk_ids=[]),
     ]
     for entry in entries:
@@ -621,6 +627,7 @@ def test_audit_log_appends_and_reads_newest_first(store: Store) -> None:
         "query": "how fast does the pump prime", "scope": {"kind": "global", "id": "GLOBAL"},
         "filters": {"domains": ["hr"]}, "chunk_ids": [1, 2], "document_ids": ["d1"],
         "outcome": "not_grounded", "reason": "nothing in scope",
+        "citations": [{"number": 1, "document_id": "d1", "chunk_ids": [1, 2]}],
     }  # fmt: skip
 
 
@@ -628,7 +635,7 @@ def test_an_audit_entry_cannot_hold_text_vectors_or_scores() -> None:
     names = {f.name for f in dataclasses.fields(AuditEntry)}
     assert names == {
         "retrieval_id", "created_at", "query", "scope", "filters", "chunk_ids",
-        "document_ids", "outcome", "reason",
+        "document_ids", "outcome", "reason", "citations",
     }  # fmt: skip
     with pytest.raises(TypeError):
         AuditEntry(**{**audit("r").to_dict(), "text": "chunk text"})

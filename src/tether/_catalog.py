@@ -94,8 +94,9 @@ class Catalog:
         retrieval_id: str | None = None,
     ) -> list[AuditEntry]:
         """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
-        retrieved chunk and document ids, and the outcome (``grounded``, ``ungrounded``,
-        ``skipped``, ``blocked`` or ``error``) with its reason. ``workspace_ids`` keeps the
+        retrieved chunk and document ids, how the context numbered its citations (ids
+        only), and the outcome (``grounded``, ``ungrounded``, ``skipped``, ``blocked`` or
+        ``error``) with its reason. ``workspace_ids`` keeps the
         rows whose scope is in those workspaces (a session's scope is in its workspace);
         ``retrieval_id`` one retrieval's row."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

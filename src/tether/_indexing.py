@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether.errors import InvalidArgument
-from tether.ingest.indexer import Indexer, ProgressCallback, ReembedReport
+from tether.ingest.indexer import Indexer, ProgressCallback, ReembedReport, Writer
 from tether.ingest.jobs import IndexJob, IndexWorker
 from tether.ingest.jobs import ProgressCallback as JobProgressCallback
 from tether.ingest.sources import PathSource, TextSource, coerce_sources, smallest_first
@@ -215,3 +215,14 @@ class Indexing:
         """Embed, with the configured model, every chunk that has no vector for it yet
         (after switching models, or for documents stored while embedding failed)."""
         return self._index().reembed(progress)
+
+    def set_writer(self, writer: Writer[Any] | None) -> None:
+        """Run indexing's write transactions through ``writer`` (``writer(fn)`` calls
+        ``fn()`` and returns its result) instead of on the thread that indexed them: a
+        server keeps every write on its one writer thread this way. Loading, chunking
+        and embedding stay on the indexing threads; only the short transactions that
+        store documents, create their workspace and session, and store re-embedded
+        vectors move. ``None`` writes in place again."""
+        if writer is not None and not callable(writer):
+            raise InvalidArgument(f"writer must be callable, not {type(writer).__name__}")
+        self._index().writer = writer

@@ -318,6 +318,11 @@ class Citation:
         """``[n]``, as it appears in the context block."""
         return f"[{self.number}]"
 
+    def ids(self) -> dict[str, Any]:
+        """What the audit log keeps of it: its number and ids, never text or scores."""
+        return {"number": self.number, "document_id": self.document_id,
+                "chunk_ids": list(self.chunk_ids)}  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "number": self.number,

@@ -41,6 +41,7 @@ from tether import (
     Tether,
 )
 from tether.sanitize import sanitize_query
+from tether.store.records import AuditEntry
 from tether.tags import validate_tags
 
 __all__ = [
@@ -166,10 +167,7 @@ def retrieval_metadata(result: RetrievalResult) -> dict[str, Any]:
         "retrieval_id": result.retrieval_id,
         "chunk_ids": list(result.selected_chunk_ids),
         "document_ids": list(dict.fromkeys(c.document_id for c in result.citations)),
-        "citations": [
-            {"number": c.number, "document_id": c.document_id, "chunk_ids": list(c.chunk_ids)}
-            for c in result.citations
-        ],
+        "citations": [c.ids() for c in result.citations],
     }
 
 
@@ -416,7 +414,7 @@ class CitationReport:
 
 
 def verify_citations(
-    text: str, result: RetrievalResult | Grounding, *, review: bool = False
+    text: str, result: RetrievalResult | Grounding | AuditEntry, *, review: bool = False
 ) -> CitationReport:
     """Check that every source ``text`` cites was retrieved in ``result``.
 
@@ -430,10 +428,7 @@ def verify_citations(
     when the text has none, a non-empty paragraph."""
     if not isinstance(text, str):
         raise InvalidArgument(f"text must be str, not {type(text).__name__}")
-    res = result.result if isinstance(result, Grounding) else result
-    numbers = {c.number for c in res.citations}
-    documents = {c.document_id for c in res.citations}
-    chunks = set(res.selected_chunk_ids)
+    numbers, documents, chunks = _retrieval_set(result)
     # pattern, how a match reads as an id, the retrieval set, the violation and its words
     checks = (
         (_DOC_REF, str, documents, "unknown_document", "document {!r} was not retrieved"),
@@ -462,6 +457,19 @@ def verify_citations(
         findings=findings,
         violations=tuple(violations),
     )
+
+
+def _retrieval_set(
+    result: RetrievalResult | Grounding | AuditEntry,
+) -> tuple[set[int], set[str], set[int]]:
+    """The citation numbers, document ids and chunk ids a retrieval returned, from the
+    result itself or from its audit row (which keeps them, ids only)."""
+    if isinstance(result, AuditEntry):
+        numbers = {int(c["number"]) for c in result.citations}
+        return numbers, set(result.document_ids), set(result.chunk_ids)
+    res = result.result if isinstance(result, Grounding) else result
+    documents = {c.document_id for c in res.citations}
+    return {c.number for c in res.citations}, documents, set(res.selected_chunk_ids)
 
 
 def _check_number_citation(

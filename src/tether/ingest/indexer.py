@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from tether.embed import Embedder, to_blob
 from tether.errors import (
@@ -37,6 +38,10 @@ from tether.text import check_identifier, content_hash, valid_text
 
 TokenCounter = Callable[[str], int | None]
 ProgressCallback = Callable[[int, int, IndexResult], None]
+T = TypeVar("T")
+#: Runs a write (a function of no arguments) and returns what it returned; see
+#: :meth:`tether.Tether.set_writer`.
+Writer = Callable[[Callable[[], T]], T]
 logger = logging.getLogger("tether.ingest")
 
 
@@ -89,6 +94,13 @@ class Indexer:
         self.policy = policy or PolicySettings()
         self.embedder = embedder
         self.count_tokens = count_tokens
+        #: Where write transactions run (None: on the indexing thread itself).
+        self.writer: Writer[Any] | None = None
+
+    def committed(self, fn: Callable[[], T]) -> T:
+        """``fn`` (a write) run by :attr:`writer`, or here when there is none."""
+        writer = self.writer
+        return fn() if writer is None else writer(fn)
 
     @cached_property
     def _chunk_tokens(self) -> int | None:
@@ -123,6 +135,9 @@ class Indexer:
         for what, value in (("workspace_id", workspace_id), ("session_id", session_id)):
             if value is not None:
                 check_identifier(what, value)
+        return self.committed(lambda: self._place(workspace_id, session_id))
+
+    def _place(self, workspace_id: str | None, session_id: str | None) -> Placement:
         if session_id is not None:
             session = self.store.find_session(session_id)
             if session is None:
@@ -441,21 +456,26 @@ class Indexer:
             vectors, problem = self._chunk_vectors(chunks, known)
             if vectors is None:
                 raise EmbeddingError(problem or f"could not embed document {document_id!r}")
-            with self.store.write():
-                # The document may have been re-indexed meanwhile (it then got its vectors).
-                if [c.id for c in self.store.chunks_of(document_id)] == [c.id for c in chunks]:
-                    self.store.insert_embeddings(
-                        model,
-                        [
-                            (c.id, vectors.dims, blob)
-                            for c, blob in zip(chunks, vectors.blobs, strict=True)
-                        ],
-                    )
+            rows = [(c.id, vectors.dims, blob)
+                    for c, blob in zip(chunks, vectors.blobs, strict=True)]  # fmt: skip
+            self.committed(functools.partial(self._store_vectors, model, document_id, chunks, rows))
             embedded += len({c.content_hash for c in chunks}) - before
             done += 1
             if progress:
                 progress(done, len(documents))
         return ReembedReport(model=model, documents=done, chunks_embedded=embedded)
+
+    def _store_vectors(
+        self,
+        model: str,
+        document_id: str,
+        chunks: Sequence[StoredChunk],
+        rows: list[tuple[int, int, bytes]],
+    ) -> None:
+        with self.store.write():
+            # The document may have been re-indexed meanwhile (it then got its vectors).
+            if [c.id for c in self.store.chunks_of(document_id)] == [c.id for c in chunks]:
+                self.store.insert_embeddings(model, rows)
 
     def _known_vectors(
         self, chunks: Sequence[tuple[str, NewChunk | StoredChunk]]
@@ -535,13 +555,17 @@ class _Batch:
             return
         indexer = self.indexer
         embedded = indexer._embed_group([p for _, p in self.group])
-        with indexer.store.write():
-            # Each document is a savepoint of the group's transaction: one that cannot be
-            # stored fails alone, and the others still commit.
-            written = [
-                indexer._write(prepared, self.placement, vectors, warning)
-                for prepared, vectors, warning in embedded
-            ]
+
+        def store() -> list[IndexResult]:
+            with indexer.store.write():
+                # Each document is a savepoint of the group's transaction: one that cannot
+                # be stored fails alone, and the others still commit.
+                return [
+                    indexer._write(prepared, self.placement, vectors, warning)
+                    for prepared, vectors, warning in embedded
+                ]
+
+        written = indexer.committed(store)
         for (slot, _), result in zip(self.group, written, strict=True):
             self.report(slot, result)
         self.group.clear()

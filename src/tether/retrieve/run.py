@@ -113,6 +113,7 @@ def audit_entry(
         document_ids=sorted({c.document_id for c in result.citations}) if result else [],
         outcome=outcome,
         reason=reason,
+        citations=[c.ids() for c in result.citations] if result else [],
     )
 
 

@@ -72,11 +72,13 @@ def create_app(
             warming = asyncio.create_task(_warm(svc)) if warm else None
             if not warm:
                 svc.ready = True
+            tether.set_writer(svc.run_write)  # indexing writes on the one writer, too
             try:
                 yield
             finally:
                 if warming is not None:
                     warming.cancel()
+                tether.set_writer(None)
                 svc.writer.shutdown(wait=True)
 
     app = FastAPI(

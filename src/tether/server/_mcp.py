@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -63,12 +62,12 @@ from starlette.concurrency import run_in_threadpool
 from tether import (
     MAX_K,
     Access,
+    ConfigurationError,
     Document,
     DocumentNotFound,
     GenerationBlocked,
     InvalidArgument,
     NotFound,
-    RetrievalResult,
     ScopeError,
     Tether,
     TetherError,
@@ -87,8 +86,6 @@ T = TypeVar("T")
 #: The ASGI scope key under which the HTTP mount leaves a request's :class:`Binding`.
 BINDING = "tether.mcp.binding"
 DOCUMENT_URI = "tether://documents/"
-#: How many retrievals ``verify_citations`` can check (the newest this server made).
-RECENT_RETRIEVALS = 512
 #: The headers an agent host sets to bind an HTTP connection to a scope.
 SCOPE_HEADER = "x-tether-scope"
 WORKSPACE_HEADER = "x-tether-workspace"
@@ -252,7 +249,8 @@ TOOLS = {
         ToolSpec(
             "verify_citations",
             "Check that every source a draft cites ([n], [chunk:ID], [doc:ID]) was retrieved"
-            " by the retrieval `retrieval_id`; lists each violation.",
+            " by the retrieval `retrieval_id` (any retrieval of this scope, read from the"
+            " audit log); lists each violation.",
             VerifyArguments,
         ),
         ToolSpec(
@@ -284,6 +282,8 @@ class Backend(Protocol):
 
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
+    async def index(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
 
 @dataclass
 class LocalBackend:
@@ -296,7 +296,7 @@ class LocalBackend:
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await run_in_threadpool(fn, *args, **kwargs)
 
-    write = read
+    write = index = read
 
 
 class McpServer:
@@ -306,7 +306,6 @@ class McpServer:
     def __init__(self, svc: Backend, binding_of: Callable[[Context], Binding]) -> None:
         self.svc = svc
         self.binding_of = binding_of
-        self._recent: OrderedDict[str, RetrievalResult] = OrderedDict()
         self.server: Server[Any] = Server(
             "tether",
             version=__version__,
@@ -377,30 +376,36 @@ class McpServer:
             )
             try:
                 result = (await guard.arun(arguments.question)).result
-            except GenerationBlocked as exc:
+            except GenerationBlocked:
                 retrievals.labels("blocked").inc()
-                if exc.result is not None:
-                    self._remember(exc.result)
                 raise
         else:
             result = await self.tether.aretrieve(
                 arguments.question, scope=binding.scope, session_id=binding.session_id
             )
         retrievals.labels(outcome_of(result)).inc()
-        self._remember(result)
         return {key: value for key, value in result.to_dict().items() if key != "debug"}
 
     async def verify_citations(
         self, binding: Binding, arguments: VerifyArguments
     ) -> dict[str, Any]:
-        result = self._recent.get(arguments.retrieval_id)
-        if result is None or result.scope != binding.scope:
-            raise NotFound(
-                f"no retrieval {arguments.retrieval_id!r} made in this scope by this server"
-                f" (it keeps its last {RECENT_RETRIEVALS}); call retrieve again"
+        if not self.tether.settings.policy.audit:
+            raise ConfigurationError(
+                "verify_citations reads retrievals from the audit log, which is off"
+                " (policy.audit = false)"
             )
-        report = verify_citations(arguments.text, result, review=arguments.review)
-        return {"retrieval_id": result.retrieval_id, **report.to_dict()}
+        readable = binding.access.readable
+        rows = await self.svc.read(
+            self.tether.retrieval_log, 1, workspace_ids=None if readable is None else
+            list(readable), retrieval_id=arguments.retrieval_id,
+        )  # fmt: skip
+        # Only a retrieval of this very scope: another scope's reads like no retrieval.
+        if not rows or rows[0].scope != binding.scope.to_dict():
+            raise NotFound(
+                f"no retrieval {arguments.retrieval_id!r} in this scope; call retrieve again"
+            )
+        report = verify_citations(arguments.text, rows[0], review=arguments.review)
+        return {"retrieval_id": arguments.retrieval_id, **report.to_dict()}
 
     async def list_documents(self, binding: Binding, _: NoArguments) -> dict[str, Any]:
         documents = await self.svc.read(self._documents, binding)
@@ -410,16 +415,11 @@ class McpServer:
         }
 
     async def add_text(self, binding: Binding, arguments: AddTextArguments) -> dict[str, Any]:
-        results = await self.svc.write(
+        results = await self.svc.index(
             self.tether.add, text=arguments.text, title=arguments.title,
             workspace_id=binding.home, session_id=binding.session_id,
         )  # fmt: skip
         return {"results": [result.to_dict() for result in results]}
-
-    def _remember(self, result: RetrievalResult) -> None:
-        self._recent[result.retrieval_id] = result
-        while len(self._recent) > RECENT_RETRIEVALS:
-            self._recent.popitem(last=False)
 
     def _documents(self, binding: Binding) -> list[Document]:
         if binding.scope.kind == "session":

@@ -235,7 +235,7 @@ async def add_text(body: TextIn, svc: ServiceDep, caller: AccessDep) -> dict[str
     workspace_id, session_id = await svc.read(
         writable_placement, tether, caller, body.workspace_id, body.session_id
     )
-    [result] = await svc.write(
+    [result] = await svc.index(
         tether.add, text=body.text, title=body.title, document_id=body.document_id,
         workspace_id=workspace_id, session_id=session_id, tags=body.tags, on_error="collect",
     )  # fmt: skip
@@ -276,15 +276,8 @@ async def upload_documents(
         # the same upload again is the same document, skipped when unchanged.
         paths = [PathSource(path, tags=tags, source=f"upload:{name}")
                  for path, name in upload.files.items()]  # fmt: skip
-        if form.wait:
-            results = await svc.write(
-                tether.add, paths, workspace_id=workspace_id, session_id=session_id,
-                on_error="collect",
-            )  # fmt: skip
-            shutil.rmtree(folder, ignore_errors=True)
-            response.status_code = 200
-            return {"results": [named(r, upload.files) for r in results]}
-        job = await svc.write(
+        # A job either way: files load, chunk and embed on the indexing threads.
+        job = await svc.index(
             tether.submit, paths, workspace_id=workspace_id, session_id=session_id,
             kind="upload",
         )  # fmt: skip
@@ -292,9 +285,14 @@ async def upload_documents(
         shutil.rmtree(folder, ignore_errors=True)
         raise
     _remember(svc, job, workspace_id, upload.files)
+    # The files go when the job ends, even when a waiting client goes away before it.
     task = asyncio.create_task(clean_after(job, folder))
     svc.background.add(task)
     task.add_done_callback(svc.background.discard)
+    if form.wait:
+        results = await job
+        response.status_code = 200
+        return {"results": [named(r, upload.files) for r in results]}
     return {"job": _job_out(job, svc)}
 
 

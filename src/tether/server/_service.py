@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
@@ -20,20 +21,34 @@ from tether.server._metrics import Metrics
 
 T = TypeVar("T")
 
+_on_writer = threading.local()
+
+
+def _mark_writer() -> None:
+    _on_writer.active = True
+
+
+def _writer() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(
+        1, thread_name_prefix="tether-writer", initializer=_mark_writer
+    )
+
 
 @dataclass
 class Service:
     """What the routes share: the library, its one writer thread, the key policy and
-    the metrics."""
+    the metrics.
+
+    Every write runs on the writer thread: the routes' own (:meth:`write`) and, while
+    the app is being served, the write transactions of indexing (uploads and their
+    background jobs load, chunk and embed on the thread pool and the indexing threads,
+    then hand their transaction to the writer: :meth:`tether.Tether.set_writer`). Reads
+    run on the thread pool beside it, on SQLite's WAL snapshots, never waiting for it."""
 
     tether: Tether
     key_policy: KeyPolicy
     metrics: Metrics = field(default_factory=Metrics)
-    writer: concurrent.futures.ThreadPoolExecutor = field(
-        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="tether-writer"
-        )
-    )
+    writer: concurrent.futures.ThreadPoolExecutor = field(default_factory=_writer)
     ready: bool = False
     #: Upload jobs: id -> (the workspace they write to, their files' upload names).
     jobs: dict[str, tuple[str, dict[Any, str]]] = field(default_factory=dict)
@@ -49,6 +64,20 @@ class Service:
         context = contextvars.copy_context()
         future = self.writer.submit(context.run, fn, *args, **kwargs)
         return await asyncio.wrap_future(future)
+
+    async def index(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Indexing (``tether.add``, ``tether.submit``) on the thread pool: loading,
+        chunking and embedding run beside the reads, and only its write transactions
+        queue on the writer (through :meth:`run_write`)."""
+        return await run_in_threadpool(fn, *args, **kwargs)
+
+    def run_write(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the writer thread, waited for (from any thread; on the writer
+        itself it runs at once): the library's :meth:`~tether.Tether.set_writer` hook."""
+        if getattr(_on_writer, "active", False):
+            return fn()
+        context = contextvars.copy_context()
+        return self.writer.submit(context.run, fn).result()
 
 
 def service(request: Request) -> Service:

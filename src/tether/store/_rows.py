@@ -30,7 +30,7 @@ HIT_WIDTH = 12
 
 REGISTRY_COLUMNS = ", ".join(RegistryEntry.__dataclass_fields__)
 AUDIT_COLUMNS = ", ".join(AuditEntry.__dataclass_fields__)
-_AUDIT_JSON = ("scope", "filters", "chunk_ids", "document_ids")
+_AUDIT_JSON = ("scope", "filters", "chunk_ids", "document_ids", "citations")
 
 
 def document(row: Sequence[Any]) -> Document:

@@ -242,6 +242,12 @@ UPDATE rag_retrieval_log SET workspace_id = CASE json_extract(scope, '$.kind')
 CREATE INDEX rag_retrieval_log_workspace ON rag_retrieval_log(workspace_id, id);
 """
 
+_0009_audit_citations = """
+-- How a retrieval numbered its sources, ids only ([{"number", "document_id", "chunk_ids"}]),
+-- so that a draft's [n] can be verified against the audit row by any process, later.
+ALTER TABLE rag_retrieval_log ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
@@ -251,6 +257,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "the chunk settings each document was chunked with", _0006_chunking),
     Migration(7, "printed page labels of chunks", _0007_page_labels),
     Migration(8, "API keys; the workspace of each audit row", _0008_service),
+    Migration(9, "the numbered citations of each audit row", _0009_audit_citations),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

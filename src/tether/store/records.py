@@ -7,7 +7,7 @@ Every backend speaks these: no sqlite rows, tuples or dicts cross the store's bo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -139,8 +139,11 @@ class RegistryEntry:
 class AuditEntry:
     """One row of the audit trail: ids, the sanitized query, scope, filters and outcome.
 
-    There is deliberately no field for chunk text, vectors or scores: the audit log
-    cannot hold them."""
+    ``citations`` numbers the context's sources as the retrieval did, ids only
+    (``{"number", "document_id", "chunk_ids"}``), so that a draft's ``[n]`` can be checked
+    against the row later (:func:`tether.policy.verify_citations`); rows logged before
+    tether kept it have none. There is deliberately no field for chunk text, vectors or
+    scores: the audit log cannot hold them."""
 
     retrieval_id: str
     created_at: str
@@ -151,6 +154,7 @@ class AuditEntry:
     document_ids: list[str]
     outcome: str
     reason: str | None = None
+    citations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
