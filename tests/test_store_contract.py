@@ -28,6 +28,7 @@ from tether.store import (
     RegistryEntry,
     SQLiteStore,
     Store,
+    VectorSnapshot,
 )
 
 # A compiled FTS match, as ``tether.retrieve.fts.compile_match("beacon")`` writes it.
@@ -544,6 +545,64 @@ def test_load_vectors_lays_them_out_by_workspace_then_document(store: Store) -> 
     assert [row[0] for row in snapshot.rows] == sorted(z + a)
     assert all(dims == 2 and len(blob) == 8 for _, dims, blob in snapshot.rows)
     assert snapshot.layout == [(z[0], "z-doc"), (z[1], "z-doc"), (a[0], "a-doc")]
+
+
+def test_vector_delta_names_the_documents_changed_since_a_snapshot(store: Store) -> None:
+    """What the vector index reads after a write instead of every vector: the documents
+    whose vectors changed after a snapshot's seq, with their vectors now (none for a
+    deleted one), laid out as load_vectors does; None past the limit."""
+    kept = put(store, "kept", "one", vectors=vectors("m", 1))
+    gone = put(store, "gone", "two", vectors=vectors("m", 1))
+    start = store.load_vectors("m").seq
+    assert store.vector_delta("m", start, 10) == VectorSnapshot([], [], start, ())
+    new = put(store, "new", "three", "four", workspace_id="A-team", vectors=vectors("m", 2))
+    store.delete_document("gone")
+    delta = store.vector_delta("m", start, 10)
+    assert delta is not None and delta.seq > start
+    assert set(delta.documents) == {"new", "gone"}
+    assert delta.layout == [(new[0], "new"), (new[1], "new")]
+    assert [row[0] for row in delta.rows] == new and all(r[1] == 2 for r in delta.rows)
+    assert store.vector_delta("m", start, 1) is None  # two documents changed
+    assert store.vector_delta("m", delta.seq, 10).documents == ()  # type: ignore[union-attr]
+    store.insert_embeddings("m", [(kept[0], 2, bytes([7]) * 8)])  # a vector replaced
+    again = store.vector_delta("m", delta.seq, 10)
+    assert again is not None and again.documents == ("kept",)
+    assert again.rows == [(kept[0], 2, bytes([7]) * 8)]
+    assert store.load_vectors("m").seq == again.seq
+    assert gone  # (its chunks were there to delete)
+
+
+def test_document_changes_name_every_change_a_scope_can_see(store: Store) -> None:
+    """A scope memo's delta: every change of a document's existence, workspace, status,
+    tags, path, attachments or vectors names it; ``among`` asks the scope about those."""
+    store.ensure_session("chat", GLOBAL_WORKSPACE)
+    put(store, "d1", "one")
+    put(store, "d2", "two")
+    since = store.load_vectors("m").seq
+
+    def changed(change: Callable[[], object]) -> set[str]:
+        nonlocal since
+        change()
+        found = store.document_changes(since, 10)
+        assert found is not None and found[0] > since
+        since = found[0]
+        return set(found[1])
+
+    assert changed(lambda: store.attach_document_to_session("d1", "chat")) == {"d1"}
+    assert changed(lambda: store.detach_document_from_session("d1", "chat")) == {"d1"}
+    assert changed(lambda: store.set_status("d2", "draft")) == {"d2"}
+    assert changed(lambda: store.set_tags_and_status("d1", Tags(domain="hr"), "active")) == {
+        "d1"}  # fmt: skip
+    ids = [c.id for c in store.chunks_of("d1")]
+    assert changed(lambda: store.insert_embeddings("m", [(ids[0], 2, b"\x00" * 8)])) == {"d1"}
+    assert changed(lambda: store.delete_document("d1")) == {"d1"}
+    assert store.document_changes(since, 10) == (since, [])
+    put(store, "d3", "three")
+    put(store, "d4", "four")
+    assert store.document_changes(since, 1) is None  # more than the limit
+    scope = Scope.global_()
+    assert sorted(store.scope_document_ids(scope, among=["d2", "d3", "nope"])) == ["d3"]
+    assert store.scope_document_ids(scope, among=[]) == []
 
 
 def test_change_counters_grow_with_every_change(store: Store) -> None:

@@ -137,8 +137,10 @@ class SearchMixin(SQLiteMixin):
         scope: Scope,
         filters: Filters | None = None,
         exclusions: Exclusions | None = None,
+        among: Sequence[str] | None = None,
     ) -> list[str]:
-        return [row[0] for row in self._select(*scope_documents_sql(scope, filters, exclusions))]
+        sql, params = scope_documents_sql(scope, filters, exclusions, among)
+        return [row[0] for row in self._select(sql, params)]
 
     def document_chunk_ids(
         self,

@@ -258,9 +258,11 @@ class Store(ABC):
         scope: Scope,
         filters: Filters | None = None,
         exclusions: Exclusions | None = None,
+        among: Sequence[str] | None = None,
     ) -> list[str]:
         """Ids of the documents ``scope`` may see: the predicate of every scoped search
-        (the document set a vector scan reads). In no particular order."""
+        (the document set a vector scan reads). In no particular order. ``among``: only
+        those of these documents (what a scope memo asks after a few documents changed)."""
 
     # -- reads by chunk id (of chunks a scoped search returned) --------------------------
 
@@ -318,6 +320,20 @@ class Store(ABC):
     def load_vectors(self, model: str) -> VectorSnapshot:
         """Every vector of ``model`` and the order to lay them out in (by workspace, then
         document, then chunk), read in one consistent snapshot."""
+
+    @abstractmethod
+    def vector_delta(self, model: str, since: int, limit: int) -> VectorSnapshot | None:
+        """What changed in the vectors of ``model`` after change ``since`` (a snapshot's
+        ``seq``; the sequence counts every document change, see :meth:`document_changes`),
+        read in one snapshot: the documents whose vectors changed and their vectors now,
+        laid out as :meth:`load_vectors` does; ``seq`` is where it ends. None when more
+        than ``limit`` documents changed (load everything instead)."""
+
+    @abstractmethod
+    def document_changes(self, since: int, limit: int) -> tuple[int, list[str]] | None:
+        """The documents changed in any way (vectors, existence, workspace, status, tags,
+        path, attachments) after change ``since``, and the newest change's seq; None when
+        more than ``limit`` changed."""
 
     @abstractmethod
     def change_counters(self) -> dict[str, int]:

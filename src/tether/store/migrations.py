@@ -248,6 +248,51 @@ _0009_audit_citations = """
 ALTER TABLE rag_retrieval_log ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';
 """
 
+_0010_document_changes = """
+-- Which documents changed, in order: a reader's in-memory vector index and its scope memo
+-- apply the documents changed since the change they last saw (a delta, from this process
+-- or any other) instead of reloading every vector, or every scope's documents, after any
+-- write. At most two rows per document, its latest change of each kind: `vectors` 1 for its
+-- vectors (or chunks), 0 for what decides which scopes see it (existence, workspace,
+-- status, tags, path, attachments). AUTOINCREMENT keeps seq growing, so a change is never
+-- numbered below one a reader has already seen.
+CREATE TABLE rag_document_changes (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id  TEXT NOT NULL,
+    vectors      INTEGER NOT NULL CHECK (vectors IN (0, 1))
+);
+CREATE INDEX rag_document_changes_document ON rag_document_changes(document_id, vectors);
+"""
+_CHANGE_TRIGGER = """
+CREATE TRIGGER rag_document_changes_{name} AFTER {event} BEGIN
+    DELETE FROM rag_document_changes WHERE vectors = {vectors} AND document_id = ({document});
+    INSERT INTO rag_document_changes (document_id, vectors)
+        SELECT document_id, {vectors} FROM (SELECT ({document}) AS document_id)
+        WHERE document_id IS NOT NULL;
+END;
+"""
+_0010_document_changes += "".join(
+    _CHANGE_TRIGGER.format(name=name, event=event, vectors=vectors, document=document)
+    for name, event, vectors, document in (
+        ("embedding_insert", "INSERT ON rag_embeddings", 1,
+         "SELECT document_id FROM rag_chunks WHERE id = NEW.chunk_id"),
+        ("embedding_update", "UPDATE ON rag_embeddings", 1,
+         "SELECT document_id FROM rag_chunks WHERE id = NEW.chunk_id"),
+        # A vector deleted with its chunk (by cascade) may find the chunk gone already:
+        # the chunk's own delete names the document then.
+        ("embedding_delete", "DELETE ON rag_embeddings", 1,
+         "SELECT document_id FROM rag_chunks WHERE id = OLD.chunk_id"),
+        ("chunk_delete", "DELETE ON rag_chunks", 1, "SELECT OLD.document_id"),
+        ("document_insert", "INSERT ON rag_documents", 0, "SELECT NEW.id"),
+        ("document_delete", "DELETE ON rag_documents", 0, "SELECT OLD.id"),
+        ("document_update", "UPDATE OF workspace_id, status, domain, source_type,"
+         " project_id, last_verified, source_path, indexed_at ON rag_documents", 0,
+         "SELECT NEW.id"),
+        ("attach", "INSERT ON rag_document_sessions", 0, "SELECT NEW.document_id"),
+        ("detach", "DELETE ON rag_document_sessions", 0, "SELECT OLD.document_id"),
+    )
+)  # fmt: skip
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
@@ -258,6 +303,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "printed page labels of chunks", _0007_page_labels),
     Migration(8, "API keys; the workspace of each audit row", _0008_service),
     Migration(9, "the numbered citations of each audit row", _0009_audit_citations),
+    Migration(10, "which documents changed, for delta reloads", _0010_document_changes),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -47,10 +47,15 @@ class ChunkVectors:
 @dataclass(frozen=True)
 class VectorSnapshot:
     """``rows``: (chunk_id, dims, vector) ordered by chunk id; ``layout``: (chunk_id,
-    document_id) in the order the vectors should be laid out in memory."""
+    document_id) in the order the vectors should be laid out in memory; ``seq``: the
+    vector change sequence the snapshot was read at (see :meth:`Store.vector_delta`).
+    A delta's ``documents`` are the documents whose vectors changed after the previous
+    ``seq``: their vectors now are ``rows`` (none for a deleted document)."""
 
     rows: list[tuple[int, int, bytes]]
     layout: list[tuple[int, str]]
+    seq: int = 0
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the lexical search and by the scope's document set alike.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -214,11 +215,22 @@ def term_in_scope_sql(
 
 
 def scope_documents_sql(
-    scope: Scope, filters: Filters | None = None, exclusions: Exclusions | None = None
+    scope: Scope,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
+    among: Sequence[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """SQL for the ids of the documents ``scope`` may see: the predicate of every search."""
+    """SQL for the ids of the documents ``scope`` may see: the predicate of every search;
+    with ``among``, of those documents only (looked up by id, one by one)."""
     where, params = scope_sql(scope, filters, exclusions, document_column="d.id")
-    return f"SELECT d.id FROM rag_documents d WHERE {where}", params
+    if among is None:
+        return f"SELECT d.id FROM rag_documents d WHERE {where}", params
+    params["among"] = json.dumps(list(among))
+    return (
+        "SELECT d.id FROM json_each(:among) j CROSS JOIN rag_documents d ON d.id = j.value"
+        f" WHERE {where}",
+        params,
+    )
 
 
 # -- reads by id -----------------------------------------------------------------------

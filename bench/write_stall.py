@@ -1,0 +1,136 @@
+"""What the first vector search after a write costs, at scale.
+
+    .venv/bin/python bench/write_stall.py --chunks 1m
+    .venv/bin/python bench/write_stall.py --chunks 100k --writes 20     # a quicker look
+
+Builds a store of N synthetic chunks (random unit vectors of 384 dims, one workspace,
+20 chunks per document) in a temporary folder, loads tether's vector index, then times:
+
+- a search with nothing written since the last one (the steady state, p50 and p95);
+- the first search after adding one document of 20 chunks (in this process), and after
+  another process (a second Tether on the same file) added one: the index reads the
+  change as a delta (``rag_vector_changes``);
+- the peer, measured in the same run: what every first search after a write paid before
+  deltas, a full reload of the vectors from SQL (``VectorIndex.load`` on a new index).
+
+It prints the extra cost of the first search after a write over the steady p50 (the goal
+is < 50 ms at 1M chunks), and the ratio reload / delta. Query embedding is excluded
+(precomputed vectors); the searches run in the whole-store scope (every vector).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import DIMS, MODEL_NAME, build_tether_store, parse_scale
+
+from tether import Embedder, Scope, Settings, Tether
+from tether.retrieve.vector import VectorIndex
+
+
+class RandomEmbedder(Embedder):
+    """Unit random vectors of the benchmark's model (so added documents join the same
+    matrix); a query's vector is looked up, not computed."""
+
+    def __init__(self, seed: int) -> None:
+        self.model = MODEL_NAME
+        self.rng = np.random.default_rng(seed)
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        vectors = self.rng.standard_normal((len(texts), DIMS)).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--chunks", type=parse_scale, default=parse_scale("1m"))
+    p.add_argument("--writes", type=int, default=10, help="writes timed (each way)")
+    p.add_argument("--searches", type=int, default=50, help="steady searches timed")
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args()
+    rng = np.random.default_rng(args.seed)
+    n = args.chunks
+    with tempfile.TemporaryDirectory(prefix="tether-stall-") as tmp:
+        db = Path(tmp) / "stall.db"
+        texts = [f"chunk {i} of the synthetic store" for i in range(n)]
+        vectors = rng.standard_normal((n, DIMS)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        log(f"building a store of {n:,} chunks")
+        build_tether_store(db, texts, vectors, per_doc=20, docs_per_txn=500)
+        del vectors, texts
+        settings = Settings.load(rag={"chunk_by": "chars"})
+        queries = [rng.standard_normal(DIMS).astype(np.float32) for _ in range(64)]
+        with Tether(db=db, settings=settings, embedder=RandomEmbedder(args.seed)) as t:
+            index = t._searcher.vectors
+            assert index is not None
+            started = time.perf_counter()
+            index.load()
+            first_load = time.perf_counter() - started
+            log(f"loaded {len(index):,} vectors in {first_load:.1f} s")
+            scope = Scope.global_()
+
+            def search(i: int) -> float:
+                started = time.perf_counter()
+                index.search(scope, queries[i % len(queries)], 10)
+                return time.perf_counter() - started
+
+            for i in range(5):
+                search(i)
+            steady = [search(i) for i in range(args.searches)]
+            own: list[float] = []
+            other: list[float] = []
+            body = " ".join(f"word{i}" for i in range(2000))  # 20 chunks of 100 words
+            with Tether(db=db, settings=settings, embedder=RandomEmbedder(args.seed + 1)) as peer:
+                for w in range(args.writes):
+                    t.add(text=body + f" own {w}", title=f"own {w}", document_id=f"own{w}")
+                    own.append(search(w))
+                    peer.add(text=body + f" other {w}", title=f"other {w}",
+                             document_id=f"other{w}")  # fmt: skip
+                    other.append(search(w))
+                    steady += [search(w + 1) for _ in range(3)]
+            reloads = []
+            for _ in range(3):
+                fresh = VectorIndex(t.store, MODEL_NAME)
+                started = time.perf_counter()
+                fresh.load()
+                reloads.append(time.perf_counter() - started)
+                del fresh
+            stats = dict(index.stats)
+    p50 = statistics.median(steady)
+    p95 = float(np.percentile(steady, 95))
+    own_p50, other_p50 = statistics.median(own), statistics.median(other)
+    worst = max(own + other)
+    reload = statistics.median(reloads)
+    print(f"\nfirst vector search after a write, {n:,} chunks ({DIMS} dims), whole-store scope")
+    print(f"  steady search           p50 {ms(p50):8.1f} ms   p95 {ms(p95):8.1f} ms")
+    print(f"  after own write         p50 {ms(own_p50):8.1f} ms   (+{ms(own_p50 - p50):.1f} ms)")
+    print(
+        f"  after another process   p50 {ms(other_p50):8.1f} ms   (+{ms(other_p50 - p50):.1f} ms)"
+    )
+    print(f"  worst first search          {ms(worst):8.1f} ms   (+{ms(worst - p50):.1f} ms;"
+          " goal < +50 ms)")  # fmt: skip
+    print(f"  peer: full reload (before deltas) {ms(reload):8.1f} ms + the search")
+    print(f"  ratio reload / delta first-search extra: "
+          f"{reload / max(max(own_p50, other_p50) - p50, 1e-4):,.0f}x")  # fmt: skip
+    print(f"  index: {stats}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""The in-memory vector index keeps up with writes by deltas: after an add, a replace or a
+delete (in this process or another one on the same file) the next search reads only the
+documents that changed, never every vector again, and answers exactly as an index loaded
+from scratch would. Small segments merge and dead rows are compacted away without
+changing an answer."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import make_settings
+from tether import Scope, Tether
+from tether.retrieve import vector
+from tether.retrieve.vector import VectorIndex
+from tether.testing import HashEmbedder
+
+WORDS = "pump valve seal gasket torque drain filter motor sensor relay fuse cable".split()
+SCOPES = [Scope.workspace("acme"), Scope.workspace("rival"), Scope.global_(),
+          Scope.session("chat")]  # fmt: skip
+
+
+def text(rng: random.Random, n: int = 40) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Tether]:
+    settings_ = make_settings(chunk_size=100, chunk_overlap=0)
+    with Tether(db=tmp_path / "t.db", settings=settings_, embedder=HashEmbedder()) as t:
+        t.create_session("chat", workspace_id="acme")
+        yield t
+
+
+def index_of(t: Tether) -> VectorIndex:
+    index = t._searcher.vectors
+    assert index is not None
+    return index
+
+
+def ranked(hits: list[tuple[int, float]]) -> list[tuple[float, int]]:
+    """Best first, equal scores (to float32 rounding) by chunk id."""
+    return sorted((-round(score, 5), chunk_id) for chunk_id, score in hits)
+
+
+def same_answers(t: Tether, queries: list[str]) -> None:
+    """The live index answers every scope and query as a freshly loaded one does."""
+    live, fresh = index_of(t), VectorIndex(t.store, t.embedder.model)
+    for question in queries:
+        query = t.embedder.embed([question])[0]
+        for scope in SCOPES:  # every row of the scope (no cut among equal scores)
+            got, want = live.search(scope, query, 1000), fresh.search(scope, query, 1000)
+            assert ranked(got) == ranked(want), (question, scope)
+            assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+        ids = [c for c, _ in fresh.search(Scope.global_(), query, 50)] + [10**9]
+        for scope in SCOPES:
+            ids += [c for c, _ in fresh.search(scope, query, 50)]
+        assert live.cosines(query, ids) == pytest.approx(fresh.cosines(query, ids))
+    assert len(live) == len(fresh)
+
+
+def test_a_write_is_read_as_a_delta_not_a_reload(store: Tether) -> None:
+    rng = random.Random(1)
+    for i in range(20):
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"d{i}", workspace_id="acme")
+    index = index_of(store)
+    assert index.load() > 0 and index.stats["loads"] == 1
+    store.add(text="the flux capacitor hums", title="new", document_id="new",
+              workspace_id="acme", session_id="chat")  # fmt: skip
+    hits = store.search("flux capacitor", scope=Scope.session("chat"), mode="vector")
+    assert hits and hits[0].document_id == "new"
+    store.add(text="the flux capacitor sings", title="new", document_id="new",
+              workspace_id="acme")  # a replace  # fmt: skip
+    store.delete_document("d3")
+    same_answers(store, ["flux capacitor", "pump seal", "drain valve torque"])
+    assert index.stats["loads"] == 1 and index.stats["deltas"] == 2  # add; replace + delete
+
+
+def test_another_process_writes_arrive_as_a_delta(store: Tether, tmp_path: Path) -> None:
+    rng = random.Random(2)
+    for i in range(10):
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"d{i}", workspace_id="rival")
+    index = index_of(store)
+    index.load()
+    with Tether(db=tmp_path / "t.db", settings=store.settings, embedder=HashEmbedder()) as other:
+        other.add(text="a quantum gasket", title="q", document_id="q", workspace_id="rival")
+        other.delete_document("d0")
+    hits = store.search("quantum gasket", scope=Scope.workspace("rival"), mode="vector")
+    assert hits[0].document_id == "q"
+    assert "d0" not in {h.document_id for h in store.search("pump", k=50, mode="vector")}
+    same_answers(store, ["quantum gasket", "relay fuse"])
+    assert (index.stats["loads"], index.stats["deltas"]) == (1, 1)
+
+
+def test_a_scope_is_patched_after_a_write_not_asked_for_again(store: Tether) -> None:
+    """Each scope's documents are asked of SQL once; after a write (a new document, a
+    move to another workspace, a draft, an attachment) only the changed ones are."""
+    rng = random.Random(5)
+    for i in range(8):
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"d{i}", workspace_id="acme")
+    index = index_of(store)
+    query = store.embedder.embed(["pump valve"])[0]
+
+    def seen(scope: Scope) -> set[int]:
+        return {chunk_id for chunk_id, _ in index.search(scope, query, 1000)}
+
+    for scope in SCOPES:
+        seen(scope)
+    loads = index.stats["scope_loads"]
+    store.add(text="a new pump", title="new", document_id="new", workspace_id="acme")
+    store.set_status("d1", "draft")
+    store.attach("d2", "chat")
+    store.store.ensure_workspace("rival")
+    store.store.db.connection().execute(
+        "UPDATE rag_documents SET workspace_id = 'rival' WHERE id = 'd3'"
+    )  # another process moved it (the counters and the change log see it all the same)
+    same_answers(store, ["pump valve", "fuse relay"])
+    assert index.stats["scope_loads"] == loads and index.stats["scope_patches"] >= len(SCOPES)
+    d1 = {c.id for c in store.chunks("d1")}
+    d3 = {c.id for c in store.chunks("d3")}
+    assert not d1 & seen(Scope.workspace("acme")) and d3 <= seen(Scope.workspace("rival"))
+    assert {c.id for c in store.chunks("d2")} <= seen(Scope.session("chat"))
+
+
+def test_a_large_delta_is_read_as_a_full_load(store: Tether) -> None:
+    rng = random.Random(3)
+    store.add(text=text(rng), title="first", document_id="first", workspace_id="acme")
+    index = index_of(store)
+    index.load()
+    for i in range(vector._MIN_DELTA + 1):
+        store.add(text=text(rng, 5), title=f"{i}", document_id=f"bulk{i}", workspace_id="acme")
+    same_answers(store, ["pump"])
+    assert index.stats["loads"] == 2 and index.stats["deltas"] == 0
+
+
+def test_segments_merge_and_dead_rows_are_compacted(
+    store: Tether, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector, "_MIN_DEAD", 8)
+    monkeypatch.setattr(vector, "_MAX_SEGMENTS", 2)
+    rng = random.Random(4)
+    for i in range(6):
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"d{i}", workspace_id="acme")
+    index = index_of(store)
+    index.load()
+    for i in range(12):  # replaced again and again: segments to merge
+        store.add(text=text(rng), title="churn", document_id=f"d{i % 6}", workspace_id="acme")
+        store.search("pump", mode="vector")
+    for i in range(4):  # deleted: the first segment is mostly dead rows now
+        store.delete_document(f"d{i}")
+        store.search("pump", mode="vector")
+    same_answers(store, ["pump seal", "fuse"])
+    assert index.stats["merges"] >= 1 and index.stats["compactions"] >= 1
+    assert index.stats["loads"] == 1
+    matrix = index._matrix
+    assert matrix is not None and len(matrix.segments) <= 1 + vector._MAX_SEGMENTS
+    assert matrix.rows - matrix.live <= max(matrix.live, 8)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "replace", "delete", "attach"]),
+            st.integers(0, 11),
+            st.sampled_from(["acme", "rival", "GLOBAL"]),
+            st.integers(1, 6),
+        ),
+        min_size=4,
+        max_size=30,
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_any_sequence_of_writes_answers_as_a_fresh_load(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    steps: list[tuple[str, int, str, int]],
+    seed: int,
+) -> None:
+    """Adds, replaces, deletes and attachments in any order, with merges and compactions
+    made frequent: after every write the live index answers as a fresh one does."""
+    monkeypatch.setattr(vector, "_MAX_SEGMENTS", 2)
+    monkeypatch.setattr(vector, "_MIN_DEAD", 0)
+    rng = random.Random(seed)
+    db = tmp_path_factory.mktemp("vectors") / "t.db"
+    settings_ = make_settings(chunk_size=100, chunk_overlap=0)
+    with Tether(db=db, settings=settings_, embedder=HashEmbedder()) as t:
+        t.create_session("chat", workspace_id="acme")
+        t.add(text=text(rng), title="seed", document_id="seed", workspace_id="acme")
+        index_of(t).load()
+        where: dict[str, str] = {"seed": "acme"}
+        for action, n, workspace, size in steps:
+            document_id = f"d{n}"
+            if action == "delete":
+                if document_id in where:
+                    t.delete_document(document_id)
+                    del where[document_id]
+                continue
+            if action == "attach" and document_id in where and where[document_id] == "acme":
+                t.attach(document_id, "chat")
+                continue
+            workspace = where.get(document_id, workspace)
+            t.add(text=text(rng, 10 * size), title=document_id, document_id=document_id,
+                  workspace_id=workspace)  # fmt: skip
+            where[document_id] = workspace
+            same_answers(t, [text(rng, 3)])
+        same_answers(t, ["pump valve", "relay cable fuse"])
+        assert index_of(t).stats["loads"] == 1
