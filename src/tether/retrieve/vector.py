@@ -68,6 +68,9 @@ class _Matrix:
     dead: tuple[np.ndarray, ...]  # per segment: rows no document points at any more
     ranges: dict[str, tuple[int, int, int]]  # document id -> (segment, start, end)
     live: int  # rows some document points at
+    #: For a layout made by a merge or a compaction: (the layout it was made from, the
+    #: first segment whose rows moved); rows of earlier segments did not move.
+    moved: tuple[int, int] | None = None
 
     @property
     def rows(self) -> int:
@@ -86,6 +89,7 @@ class _ScopeRows:
         self.seq = matrix.seq
         self.layout = matrix.layout
         self.position: dict[str, int] = {}
+        self.documents: list[str] = []  # by position
         self.segments = np.zeros(0, np.int64)
         self.starts = np.zeros(0, np.int64)
         self.ends = np.zeros(0, np.int64)
@@ -105,12 +109,26 @@ class _ScopeRows:
         dead = len(self.alive) - len(self.position)
         if dead > max(len(self.position), 64):  # drop the dead entries
             keep = np.flatnonzero(self.alive)
-            order = {at: i for i, at in enumerate(keep.tolist())}
-            self.position = {d: order[at] for d, at in self.position.items()}
+            self.documents = [self.documents[at] for at in keep.tolist()]
+            self.position = {d: i for i, d in enumerate(self.documents)}
             self.segments, self.starts = self.segments[keep], self.starts[keep]
             self.ends, self.alive = self.ends[keep], self.alive[keep]
         self.seq = matrix.seq
         self._slice()
+
+    def relayout(self, matrix: _Matrix, first: int) -> None:
+        """The matrix merged or compacted its segments from ``first`` on: the documents
+        there moved (found again by id), the others did not."""
+        moved = np.flatnonzero(self.alive & (self.segments >= first))
+        ranges = matrix.ranges
+        for at in moved.tolist():
+            span = ranges.get(self.documents[at])
+            if span is None:  # its vectors went in the delta that came with the merge
+                self.alive[at] = False
+                del self.position[self.documents[at]]
+            else:
+                self.segments[at], self.starts[at], self.ends[at] = span
+        self.layout = matrix.layout
 
     def _add(self, matrix: _Matrix, documents: list[str]) -> None:
         ranges = matrix.ranges
@@ -119,6 +137,7 @@ class _ScopeRows:
             return
         first = len(self.alive)
         self.position.update((d, first + i) for i, (d, _) in enumerate(found))
+        self.documents += [d for d, _ in found]
         spans = np.array([span for _, span in found], np.int64).reshape(-1, 3)
         self.segments = np.concatenate([self.segments, spans[:, 0]])
         self.starts = np.concatenate([self.starts, spans[:, 1]])
@@ -321,6 +340,10 @@ class VectorIndex:
             rows = self._scope_memo.get(key)
             if rows is not None and (rows.seq, rows.layout) == (matrix.seq, matrix.layout):
                 return rows.spans
+            if rows is not None and matrix.moved is not None and rows.seq <= matrix.seq:
+                previous, first = matrix.moved
+                if rows.layout == previous:  # moved rows: find them again, not ask SQL
+                    rows.relayout(matrix, first)
             if rows is not None and rows.layout == matrix.layout and rows.seq <= matrix.seq:
                 limit = max(_MIN_DELTA, int(_DELTA_SHARE * len(rows.position)))
                 changes = self.store.document_changes(rows.seq, limit)
@@ -394,8 +417,9 @@ def _compact(matrix: _Matrix, first: int, layout: int) -> _Matrix:
     segments = (*matrix.segments[:first], _Segment(vectors, chunk_ids))
     dead = (*matrix.dead[:first], np.zeros(len(chunk_ids), bool))
     return _Matrix(
-        matrix.version, matrix.seq, layout, matrix.dims, segments, dead, ranges, matrix.live
-    )
+        matrix.version, matrix.seq, layout, matrix.dims, segments, dead, ranges, matrix.live,
+        moved=(matrix.layout, first),
+    )  # fmt: skip
 
 
 def _score(matrix: _Matrix, spans: _Spans, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
