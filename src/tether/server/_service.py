@@ -39,11 +39,12 @@ class Service:
     """What the routes share: the library, its one writer thread, the key policy and
     the metrics.
 
-    Every write runs on the writer thread: the routes' own (:meth:`write`) and, while
+    Writes run on the writer thread: the routes' own (:meth:`write`) and, while
     the app is being served, the write transactions of indexing (uploads and their
     background jobs load, chunk and embed on the thread pool and the indexing threads,
     then hand their transaction to the writer: :meth:`tether.Tether.set_writer`). Reads
-    run on the thread pool beside it, on SQLite's WAL snapshots, never waiting for it."""
+    run on the thread pool beside it, on SQLite's WAL snapshots, never waiting for it;
+    a retrieval appends its audit row itself, under the store's write lock."""
 
     tether: Tether
     key_policy: KeyPolicy
