@@ -605,6 +605,26 @@ def test_document_changes_name_every_change_a_scope_can_see(store: Store) -> Non
     assert store.scope_document_ids(scope, among=[]) == []
 
 
+def test_a_reader_whose_changes_were_pruned_reloads(store: Store) -> None:
+    """The change log keeps its newest 100,000 rows: a reader further behind is told to
+    reload (None), never handed a partial delta."""
+    put(store, "d1", "one", vectors=vectors("m", 1))
+    behind = store.load_vectors("m").seq
+    assert store.vector_delta("m", behind, 10) is not None
+    if not isinstance(store, SQLiteStore):
+        return
+    with store.db.write() as conn:  # churn, as 100,000 changed chunks would leave it
+        conn.executemany(
+            "INSERT INTO rag_document_changes (document_id, vectors) VALUES (?, 1)",
+            (("d1",) for _ in range(100_001)),
+        )
+    put(store, "d2", "two", vectors=vectors("m", 1))  # a new document prunes the log
+    assert store.vector_delta("m", behind, 10) is None
+    assert store.document_changes(behind, 10) is None
+    recent = store.load_vectors("m").seq
+    assert store.vector_delta("m", recent, 10) == VectorSnapshot([], [], recent, ())
+
+
 def test_change_counters_grow_with_every_change(store: Store) -> None:
     store.ensure_session("chat", GLOBAL_WORKSPACE)
 

@@ -67,9 +67,11 @@ class EmbeddingsMixin(SQLiteMixin):
     def vector_delta(self, model: str, since: int, limit: int) -> VectorSnapshot | None:
         with self.db.read() as conn:
             seq = _seq(conn)
+            if _pruned_since(conn, since):
+                return None
             changed = [r[0] for r in conn.execute(
-                "SELECT document_id FROM rag_document_changes WHERE seq > ? AND vectors = 1"
-                " ORDER BY seq LIMIT ?", (since, limit + 1),
+                "SELECT DISTINCT document_id FROM rag_document_changes"
+                " WHERE seq > ? AND vectors = 1 LIMIT ?", (since, limit + 1),
             )]  # fmt: skip
             if len(changed) > limit:
                 return None
@@ -93,6 +95,8 @@ class EmbeddingsMixin(SQLiteMixin):
     def document_changes(self, since: int, limit: int) -> tuple[int, list[str]] | None:
         with self.db.read() as conn:
             seq = _seq(conn)
+            if _pruned_since(conn, since):
+                return None
             changed = [r[0] for r in conn.execute(
                 "SELECT DISTINCT document_id FROM rag_document_changes WHERE seq > ? LIMIT ?",
                 (since, limit + 1),
@@ -107,3 +111,10 @@ class EmbeddingsMixin(SQLiteMixin):
 def _seq(conn: sqlite3.Connection) -> int:
     """The newest document change (0 before any)."""
     return conn.execute("SELECT coalesce(max(seq), 0) FROM rag_document_changes").fetchone()[0]
+
+
+def _pruned_since(conn: sqlite3.Connection, since: int) -> bool:
+    """Whether changes after ``since`` were dropped (the log keeps the newest 100,000;
+    committed changes are numbered without gaps, so a gap at the start is a drop)."""
+    oldest = conn.execute("SELECT min(seq) FROM rag_document_changes").fetchone()[0]
+    return oldest is not None and oldest > since + 1

@@ -252,20 +252,23 @@ _0010_document_changes = """
 -- Which documents changed, in order: a reader's in-memory vector index and its scope memo
 -- apply the documents changed since the change they last saw (a delta, from this process
 -- or any other) instead of reloading every vector, or every scope's documents, after any
--- write. At most two rows per document, its latest change of each kind: `vectors` 1 for its
--- vectors (or chunks), 0 for what decides which scopes see it (existence, workspace,
--- status, tags, path, attachments). AUTOINCREMENT keeps seq growing, so a change is never
--- numbered below one a reader has already seen.
+-- write. `vectors` 1: its vectors (or chunks) changed; 0: what decides which scopes see it
+-- (existence, workspace, status, tags, path, attachments). Rows are only appended (one
+-- b-tree append per changed row, the cheapest a trigger can do); the oldest are dropped
+-- once there are 100,000 newer ones, and a reader that finds its place dropped reloads.
+-- AUTOINCREMENT keeps seq growing across those deletes.
 CREATE TABLE rag_document_changes (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
     document_id  TEXT NOT NULL,
     vectors      INTEGER NOT NULL CHECK (vectors IN (0, 1))
 );
-CREATE INDEX rag_document_changes_document ON rag_document_changes(document_id, vectors);
+CREATE TRIGGER rag_document_changes_prune AFTER INSERT ON rag_documents BEGIN
+    DELETE FROM rag_document_changes
+        WHERE seq < (SELECT max(seq) FROM rag_document_changes) - 100000;
+END;
 """
 _CHANGE_TRIGGER = """
 CREATE TRIGGER rag_document_changes_{name} AFTER {event} BEGIN
-    DELETE FROM rag_document_changes WHERE vectors = {vectors} AND document_id = ({document});
     INSERT INTO rag_document_changes (document_id, vectors)
         SELECT document_id, {vectors} FROM (SELECT ({document}) AS document_id)
         WHERE document_id IS NOT NULL;
