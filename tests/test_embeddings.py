@@ -11,6 +11,7 @@ import pytest
 
 from conftest import EXAMPLES, make_settings
 from tether import (
+    ConfigurationError,
     EmbeddingError,
     EmbeddingsUnavailable,
     LocalEmbedder,
@@ -19,7 +20,7 @@ from tether import (
     Tether,
     TextSource,
 )
-from tether.embed import from_blob, resolve_model_path
+from tether.embed import embedder_from_settings, from_blob, resolve_model_path
 from tether.testing import HashEmbedder
 
 PARAGRAPHS = [
@@ -410,3 +411,34 @@ def test_a_search_inside_the_callers_transaction_runs_in_it() -> None:
     worker.join(timeout=30)
     assert not worker.is_alive(), "search deadlocked inside the caller's transaction"
     assert outcome == [["Stores", "Plant"], ["Stores"]]
+
+
+def test_the_local_model_runs_on_the_gpu_when_torch_sees_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``rag.embeddings.device = "auto"`` (the default) picks a CUDA GPU, else Apple's
+    MPS, else the CPU, when the model loads; a device can also be named."""
+    import torch
+
+    from tether.embed.local import pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert pick_device() == "cpu"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert pick_device() == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device() == "cuda"
+    assert Settings.load().rag.embeddings.device == "auto"
+    settings = Settings.load(rag={"embeddings": {"enabled": True, "device": "cuda:1"}})
+    embedder, _ = embedder_from_settings(settings)
+    assert isinstance(embedder, LocalEmbedder) and embedder.device == "cuda:1"
+    with pytest.raises(ConfigurationError, match="device"):
+        Settings.load(rag={"embeddings": {"device": "gpu please"}})
+
+
+def test_auto_is_decided_when_the_model_loads(local_embedder: LocalEmbedder) -> None:
+    from tether.embed.local import pick_device
+
+    assert LocalEmbedder().device == "auto"  # nothing decided (or loaded) before use
+    assert local_embedder.device == pick_device()  # the loaded model: this machine's pick

@@ -56,6 +56,12 @@ class EmbeddingSettings(BaseModel):
     provider: Literal["local", "openai"] = "local"
     model: str | None = None
     model_path: str | None = None
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$",
+        description="where a local model runs: auto (a CUDA GPU when torch sees one, else"
+        " Apple's MPS, else the CPU), cpu, cuda, cuda:N or mps",
+    )
     base_url: str | None = None
     api_key: SecretStr | None = None
     timeout: float = Field(30.0, gt=0)

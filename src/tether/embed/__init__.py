@@ -49,8 +49,9 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
     try:
         if config.provider == "local":
             embedder: Embedder = LocalEmbedder(
-                config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path
-            )
+                config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path,
+                device=config.device,
+            )  # fmt: skip
         else:
             key = config.api_key or settings.llm.api_key
             embedder = OpenAIEmbedder(

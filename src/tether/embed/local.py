@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tether.embed.base import Embedder
-from tether.errors import EmbeddingsUnavailable
+from tether.errors import EmbeddingsUnavailable, InvalidArgument
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 _HUB_NAMES = {DEFAULT_LOCAL_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
@@ -149,11 +149,14 @@ class LocalEmbedder(Embedder):
         model: str = DEFAULT_LOCAL_MODEL,
         *,
         model_path: str | None = None,
-        device: str = "cpu",
+        device: str = "auto",
         encode_batch_size: int = 64,
     ) -> None:
+        if not isinstance(device, str) or not device:
+            raise InvalidArgument(f"device must be a torch device name or 'auto', not {device!r}")
         self.model = model
         self.model_path = resolve_model_path(model, model_path)
+        #: Where the model runs: ``"auto"`` is decided when it loads (:func:`pick_device`).
         self.device = device
         self.encode_batch_size = encode_batch_size
         self._model: Any = None
@@ -170,6 +173,8 @@ class LocalEmbedder(Embedder):
                         f"sentence-transformers is missing; {_INSTALL_HINT}"
                     ) from exc
                 _quiet_transformers()
+                if self.device == "auto":
+                    self.device = pick_device()
                 # local_files_only: never reach for a model hub; model_path has everything.
                 self._model = SentenceTransformer(
                     self.model_path, device=self.device, local_files_only=True
@@ -209,6 +214,20 @@ class LocalEmbedder(Embedder):
         except EmbeddingsUnavailable:
             return None
         return int(window) if window else None
+
+
+def pick_device() -> str:
+    """The device ``"auto"`` means: the first CUDA GPU when torch sees one, else Apple's
+    GPU (MPS) when there is one, else the CPU. Vectors do not depend on it beyond
+    floating-point rounding, so a store embedded on one is searched on another."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
 
 
 def _configured_max_seq_length(model_path: str) -> int | None:
