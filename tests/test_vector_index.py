@@ -216,3 +216,41 @@ def test_any_sequence_of_writes_answers_as_a_fresh_load(
             same_answers(t, [text(rng, 3)])
         same_answers(t, ["pump valve", "relay cable fuse"])
         assert index_of(t).stats["loads"] == 1
+
+
+def test_concurrent_searches_and_writes_answer_as_a_fresh_load(store: Tether) -> None:
+    """Searches in four threads while documents are added, replaced and deleted: no
+    error, and once the writes stop every scope answers as a freshly loaded index."""
+    import threading
+
+    rng = random.Random(6)
+    for i in range(10):
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"d{i}", workspace_id="acme")
+    index = index_of(store)
+    query = store.embedder.embed(["pump valve"])[0]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def search() -> None:
+        while not stop.is_set():
+            try:
+                for scope in SCOPES:
+                    index.search(scope, query, 10)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=search) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        for i in range(30):
+            store.add(text=text(rng), title="w", document_id=f"d{i % 12}", workspace_id="acme")
+            if i % 5 == 4:
+                store.delete_document(f"d{i % 12}")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    same_answers(store, ["pump valve", "relay fuse"])

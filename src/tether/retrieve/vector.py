@@ -353,8 +353,13 @@ class VectorIndex:
                     rows.patch(matrix, changed, inside)
                     self.stats["scope_patches"] += 1
                     return rows.spans
-            rows = _ScopeRows(matrix, self.store.scope_document_ids(*key))
+            fresh = _ScopeRows(matrix, self.store.scope_document_ids(*key))
             self.stats["scope_loads"] += 1
+            if rows is not None and rows.seq > matrix.seq:
+                # A search still on an older matrix (another thread moved on meanwhile):
+                # answer it, and keep the newer memo.
+                return fresh.spans
+            rows = fresh
             if len(self._scope_memo) >= _MAX_MEMO:
                 self._scope_memo.clear()
             self._scope_memo[key] = rows
