@@ -291,6 +291,7 @@ async def upload_documents(
     task.add_done_callback(svc.background.discard)
     if form.wait:
         results = await job
+        shutil.rmtree(folder, ignore_errors=True)  # gone before the answer, not after
         response.status_code = 200
         return {"results": [named(r, upload.files) for r in results]}
     return {"job": _job_out(job, svc)}
