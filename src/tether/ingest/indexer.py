@@ -24,6 +24,7 @@ from tether.errors import (
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
+from tether.ingest.groups import Group, Placement, Prepared
 from tether.ingest.loaders import (
     LoadedDocument,
     load_text,
@@ -45,34 +46,11 @@ Writer = Callable[[Callable[[], T]], T]
 logger = logging.getLogger("tether.ingest")
 
 
-GROUP_CHUNKS = 512
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    label: str
-    loaded: LoadedDocument
-    digest: str
-    lookup: dict[str, Any]
-    metadata: dict[str, Any]
-    chunks: list[NewChunk]
-    tags: Tags | None = None
-    status: str = "active"
-
-
 @dataclass(frozen=True)
 class ReembedReport:
     model: str
     documents: int
     chunks_embedded: int
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a document goes: its workspace, and the session to attach it to (if any)."""
-
-    workspace_id: str
-    session_id: str | None
 
 
 class Indexer:
@@ -206,7 +184,7 @@ class Indexer:
         document appears whole, with all its vectors, and commits are few.
         """
         items = list(sources)
-        batch = _Batch(self, placement, len(items), progress)
+        batch = Group(self, placement, len(items), progress)
         for slot, outcome in self._loaded(items, placement, cancelled):
             if isinstance(outcome, IndexResult):
                 batch.report(slot, outcome)
@@ -217,7 +195,7 @@ class Indexer:
 
     def _loaded(
         self, items: list[Source], placement: Placement, cancelled: Callable[[], bool] | None
-    ) -> Iterator[tuple[int, _Prepared | IndexResult]]:
+    ) -> Iterator[tuple[int, Prepared | IndexResult]]:
         """Each item, in order, prepared (or already answered: skipped, failed,
         cancelled). Loading and chunking run a few files at a time (``rag.convert_workers``),
         ahead of the writer. PDFs and large files load in worker processes
@@ -236,7 +214,7 @@ class Indexer:
         maximum = self.rag.max_file_bytes
         loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
         ahead = 2 * self.rag.convert_workers
-        futures: dict[int, concurrent.futures.Future[_Prepared | IndexResult]] = {}
+        futures: dict[int, concurrent.futures.Future[Prepared | IndexResult]] = {}
         try:
             for i, source in enumerate(items):
                 label = source.label
@@ -262,7 +240,7 @@ class Indexer:
 
     def _prepare(
         self, source: Source, placement: Placement, loaders: LoaderPool
-    ) -> _Prepared | IndexResult:
+    ) -> Prepared | IndexResult:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
 
         Anything wrong with this one source is its failed result, never the batch's end."""
@@ -279,7 +257,7 @@ class Indexer:
 
     def _prepare_source(
         self, source: Source, label: str, placement: Placement, loaders: LoaderPool
-    ) -> _Prepared | IndexResult:
+    ) -> Prepared | IndexResult:
         if isinstance(source, PathSource):
             if source.source is not None:
                 check_identifier("source", source.source)
@@ -338,14 +316,14 @@ class Indexer:
                 replace(c, page_label=loaded.page_labels.get(c.page)) if c.page else c
                 for c in chunks
             ]
-        return _Prepared(
+        return Prepared(
             label, loaded, digest, lookup, metadata, chunks, tags,
             source.status or (existing.status if existing else "active"),
         )  # fmt: skip
 
     def _embed_group(
-        self, group: list[_Prepared]
-    ) -> list[tuple[_Prepared, ChunkVectors | None, str | None]]:
+        self, group: list[Prepared]
+    ) -> list[tuple[Prepared, ChunkVectors | None, str | None]]:
         """Vectors for every document of the group, from one batched embedding call.
 
         Embedding is slow, so it runs before any write transaction; each document's
@@ -367,7 +345,7 @@ class Indexer:
 
     def _write(
         self,
-        prepared: _Prepared,
+        prepared: Prepared,
         placement: Placement,
         vectors: ChunkVectors | None,
         warning: str | None,
@@ -519,61 +497,6 @@ class Indexer:
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
             self.store.attach_document_to_session(document_id, placement.session_id)
-
-
-class _Batch:
-    """The results of one :meth:`Indexer.index` call, and the group of prepared
-    documents that are embedded in one call and written in one transaction."""
-
-    def __init__(
-        self,
-        indexer: Indexer,
-        placement: Placement,
-        size: int,
-        progress: Callable[[IndexResult], None] | None,
-    ) -> None:
-        self.indexer = indexer
-        self.placement = placement
-        self.progress = progress
-        self.results: list[IndexResult | None] = [None] * size
-        self.group: list[tuple[int, _Prepared]] = []
-        self.chunks = 0
-
-    def report(self, slot: int, result: IndexResult) -> None:
-        self.results[slot] = result
-        if self.progress:
-            self.progress(result)
-
-    def add(self, slot: int, prepared: _Prepared) -> None:
-        self.group.append((slot, prepared))
-        self.chunks += len(prepared.chunks)
-        if self.chunks >= GROUP_CHUNKS:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.group:
-            return
-        indexer = self.indexer
-        embedded = indexer._embed_group([p for _, p in self.group])
-
-        def store() -> list[IndexResult]:
-            with indexer.store.write():
-                # Each document is a savepoint of the group's transaction: one that cannot
-                # be stored fails alone, and the others still commit.
-                return [
-                    indexer._write(prepared, self.placement, vectors, warning)
-                    for prepared, vectors, warning in embedded
-                ]
-
-        written = indexer.committed(store)
-        for (slot, _), result in zip(self.group, written, strict=True):
-            self.report(slot, result)
-        self.group.clear()
-        self.chunks = 0
-
-    def finished(self) -> list[IndexResult]:
-        assert all(r is not None for r in self.results)
-        return [r for r in self.results if r is not None]
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:

@@ -1,0 +1,115 @@
+"""The unit indexing writes in: the results of one ``Indexer.index`` call, and the group
+of prepared documents embedded in one call and stored in one transaction (up to
+``GROUP_CHUNKS`` chunks: what makes many small files fast, with few commits)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from tether.ingest.loaders import LoadedDocument
+from tether.models import IndexResult, Tags
+from tether.store import ChunkVectors, NewChunk, Store
+
+T = TypeVar("T")
+
+#: Chunks of prepared documents gathered before they are embedded and stored together.
+GROUP_CHUNKS = 512
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a document goes: its workspace, and the session to attach it to (if any)."""
+
+    workspace_id: str
+    session_id: str | None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A source loaded, hashed and chunked: what is left is to embed and store it."""
+
+    label: str
+    loaded: LoadedDocument
+    digest: str
+    lookup: dict[str, Any]
+    metadata: dict[str, Any]
+    chunks: list[NewChunk]
+    tags: Tags | None = None
+    status: str = "active"
+
+
+class Indexes(Protocol):
+    """What a group asks of the indexer (:class:`tether.ingest.indexer.Indexer`)."""
+
+    store: Store
+
+    def _embed_group(
+        self, group: list[Prepared]
+    ) -> list[tuple[Prepared, ChunkVectors | None, str | None]]: ...
+
+    def _write(
+        self,
+        prepared: Prepared,
+        placement: Placement,
+        vectors: ChunkVectors | None,
+        warning: str | None,
+    ) -> IndexResult: ...
+
+    def committed(self, fn: Callable[[], T]) -> T: ...
+
+
+class Group:
+    """The results of one ``Indexer.index`` call, and the group of prepared documents
+    that are embedded in one call and written in one transaction."""
+
+    def __init__(
+        self,
+        indexer: Indexes,
+        placement: Placement,
+        size: int,
+        progress: Callable[[IndexResult], None] | None,
+    ) -> None:
+        self.indexer = indexer
+        self.placement = placement
+        self.progress = progress
+        self.results: list[IndexResult | None] = [None] * size
+        self.group: list[tuple[int, Prepared]] = []
+        self.chunks = 0
+
+    def report(self, slot: int, result: IndexResult) -> None:
+        self.results[slot] = result
+        if self.progress:
+            self.progress(result)
+
+    def add(self, slot: int, prepared: Prepared) -> None:
+        self.group.append((slot, prepared))
+        self.chunks += len(prepared.chunks)
+        if self.chunks >= GROUP_CHUNKS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.group:
+            return
+        indexer = self.indexer
+        embedded = indexer._embed_group([p for _, p in self.group])
+
+        def store() -> list[IndexResult]:
+            with indexer.store.write():
+                # Each document is a savepoint of the group's transaction: one that cannot
+                # be stored fails alone, and the others still commit.
+                return [
+                    indexer._write(prepared, self.placement, vectors, warning)
+                    for prepared, vectors, warning in embedded
+                ]
+
+        written = indexer.committed(store)
+        for (slot, _), result in zip(self.group, written, strict=True):
+            self.report(slot, result)
+        self.group.clear()
+        self.chunks = 0
+
+    def finished(self) -> list[IndexResult]:
+        assert all(r is not None for r in self.results)
+        return [r for r in self.results if r is not None]
