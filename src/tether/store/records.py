@@ -48,9 +48,10 @@ class ChunkVectors:
 class VectorSnapshot:
     """``rows``: (chunk_id, dims, vector) ordered by chunk id; ``layout``: (chunk_id,
     document_id) in the order the vectors should be laid out in memory; ``seq``: the
-    vector change sequence the snapshot was read at (see :meth:`Store.vector_delta`).
+    document change the snapshot was read at (see :meth:`Store.vector_delta`).
     A delta's ``documents`` are the documents whose vectors changed after the previous
-    ``seq``: their vectors now are ``rows`` (none for a deleted document)."""
+    ``seq``; their vectors now are ``rows`` (none for a deleted document), in the order
+    of ``layout`` (row i is the vector of layout entry i)."""
 
     rows: list[tuple[int, int, bytes]]
     layout: list[tuple[int, str]]
