@@ -92,6 +92,23 @@ def local_embedder() -> LocalEmbedder:
     return embedder
 
 
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real PostgreSQL 16 server with pgvector (the pgserver wheel) for the session."""
+    local = pytest.importorskip("tether.store.postgres.local")
+    server = local.LocalPostgres(tmp_path_factory.mktemp("pg"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> Iterator[str]:
+    """A fresh database with an empty tether store on the session's server."""
+    url = postgres_server.new_database()
+    yield url
+    postgres_server.drop_database(url)
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "tether.db"

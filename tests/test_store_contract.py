@@ -35,16 +35,22 @@ from tether.store import (
 BEACON = '"beacon"'
 
 
-def _sqlite(tmp_path: Path) -> Store:
+def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return SQLiteStore(Database(tmp_path / "t.db"))
 
 
-BACKENDS = [pytest.param(_sqlite, id="sqlite")]
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    from tether.store.postgres import PostgresStore
+
+    return PostgresStore.connect(request.getfixturevalue("postgres_url"))
+
+
+BACKENDS = [pytest.param(_sqlite, id="sqlite"), pytest.param(_postgres, id="postgres")]
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    backend: Store = request.param(tmp_path)
+    backend: Store = request.param(request, tmp_path)
     yield backend
     backend.close()
 

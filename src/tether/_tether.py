@@ -36,7 +36,7 @@ from tether.retrieve.decide import Decision
 from tether.retrieve.pipeline import Pipeline, Request
 from tether.retrieve.search import Searcher, SearchMode, SearchResults
 from tether.settings import Settings
-from tether.store import Database, SQLiteStore, Store
+from tether.store import Store, open_store
 from tether.text import check_identifier, valid_text
 
 logger = logging.getLogger("tether")
@@ -65,8 +65,9 @@ class Tether(Indexing, Catalog):
         count_tokens: Callable[[str], int | None] | None = None,
         chat: ChatModel | None = None,
     ) -> None:
-        """Open (creating or migrating) the store ``db``: a path, ``":memory:"`` or a
-        connection; default ``settings.db``.
+        """Open (creating or migrating) the store ``db``: a SQLite path, ``":memory:"``
+        or connection, or a PostgreSQL URL (``postgresql://user@host/dbname``, the
+        ``postgres`` extra); default ``settings.db``.
 
         ``embedder`` defaults to the one the settings describe (the local
         all-MiniLM-L6-v2), made on first use; when embeddings are disabled or cannot
@@ -77,7 +78,7 @@ class Tether(Indexing, Catalog):
         them on) defaults to the ``[llm]`` endpoint.
         """
         self.settings = settings if settings is not None else Settings.load()
-        self.store: Store = SQLiteStore(Database(db if db is not None else self.settings.db))
+        self.store: Store = open_store(db if db is not None else self.settings.db)
         self._given = (embedder, count_tokens, chat)
         self._lock = threading.RLock()
         self._indexer: Indexer | None = None

@@ -121,7 +121,7 @@ def docs_approve(
 
 
 def _each_document(
-    db: Path | None,
+    db: str | None,
     config: Path | None,
     document_ids: list[str],
     verb: str,

@@ -33,10 +33,11 @@ def eval_(
     directory: Annotated[Path, typer.Argument(help="BEIR-format dataset directory.")],
     split: Annotated[str, typer.Option(help="qrels split to score.")] = "test",
     db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--db",
-            help="Store to index into and reuse (default: a temporary file).",
+            help="Store to index into and reuse: a SQLite file or a PostgreSQL URL"
+            " (default: a temporary file).",
             show_default=False,
         ),
     ] = None,
@@ -116,7 +117,7 @@ def eval_(
 def _grounding(
     directory: Path,
     split: str,
-    db: Path | None,
+    db: str | None,
     config: Path | None,
     lexical_only: bool,
     sample: tuple[int | None, int | None],
@@ -153,7 +154,7 @@ def _grounding(
 
 
 def _documents_grounding(
-    directory: Path, db: Path | None, config: Path | None, lexical_only: bool, as_json: bool
+    directory: Path, db: str | None, config: Path | None, lexical_only: bool, as_json: bool
 ) -> None:
     """Grounding on real documents: ``DIR/questions.json`` with its PDFs in
     ``DIR/pdfs`` (``bench/manuals``: fetch them with its ``fetch.py``)."""

@@ -27,6 +27,7 @@ from tether import (
     TetherError,
     WorkspaceNotFound,
 )
+from tether.store import is_postgres_url
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -48,10 +49,11 @@ out = _Console(soft_wrap=True)
 err = _Console(stderr=True, soft_wrap=True)
 
 DbOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--db",
-        help="SQLite file to use (default: $TETHER_DB, then `db` in tether.toml, then tether.db).",
+        help="The store: a SQLite file, or a PostgreSQL URL (postgresql://user@host/dbname;"
+        " the postgres extra). Default: $TETHER_DB, then `db` in tether.toml, then tether.db.",
         show_default=False,
     ),
 ]
@@ -107,7 +109,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 @contextmanager
 def open_tether(
-    db: Path | None, config: Path | None, *, must_exist: bool = False, **overrides: Any
+    db: str | None, config: Path | None, *, must_exist: bool = False, **overrides: Any
 ) -> Iterator[Tether]:
     """Open the store; map library errors to a one-line message and exit code 1.
 
@@ -127,6 +129,8 @@ def open_tether(
 
 
 def _refuse_a_missing_store(db: str) -> None:
+    if is_postgres_url(db):
+        return  # a server's database is made on first use, like a new file by `tether add`
     if db not in ("", ":memory:") and not Path(db).expanduser().exists():
         fail(
             f"no store at {db}: the file does not exist; `tether add` creates one,"
@@ -135,7 +139,7 @@ def _refuse_a_missing_store(db: str) -> None:
 
 
 def call_tether(
-    db: Path | None, config: Path | None, call: Callable[[Tether], T], *, must_exist: bool = False
+    db: str | None, config: Path | None, call: Callable[[Tether], T], *, must_exist: bool = False
 ) -> T:
     with open_tether(db, config, must_exist=must_exist) as tether:
         return call(tether)

@@ -102,7 +102,11 @@ class Searcher:
         with self._lock:
             if self._vectors is None:
                 embedder, unavailable = self._make_embedder()
-                index = VectorIndex(self.store, embedder.model) if embedder else None
+                index = None
+                if embedder is not None:  # the backend's own vector search, else in memory
+                    index = self.store.native_vectors(embedder.model)
+                    if index is None:
+                        index = VectorIndex(self.store, embedder.model)
                 self._vectors = (embedder, index, unavailable)
             return self._vectors
 

@@ -4,6 +4,7 @@ and the SQLite backend (schema, numbered migrations, connections, all the SQL)."
 from tether.store.base import Store
 from tether.store.database import Database, migrate
 from tether.store.migrations import LATEST_VERSION, MIGRATIONS
+from tether.store.opening import is_postgres_url, open_store
 from tether.store.records import (
     ApiKey,
     AuditEntry,
@@ -60,10 +61,12 @@ __all__ = [
     "find_document_sql",
     "fts_phrase",
     "hits_sql",
+    "is_postgres_url",
     "lexical_search_sql",
     "list_documents_sql",
     "list_sessions_sql",
     "migrate",
+    "open_store",
     "registry_sql",
     "retrieval_log_sql",
     "scope_documents_sql",

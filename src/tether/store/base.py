@@ -405,6 +405,13 @@ class Store(ABC):
 
     # -- maintenance ---------------------------------------------------------------------
 
+    def native_vectors(self, model: str) -> Any | None:
+        """A vector search the backend runs itself (``search``, ``cosines``, ``load``, as
+        :class:`~tether.retrieve.vector.VectorIndex` has), or None: retrieval then keeps
+        ``model``'s vectors in memory, read through :meth:`load_vectors` and
+        :meth:`vector_delta`. PostgreSQL answers with pgvector."""
+        return None
+
     @abstractmethod
     def counts(self) -> dict[str, int]:
         """Rows per table: ``workspaces``, ``sessions``, ``rag_documents``,

@@ -1,0 +1,26 @@
+"""Which backend a ``db`` names: a PostgreSQL URL, else a SQLite file (or connection)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from tether.store.base import Store
+from tether.store.database import Database
+from tether.store.sqlite import SQLiteStore
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(db: object) -> bool:
+    return isinstance(db, str) and db.startswith(POSTGRES_SCHEMES)
+
+
+def open_store(db: str | os.PathLike[str] | sqlite3.Connection) -> Store:
+    """The store ``db`` names: ``postgresql://...`` (or ``postgres://``) opens the
+    PostgreSQL backend; anything else is a SQLite file, ``":memory:"`` or a connection."""
+    if is_postgres_url(db):
+        from tether.store.postgres import PostgresStore
+
+        return PostgresStore.connect(str(db))
+    return SQLiteStore(Database(db))

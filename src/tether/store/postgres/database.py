@@ -1,0 +1,230 @@
+"""Opening a PostgreSQL database: connections per thread, transactions, migrations.
+
+The store's parts are written once, in SQLite's dialect where it is also PostgreSQL's;
+:class:`PgConnection` runs them here by rewriting their placeholders (``?`` and
+``:name``) as psycopg's. What differs between the two (full-text search, vectors, JSON,
+generated ids) is written for PostgreSQL in :mod:`tether.store.postgres.store`.
+
+Writers are serialized by a transaction-level advisory lock, as SQLite's one writer is:
+the change log's sequence numbers then commit in order, which its readers rely on
+(:meth:`~tether.store.Store.vector_delta`), and a document's all-or-nothing replace never
+interleaves with another. Readers never wait for it (MVCC): each read is one
+``REPEATABLE READ`` snapshot.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from tether.errors import InvalidArgument, SchemaVersionError, StoreError
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "the PostgreSQL backend needs psycopg and pgvector: pip install 'tether[postgres]'"
+    ) from exc
+
+#: The advisory lock every write transaction takes (any 64-bit number of our own).
+WRITE_LOCK = 0x7E7E_0001
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+#: The SQLite spellings the shared statements use, and PostgreSQL's for them.
+DIALECT = (
+    ("group_concat(s.session_id, char(31))", "string_agg(s.session_id, chr(31))"),
+    ("IS NOT 'log'", "IS DISTINCT FROM 'log'"),
+    ("IS NOT 'link'", "IS DISTINCT FROM 'link'"),
+    ("json_extract(metadata, '$.origin')", "(metadata::jsonb ->> 'origin')"),
+    ("DO UPDATE SET status = status", "DO UPDATE SET status = rag_index_registry.status"),
+)
+
+
+@functools.lru_cache(maxsize=512)
+def translate(sql: str) -> str:
+    """``sql`` in PostgreSQL's dialect: the spellings of :data:`DIALECT` replaced, and
+    SQLite's placeholders as psycopg's: ``?`` as ``%s``, ``:name`` as ``%(name)s`` (a
+    ``::`` cast stays), every other ``%`` doubled, in string literals too
+    (``LIKE 'http://%'``)."""
+    for sqlite, postgres in DIALECT:
+        sql = sql.replace(sqlite, postgres)
+    out: list[str] = []
+    i, n, quoted = 0, len(sql), False
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            quoted = not quoted
+            out.append(c)
+        elif c == "%":
+            out.append("%%")
+        elif quoted:
+            out.append(c)
+        elif c == "?":
+            out.append("%s")
+        elif c == ":" and sql[i + 1 : i + 2] != ":" and (i == 0 or sql[i - 1] != ":"):
+            name = _NAME.match(sql, i + 1)
+            if name is None:
+                out.append(c)
+            else:
+                out.append(f"%({name.group()})s")
+                i = name.end()
+                continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+class PgConnection:
+    """One thread's psycopg connection, speaking the store's SQL (see :func:`translate`)."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        with _errors():
+            return self.raw.execute(translate(sql), params, prepare=False)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> Any:
+        with _errors():
+            cur = self.raw.cursor()
+            cur.executemany(translate(sql), rows)
+            return cur
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+class PgDatabase:
+    """A tether store in one PostgreSQL database, reached by ``url``
+    (``postgresql://user:password@host:port/dbname``, or any libpq connection string).
+
+    Each thread gets its own connection. A write is one transaction (nested writes are
+    savepoints of it); a read is one snapshot.
+    """
+
+    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+        self.url = url
+        self.path = _redacted(url)
+        self.cross_thread = True
+        self._connect_timeout = connect_timeout
+        self._local = threading.local()
+        self._all: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        from tether.store.postgres.schema import migrate
+
+        conn = self._open(register=False)
+        try:
+            migrate(conn, self.path)
+            register_vector(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._local.conn = PgConnection(conn)
+        with self._lock:
+            self._all.append(conn)
+
+    def _open(self, *, register: bool = True) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {self.path}: {exc}") from exc
+        conn.prepare_threshold = None  # plans per statement: partial indexes stay usable
+        if register:
+            register_vector(conn)
+        return conn
+
+    def connection(self) -> PgConnection:
+        """This thread's connection."""
+        if self._closed:
+            raise StoreError(f"{self.path} is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.raw.closed:
+            raw = self._open()
+            with self._lock:
+                self._all.append(raw)
+            conn = self._local.conn = PgConnection(raw)
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[PgConnection]:
+        """A consistent snapshot for several SELECTs."""
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        with _errors(), conn.raw.transaction():
+            conn.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self._local.reading = True
+            try:
+                yield conn
+            finally:
+                self._local.reading = False
+
+    @contextmanager
+    def write(self) -> Iterator[PgConnection]:
+        """One transaction holding the write lock: all of it commits, or none of it;
+        inside another write, a savepoint of it."""
+        conn = self.connection()
+        if conn.in_transaction:
+            if getattr(self._local, "reading", False):
+                raise StoreError(
+                    "a write cannot start inside a read transaction; open the write first"
+                )
+            with _errors(), conn.raw.transaction():
+                yield conn
+            return
+        with _errors(), conn.raw.transaction():
+            conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            yield conn
+
+    def schema_version(self) -> int:
+        from tether.store.postgres.schema import schema_version
+
+        return schema_version(self.connection().raw)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """psycopg's errors as tether's: text PostgreSQL cannot store as a typed
+    :class:`InvalidArgument`, a lost server as :class:`StoreError`."""
+    try:
+        yield
+    except UnicodeEncodeError as exc:
+        text = exc.object if isinstance(exc.object, str) else repr(exc.object)
+        raise InvalidArgument(
+            f"{text[:80]!r} cannot be stored or looked up: it holds"
+            f" {text[exc.start : exc.end]!r} at position {exc.start} (a lone surrogate is not text)"
+        ) from None
+    except psycopg.DataError as exc:
+        if "0x00" in str(exc) or "NUL" in str(exc):
+            raise InvalidArgument(f"text with a NUL character cannot be stored: {exc}") from None
+        raise
+    except psycopg.OperationalError as exc:
+        raise StoreError(f"the PostgreSQL server failed: {exc}") from exc
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password, for messages and ``repr``."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def check_version(version: int, latest: int, label: str) -> None:
+    if version > latest:
+        raise SchemaVersionError(label, version, latest)
