@@ -830,3 +830,48 @@ def test_a_str_that_cannot_be_stored_is_a_typed_error_not_an_encoding_crash(
     # A file path is different: any name a file system gives is stored, losslessly.
     store.upsert_registry("/lib/\udcffx.md", status="indexed")
     assert [e.source_path for e in store.registry("/lib")] == ["/lib/\udcffx.md"]
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+
+def test_readers_on_other_threads_see_a_replace_whole_or_not_at_all(store: Store) -> None:
+    """One writer replaces a document again and again (version n: n chunks, each saying
+    "version n"); readers on four threads read it meanwhile. Every read sees exactly one
+    version, all of its chunks and nothing of another, and nothing fails."""
+    import threading
+
+    put(store, "d1", "version 1")
+    stop = threading.Event()
+    seen: list[int] = []
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                hits = store.search_lexical(Scope.global_(), '"version"', 50)
+                versions = {h.text for h in hits}
+                assert len(versions) == 1, versions
+                (text,) = versions
+                n = int(text.split()[1])
+                assert len(hits) == n, (n, len(hits))
+                seen.append(n)
+        except BaseException as exc:  # reported below, on the test's thread
+            failures.append(exc)
+            stop.set()
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    try:
+        for n in range(2, 30):
+            texts = [f"version {n}"] * n
+            chunks = [chunk(i, text) for i, text in enumerate(texts)]
+            store.replace_document(new_document("d1"), chunks)
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert not failures, failures[0]
+    assert len(set(seen)) > 1  # the readers did read while the writer wrote
+    assert store.counts()["rag_chunks"] == 29

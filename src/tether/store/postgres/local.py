@@ -49,8 +49,9 @@ class LocalPostgres:
         base, _, query = self.url.partition("?")
         return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
 
-    def new_database(self, prefix: str = "tether") -> str:
-        """A new database holding an empty tether store; its URL."""
+    def new_database(self, prefix: str = "tether", *, empty: bool = False) -> str:
+        """A new database holding an empty tether store (``empty``: nothing at all, for
+        the first connection to migrate); its URL."""
         import psycopg
 
         from tether.store.postgres import PostgresStore
@@ -63,7 +64,8 @@ class LocalPostgres:
                     conn.execute(f"CREATE DATABASE {_TEMPLATE}")
                     PostgresStore.connect(self.database_url(_TEMPLATE)).close()
                     self._template = True
-                conn.execute(f"CREATE DATABASE {name} TEMPLATE {_TEMPLATE}")
+                template = "template1" if empty else _TEMPLATE
+                conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
         return self.database_url(name)
 
     def drop_database(self, url: str) -> None:
