@@ -206,3 +206,36 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
         Tether(db=url)
     assert "s3cret" not in str(caught.value)
     assert "***" in str(caught.value)
+
+
+def test_tether_serve_on_postgresql_keeps_keys_to_their_workspaces(
+    postgres_url: str, serve_app: Any, tmp_path: Path
+) -> None:
+    import httpx
+
+    from conftest import make_pdf, make_settings, service_keys
+    from tether.server import create_app
+
+    with Tether(db=postgres_url, settings=make_settings()) as t:
+        t.add(text="The rival pump runs at 12 bar.", title="Rival pump", workspace_id="rival")
+        keys = service_keys(t)
+        with serve_app(create_app(t, warm=False, mcp=False)) as url:
+
+            def call(method: str, path: str, key: str, **options: Any) -> httpx.Response:
+                headers = {"Authorization": f"Bearer {keys[key]}"}
+                return httpx.request(method, url + path, headers=headers, timeout=60, **options)
+
+            pdf = make_pdf(tmp_path / "manual.pdf", ["The drain valve is on the left.",
+                                                     "Replace the gasket every spring."])  # fmt: skip
+            files = [("files", ("manual.pdf", pdf.read_bytes(), "application/pdf"))]
+            response = call("POST", "/v1/documents", "acme", files=files,
+                            data={"workspace_id": "acme", "wait": "true"})  # fmt: skip
+            assert response.status_code in (200, 201), response.text
+            search = {"query": "gasket spring", "scope": "workspace", "workspace_id": "acme"}
+            hits = call("POST", "/v1/search", "acme", json=search).json()["hits"]
+            assert hits and hits[0]["page"] == 2
+            denied = call("POST", "/v1/search", "rival", json=search)
+            assert denied.status_code == 404  # another workspace reads as one that is not there
+            rival = {"query": "pump bar", "scope": "global"}
+            seen = call("POST", "/v1/search", "acme", json=rival).json()["hits"]
+            assert all(h["workspace_id"] == "GLOBAL" for h in seen)
