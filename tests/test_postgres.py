@@ -225,8 +225,8 @@ def test_tether_serve_on_postgresql_keeps_keys_to_their_workspaces(
                 headers = {"Authorization": f"Bearer {keys[key]}"}
                 return httpx.request(method, url + path, headers=headers, timeout=60, **options)
 
-            pdf = make_pdf(tmp_path / "manual.pdf", ["The drain valve is on the left.",
-                                                     "Replace the gasket every spring."])  # fmt: skip
+            pages = ["The drain valve is on the left.", "Replace the gasket every spring."]
+            pdf = make_pdf(tmp_path / "manual.pdf", pages)
             files = [("files", ("manual.pdf", pdf.read_bytes(), "application/pdf"))]
             response = call("POST", "/v1/documents", "acme", files=files,
                             data={"workspace_id": "acme", "wait": "true"})  # fmt: skip
