@@ -95,7 +95,7 @@ def local_embedder() -> LocalEmbedder:
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real PostgreSQL 16 server with pgvector (the pgserver wheel) for the session."""
-    local = pytest.importorskip("tether.store.postgres.local")
+    local = pytest.importorskip("tether.store.local_postgres")
     server = local.LocalPostgres(tmp_path_factory.mktemp("pg"))
     yield server
     server.stop()

@@ -20,20 +20,17 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
 from tether.store._common import SQLiteMixin
-from tether.store.postgres.database import PgConnection
-from tether.store.postgres.schema import quote_literal
+from tether.store._pg_database import PgConnection
+from tether.store._pg_schema import quote_literal
 from tether.store.records import TermStatistics
 from tether.store.sql import scope_chunk_count_sql, scope_sql
-
-if TYPE_CHECKING:
-    from tether.store.postgres.store import PostgresStore
 
 K1, B = 1.2, 0.75
 _TERM = re.compile(r"[^\W_]+")
@@ -68,7 +65,8 @@ def _tsquery(lexemes: Sequence[str]) -> str:
 
 
 class PgSearch(SQLiteMixin):
-    """The lexical side and term statistics of :class:`PostgresStore`."""
+    """The lexical side and term statistics of
+    :class:`~tether.store.postgres.PostgresStore`."""
 
     _lexeme_cache: dict[str, tuple[str, ...]]
 
@@ -203,7 +201,7 @@ class PgVectors:
     """The vector side of retrieval answered by pgvector, in the database (the
     in-memory :class:`~tether.retrieve.vector.VectorIndex` is not needed)."""
 
-    def __init__(self, store: PostgresStore, model: str) -> None:
+    def __init__(self, store: PgSearch, model: str) -> None:
         self.store = store
         self.model = model
         self.stats: dict[str, int] = {"hnsw": 0, "exact": 0, "hnsw_short": 0}

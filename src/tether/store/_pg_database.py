@@ -3,7 +3,7 @@
 The store's parts are written once, in SQLite's dialect where it is also PostgreSQL's;
 :class:`PgConnection` runs them here by rewriting their placeholders (``?`` and
 ``:name``) as psycopg's. What differs between the two (full-text search, vectors, JSON,
-generated ids) is written for PostgreSQL in :mod:`tether.store.postgres.store`.
+generated ids) is written for PostgreSQL in :mod:`tether.store.postgres`.
 
 Writers are serialized by a transaction-level advisory lock, as SQLite's one writer is:
 the change log's sequence numbers then commit in order, which its readers rely on
@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tether.errors import InvalidArgument, SchemaVersionError, StoreError
+from tether.store._pg_schema import migrate, schema_version
 
 try:
     import psycopg
@@ -119,8 +120,6 @@ class PgDatabase:
         self._all: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
         self._closed = False
-        from tether.store.postgres.schema import migrate
-
         conn = self._open(register=False)
         try:
             migrate(conn, self.path)
@@ -187,8 +186,6 @@ class PgDatabase:
             yield conn
 
     def schema_version(self) -> int:
-        from tether.store.postgres.schema import schema_version
-
         return schema_version(self.connection().raw)
 
     def close(self) -> None:
