@@ -254,3 +254,50 @@ def test_concurrent_searches_and_writes_answer_as_a_fresh_load(store: Tether) ->
             thread.join()
     assert errors == []
     same_answers(store, ["pump valve", "relay fuse"])
+
+
+# -- the quantized scan of large scopes --------------------------------------------------
+
+
+def test_large_scopes_are_scanned_by_sign_bits_then_ranked_by_exact_cosines(
+    store: Tether, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``QUANTIZED_MIN_ROWS`` a scope's rows are first ranked by the Hamming distance
+    of their sign bits; the chosen rows' scores are their exact cosines, only in-scope
+    rows are ever candidates, and with a depth covering the scope the answer is exactly
+    the exact scan's."""
+    rng = random.Random(3)
+    for i in range(40):
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"a{i}", workspace_id="acme")
+        store.add(text=text(rng), title=f"doc {i}", document_id=f"r{i}", workspace_id="rival")
+    index = VectorIndex(store.store, store.embedder.model)
+    acme = {c.id for d in store.store.list_documents(workspace_id="acme")
+            for c in store.store.chunks_of(d.id)}  # fmt: skip
+
+    def search(k: int, *, quantized: bool, depth: int = 10**6) -> list[tuple[int, float]]:
+        with monkeypatch.context() as patch:
+            patch.setattr(vector, "QUANTIZED_MIN_ROWS", 10 if quantized else 10**9)
+            patch.setattr(vector, "QUANTIZED_DEPTH", depth)
+            patch.setattr(vector, "QUANTIZED_PER_K", 1)
+            return index.search(Scope.workspace("acme"), query, k)
+
+    recalls = []
+    for question in ["pump valve seal", "drain filter motor", "relay fuse cable torque"]:
+        query = store.embedder.embed([question])[0]
+        assert ranked(search(1000, quantized=True)) == ranked(search(1000, quantized=False))
+        got = search(5, quantized=True, depth=20)
+        assert {c for c, _ in got} <= acme
+        cosines = index.cosines(query, [c for c, _ in got])
+        assert all(abs(cosines[c] - s) < 1e-6 for c, s in got)  # exact scores
+        truth = {c for c, _ in search(5, quantized=False)}
+        recalls.append(len(truth & {c for c, _ in got}) / 5)
+    assert index.stats["quantized"] == 6
+    chance = 20 / len(acme)  # the recall of 20 rows picked at random
+    assert np.mean(recalls) >= 2 * chance, (recalls, chance)
+
+
+def test_sign_codes_pack_every_dimension() -> None:
+    vectors = np.array([[1.0] * 70, [-1.0] * 70, [1.0, -1.0] * 35], np.float32)
+    codes = vector.sign_codes(vectors)
+    assert codes.shape == (3, 2) and codes.dtype == np.uint64  # 70 bits in two words
+    assert vector._hamming(codes, codes[0]).tolist() == [0, 70, 35]

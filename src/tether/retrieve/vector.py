@@ -42,6 +42,15 @@ _DELTA_SHARE = 0.25
 _MIN_DELTA = 256
 # Dead rows are compacted away once they outnumber the live ones and this many.
 _MIN_DEAD = 1024
+# A scope of at least this many rows is searched in two passes: the Hamming distance of
+# each row's sign bits to the query's picks the candidates (48 bytes a row at 384 dims,
+# not 1,536), then their float32 cosines rank them exactly. Smaller scopes are one
+# exact pass.
+QUANTIZED_MIN_ROWS = 200_000
+# How many candidates the first pass keeps for ``k``: enough for recall@10 >= 0.99 at 1M
+# (bench/vector_scale.py measures it).
+QUANTIZED_DEPTH = 4_000
+QUANTIZED_PER_K = 40
 
 # (segment, start rows, end rows) of the scope's documents, one entry per segment used.
 _Spans = list[tuple[int, np.ndarray, np.ndarray]]
@@ -51,6 +60,15 @@ _Spans = list[tuple[int, np.ndarray, np.ndarray]]
 class _Segment:
     vectors: np.ndarray  # (n, dims) float32, unit rows
     chunk_ids: np.ndarray  # (n,) int64
+    #: What the sign bits are taken around: the mean vector of the load (embeddings are
+    #: rarely centred at zero; a model whose values are all positive would have one code).
+    center: np.ndarray | None = None
+
+    @functools.cached_property
+    def codes(self) -> np.ndarray:
+        """Each row's sign bits around ``center``, packed: (n, words) uint64 (made on
+        first use)."""
+        return sign_codes(self.vectors, self.center)
 
     @functools.cached_property
     def id_order(self) -> np.ndarray:
@@ -179,7 +197,7 @@ class VectorIndex:
         self._layouts = 0
         #: How the index caught up with writes: full loads, deltas, merges, compactions.
         self.stats = {"loads": 0, "deltas": 0, "merges": 0, "compactions": 0,
-                      "scope_loads": 0, "scope_patches": 0}  # fmt: skip
+                      "scope_loads": 0, "scope_patches": 0, "quantized": 0}  # fmt: skip
 
     def __len__(self) -> int:
         return 0 if self._matrix is None else self._matrix.live
@@ -205,7 +223,14 @@ class VectorIndex:
         spans = self._scope_rows((scope, filters, exclusions), matrix)
         if not spans:
             return []
-        chunk_ids, scores = _score(matrix, spans, query.astype(np.float32))
+        query = query.astype(np.float32)
+        in_scope = sum(int((ends - starts).sum()) for _, starts, ends in spans)
+        if in_scope >= QUANTIZED_MIN_ROWS:
+            depth = max(QUANTIZED_DEPTH, QUANTIZED_PER_K * k)
+            chunk_ids, scores = _score_quantized(matrix, spans, query, depth)
+            self.stats["quantized"] += 1
+        else:
+            chunk_ids, scores = _score(matrix, spans, query)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.lexsort((chunk_ids[top], -scores[top]))]
@@ -276,7 +301,9 @@ class VectorIndex:
         vectors = raw[np.searchsorted(by_id, chunk_ids)]
         del raw
         ranges = {d: (0, s, e) for d, (s, e) in _runs(layout).items()}
-        segment = _Segment(vectors, chunk_ids)
+        segment = _Segment(vectors, chunk_ids, vectors.mean(axis=0))
+        if len(chunk_ids) >= QUANTIZED_MIN_ROWS:
+            segment.codes  # noqa: B018 - made now, with the load, not by the first search
         dead = np.zeros(len(chunk_ids), bool)
         return _Matrix(
             version, snapshot.seq, self._next_layout(), dims, (segment,), (dead,), ranges,
@@ -315,7 +342,7 @@ class VectorIndex:
         segments = list(matrix.segments)
         if delta.rows:
             chunk_ids = np.fromiter((c for c, _ in delta.layout), np.int64, len(delta.layout))
-            segments.append(_Segment(_vectors(delta.rows, dims), chunk_ids))
+            segments.append(_Segment(_vectors(delta.rows, dims), chunk_ids, _center(matrix)))
             dead.append(np.zeros(len(chunk_ids), bool))
             at = len(segments) - 1
             ranges.update((d, (at, s, e)) for d, (s, e) in _runs(delta.layout).items())
@@ -419,7 +446,7 @@ def _compact(matrix: _Matrix, first: int, layout: int) -> _Matrix:
     for (_, a, b), document_id in moved:
         ranges[document_id] = (first, at, at + b - a)
         at += b - a
-    segments = (*matrix.segments[:first], _Segment(vectors, chunk_ids))
+    segments = (*matrix.segments[:first], _Segment(vectors, chunk_ids, _center(matrix)))
     dead = (*matrix.dead[:first], np.zeros(len(chunk_ids), bool))
     return _Matrix(
         matrix.version, matrix.seq, layout, matrix.dims, segments, dead, ranges, matrix.live,
@@ -444,4 +471,61 @@ def _score(matrix: _Matrix, spans: _Spans, query: np.ndarray) -> tuple[np.ndarra
         ids.append(segment.chunk_ids[rows])
     if len(ids) == 1:
         return ids[0], scores[0]
+    return np.concatenate(ids), np.concatenate(scores)
+
+
+def _center(matrix: _Matrix) -> np.ndarray | None:
+    return matrix.segments[0].center if matrix.segments else None
+
+
+def sign_codes(vectors: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
+    """The sign bits of each row of ``vectors`` (n, dims) around ``center`` (else 0),
+    packed into uint64 words; made a block of rows at a time."""
+    if center is None:
+        return _packed(vectors > 0)
+    out = [_packed(vectors[i : i + 65_536] > center) for i in range(0, len(vectors), 65_536)]
+    return np.concatenate(out) if out else _packed(vectors > 0)
+
+
+def _packed(bits_: np.ndarray) -> np.ndarray:
+    bits = np.packbits(bits_, axis=1)
+    pad = -bits.shape[1] % 8
+    if pad:
+        bits = np.pad(bits, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(bits).view(np.uint64)
+
+
+def _hamming(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.int32)
+
+
+def _score_quantized(
+    matrix: _Matrix, spans: _Spans, query: np.ndarray, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk ids and exact cosine scores of the ``depth`` rows of ``spans`` whose sign
+    bits are nearest the query's (all of them when there are no more)."""
+    segments: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    distances: list[np.ndarray] = []
+    for index, starts, ends in spans:
+        segment_ = matrix.segments[index]
+        codes, code = segment_.codes, sign_codes(query[None, :], segment_.center)[0]
+        picked = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        if len(starts) <= _MAX_SLICES:
+            found = [_hamming(codes[s:e], code) for s, e in zip(starts, ends, strict=True)]
+            distances.append(np.concatenate(found))
+        else:
+            distances.append(_hamming(codes[picked], code))
+        rows.append(picked)
+        segments.append(np.full(len(picked), index, np.int64))
+    distance, row, segment = (np.concatenate(x) for x in (distances, rows, segments))
+    if len(distance) > depth:
+        keep = np.argpartition(distance, depth - 1)[:depth]
+        row, segment = row[keep], segment[keep]
+    ids: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    for index in np.unique(segment).tolist():
+        mine = row[segment == index]
+        ids.append(matrix.segments[index].chunk_ids[mine])
+        scores.append(matrix.segments[index].vectors[mine] @ query)
     return np.concatenate(ids), np.concatenate(scores)
