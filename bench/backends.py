@@ -85,12 +85,14 @@ def quality(db: str, dataset: Any) -> dict[str, Any]:
     return out
 
 
-def _reader(db: str, model: str, work: list[tuple[str, Any]], seconds: float, out: Any) -> None:
+def _reader(
+    db: str, workspace: str, model: str, work: list[tuple[str, Any]], seconds: float, out: Any
+) -> None:
     store = open_store(db)
     vectors = store.native_vectors(model)
     if vectors is None:
         vectors = VectorIndex(store, model)
-    scope = Scope.workspace(WORKSPACE)
+    scope = Scope.workspace(workspace)
     times: list[float] = []
     deadline = time.perf_counter() + seconds
     i = 0
@@ -125,7 +127,9 @@ def _writer(db: str, model: str, seconds: float, out: Any) -> None:
     out.put(added)
 
 
-def concurrency(db: str, model: str, work: list[tuple[str, Any]], readers: int, seconds: float):
+def concurrency(
+    db: str, workspace: str, model: str, work: list[tuple[str, Any]], readers: int, seconds: float
+) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [
@@ -147,11 +151,7 @@ def concurrency(db: str, model: str, work: list[tuple[str, Any]], readers: int, 
     }
 
 
-WORKSPACE = ""
-
-
 def main() -> None:
-    global WORKSPACE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset", nargs="?", default="../shared/datasets/scifact")
     parser.add_argument("--readers", type=int, default=4)
@@ -159,7 +159,7 @@ def main() -> None:
     parser.add_argument("--keep", help="a SQLite file to index into once and reuse")
     args = parser.parse_args()
     dataset = load_beir(args.dataset)
-    WORKSPACE = eval_workspace(dataset)
+    workspace = eval_workspace(dataset)
     with tempfile.TemporaryDirectory(prefix="tether-backends-") as tmp:
         sqlite_db = args.keep or str(Path(tmp) / "scifact.db")
         started = time.perf_counter()
@@ -191,7 +191,7 @@ def main() -> None:
             )
             load = {}
             for backend, db in (("sqlite", sqlite_db), ("postgres", pg_db)):
-                load[backend] = r = concurrency(db, model, work, args.readers, args.seconds)
+                load[backend] = r = concurrency(db, workspace, model, work, args.readers, args.seconds)
                 print(
                     f"{backend:10} {r['queries_per_s']:7.1f} queries/s  p50 {r['p50']:6.1f} ms"
                     f"  p95 {r['p95']:6.1f} ms  writer {r['documents_per_s']:6.1f} docs/s",

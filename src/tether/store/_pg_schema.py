@@ -107,6 +107,15 @@ CREATE TABLE rag_lexemes (
     df      BIGINT NOT NULL
 );
 
+-- The inverted index BM25 reads: each term's chunks and how often the term occurs in
+-- each (one b-tree range per query term, instead of unpacking every matching tsvector).
+CREATE TABLE rag_postings (
+    lexeme    TEXT NOT NULL,
+    chunk_id  BIGINT NOT NULL,
+    tf        INTEGER NOT NULL,
+    PRIMARY KEY (lexeme, chunk_id)
+);
+
 CREATE TABLE rag_embeddings (
     chunk_id   BIGINT NOT NULL REFERENCES rag_chunks(id) ON DELETE CASCADE,
     model      TEXT NOT NULL,
@@ -193,6 +202,9 @@ BEGIN
         SELECT l, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS l
         GROUP BY l
         ON CONFLICT (lexeme) DO UPDATE SET df = rag_lexemes.df + excluded.df;
+    INSERT INTO rag_postings (lexeme, chunk_id, tf)
+        SELECT u.lexeme, new_rows.id, cardinality(u.positions)
+        FROM new_rows, unnest(new_rows.tsv) u;
     RETURN NULL;
 END $$;
 
@@ -205,6 +217,8 @@ BEGIN
         FROM (SELECT l, count(*) AS n FROM old_rows,
               unnest(tsvector_to_array(old_rows.tsv)) AS l GROUP BY l) o
         WHERE r.lexeme = o.l;
+    DELETE FROM rag_postings p USING (SELECT u.lexeme, old_rows.id FROM old_rows,
+        unnest(old_rows.tsv) u) o WHERE p.lexeme = o.lexeme AND p.chunk_id = o.id;
     INSERT INTO rag_document_changes (document_id, vectors)
         SELECT DISTINCT document_id, 1 FROM old_rows;
     RETURN NULL;

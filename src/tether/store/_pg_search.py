@@ -140,27 +140,24 @@ class PgSearch(SQLiteMixin):
                            greatest(ln((s.n - l.df + 0.5) / (l.df + 0.5)), 1e-6) AS idf
                     FROM rag_lexemes l CROSS JOIN stats s
                     WHERE l.lexeme = ANY(:lexemes) AND l.df > 0),
-                matched AS MATERIALIZED (
-                    SELECT c.id, c.terms, c.tsv FROM rag_chunks c
-                    JOIN rag_documents d ON d.id = c.document_id
-                    WHERE c.tsv @@ (:tsquery)::tsquery AND {where}),
                 scored AS (
-                    SELECT m.id, sum(q.idf * (cardinality(u.positions) * {K1 + 1!r})
-                        / (cardinality(u.positions)
-                           + {K1!r} * ({1 - B!r} + {B!r} * m.terms / greatest(s.avgdl, 1e-9))))
-                        AS score
-                    FROM matched m CROSS JOIN stats s
-                    CROSS JOIN LATERAL unnest(m.tsv) AS u
-                    JOIN q ON q.lexeme = u.lexeme
-                    GROUP BY m.id
-                    ORDER BY score DESC, m.id
+                    SELECT p.chunk_id AS id, sum(q.idf * (p.tf * {K1 + 1!r})
+                        / (p.tf + {K1!r} * ({1 - B!r} + {B!r} * c.terms
+                                            / greatest(s.avgdl, 1e-9)))) AS score
+                    FROM q JOIN rag_postings p ON p.lexeme = q.lexeme
+                    JOIN rag_chunks c ON c.id = p.chunk_id
+                    JOIN rag_documents d ON d.id = c.document_id
+                    CROSS JOIN stats s
+                    WHERE {where}
+                    GROUP BY p.chunk_id
+                    ORDER BY score DESC, p.chunk_id
                     LIMIT :k)
                 SELECT {columns}, scored.score
                 FROM scored JOIN rag_chunks c ON c.id = scored.id
                 JOIN rag_documents d ON d.id = c.document_id
                 ORDER BY scored.score DESC, c.id
             """
-            params.update(lexemes=lexemes, tsquery=_tsquery(lexemes), k=int(k))
+            params.update(lexemes=lexemes, k=int(k))
             return conn.execute(sql, params).fetchall()
 
     def term_statistics(
