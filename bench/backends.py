@@ -191,7 +191,8 @@ def main() -> None:
             )
             load = {}
             for backend, db in (("sqlite", sqlite_db), ("postgres", pg_db)):
-                load[backend] = r = concurrency(db, workspace, model, work, args.readers, args.seconds)
+                r = concurrency(db, workspace, model, work, args.readers, args.seconds)
+                load[backend] = r
                 print(
                     f"{backend:10} {r['queries_per_s']:7.1f} queries/s  p50 {r['p50']:6.1f} ms"
                     f"  p95 {r['p95']:6.1f} ms  writer {r['documents_per_s']:6.1f} docs/s",
