@@ -21,6 +21,7 @@ Ratios are PostgreSQL / SQLite.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing as mp
 import tempfile
 import time
@@ -107,9 +108,13 @@ def _reader(
     out.put(times)
 
 
-def _writer(db: str, model: str, seconds: float, out: Any) -> None:
+WRITES = "bench-writes"  # the writer's workspace, emptied after each run
+
+
+def _writer(db: str, workspace: str, model: str, seconds: float, out: Any) -> None:
     store = open_store(db)
-    source = store.list_documents()[:500]
+    store.ensure_workspace(WRITES)
+    source = store.list_documents(workspace_id=workspace)[:500]
     snapshot = {c: (d, b) for c, d, b in store.load_vectors(model).rows}
     added, deadline, n = 0, time.perf_counter() + seconds, 0
     while time.perf_counter() < deadline:
@@ -118,9 +123,8 @@ def _writer(db: str, model: str, seconds: float, out: Any) -> None:
         dims = snapshot[chunks[0].id][0]
         blobs = ChunkVectors(model, dims, [snapshot[c.id][1] for c in chunks])
         new_id = f"copy-{n}"
-        store.insert_document(
-            _new_document(document, id=new_id), [_new_chunk(c) for c in chunks], blobs
-        )
+        copy = dataclasses.replace(_new_document(document, id=new_id), workspace_id=WRITES)
+        store.insert_document(copy, [_new_chunk(c) for c in chunks], blobs)
         added += 1
         n += 1
     store.close()
@@ -135,12 +139,16 @@ def concurrency(
     procs = [
         ctx.Process(target=_reader, args=(db, model, work, seconds, out)) for _ in range(readers)
     ]
-    procs.append(ctx.Process(target=_writer, args=(db, model, seconds, out)))
+    procs.append(ctx.Process(target=_writer, args=(db, workspace, model, seconds, out)))
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
     for p in procs:
         p.join()
+    store = open_store(db)  # the corpus workspace as it was, for the next backend
+    for document in store.list_documents(workspace_id=WRITES):
+        store.delete_document(document.id)
+    store.close()
     times = [t for r in results if isinstance(r, list) for t in r]
     added = next(r for r in results if isinstance(r, int))
     return {

@@ -179,9 +179,16 @@ class PgSearch(SQLiteMixin):
                     continue
                 # A term is its lexemes together (one, unless the stemmer splits it).
                 query = " & ".join(_tsquery([lx]) for lx in lxs)
-                (store[term],) = conn.execute(
-                    "SELECT count(*) FROM rag_chunks c WHERE c.tsv @@ (:q)::tsquery", {"q": query}
-                ).fetchone()
+                if len(lxs) == 1:  # its document frequency, kept by the chunk triggers
+                    row = conn.execute(
+                        "SELECT df FROM rag_lexemes WHERE lexeme = ?", (lxs[0],)
+                    ).fetchone()
+                    store[term] = int(row[0]) if row else 0
+                else:
+                    (store[term],) = conn.execute(
+                        "SELECT count(*) FROM rag_chunks c WHERE c.tsv @@ (:q)::tsquery",
+                        {"q": query},
+                    ).fetchone()
                 if not store[term]:
                     in_scope[term] = False
                     continue
