@@ -95,8 +95,11 @@ def local_embedder() -> LocalEmbedder:
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real PostgreSQL 16 server with pgvector (the pgserver wheel) for the session."""
-    local = pytest.importorskip("tether.store.local_postgres")
-    server = local.LocalPostgres(tmp_path_factory.mktemp("pg"))
+    pytest.importorskip("pgserver", reason="the dev extra installs pgserver")
+    pytest.importorskip("psycopg", reason="the postgres extra installs psycopg")
+    from tether.store.local_postgres import LocalPostgres
+
+    server = LocalPostgres(tmp_path_factory.mktemp("pg"))
     yield server
     server.stop()
 

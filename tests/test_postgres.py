@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
 
 from tether import Tether
@@ -22,8 +21,10 @@ from tether.models import GLOBAL_WORKSPACE, Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.vector import VectorIndex
 from tether.store import ChunkVectors, Database, NewChunk, NewDocument, SQLiteStore, Store
-from tether.store.postgres import PostgresStore
 from tether.testing import HashEmbedder
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra installs psycopg")
+from tether.store.postgres import PostgresStore  # noqa: E402 - after the skip above
 
 TEXTS = [
     "The pump primes in thirty seconds when the valve is open.",
