@@ -136,9 +136,8 @@ def concurrency(
 ) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_reader, args=(db, model, work, seconds, out)) for _ in range(readers)
-    ]
+    args = (db, workspace, model, work, seconds, out)
+    procs = [ctx.Process(target=_reader, args=args) for _ in range(readers)]
     procs.append(ctx.Process(target=_writer, args=(db, workspace, model, seconds, out)))
     for p in procs:
         p.start()
@@ -165,6 +164,7 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--keep", help="a SQLite file to index into once and reuse")
+    parser.add_argument("--no-quality", action="store_true", help="readers + writer only")
     args = parser.parse_args()
     dataset = load_beir(args.dataset)
     workspace = eval_workspace(dataset)
@@ -185,8 +185,9 @@ def main() -> None:
             print(f"copied {chunks} chunks into PostgreSQL in"
                   f" {time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
 
-            reports = {"sqlite": quality(sqlite_db, dataset), "postgres": quality(pg_db, dataset)}
-            print_quality(reports)
+            if not args.no_quality:
+                reports = {"sqlite": quality(sqlite_db, dataset), "postgres": quality(pg_db, dataset)}
+                print_quality(reports)
             with Tether(sqlite_db, settings=Settings()) as tether:
                 embedder = tether._searcher.embedder
                 claims = list(dataset.queries.values())[:200]
