@@ -186,7 +186,8 @@ def main() -> None:
                   f" {time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
 
             if not args.no_quality:
-                reports = {"sqlite": quality(sqlite_db, dataset), "postgres": quality(pg_db, dataset)}
+                reports = {name: quality(db, dataset)
+                           for name, db in (("sqlite", sqlite_db), ("postgres", pg_db))}
                 print_quality(reports)
             with Tether(sqlite_db, settings=Settings()) as tether:
                 embedder = tether._searcher.embedder
