@@ -21,6 +21,7 @@ Ratios are PostgreSQL / SQLite.
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import multiprocessing as mp
 import tempfile
@@ -122,7 +123,7 @@ def _writer(db: str, workspace: str, model: str, seconds: float, out: Any) -> No
         chunks = store.chunks_of(document.id)
         dims = snapshot[chunks[0].id][0]
         blobs = ChunkVectors(model, dims, [snapshot[c.id][1] for c in chunks])
-        new_id = f"copy-{n}"
+        new_id = f"copy-{os.getpid()}-{n}"
         copy = dataclasses.replace(_new_document(document, id=new_id), workspace_id=WRITES)
         store.insert_document(copy, [_new_chunk(c) for c in chunks], blobs)
         added += 1
@@ -131,9 +132,18 @@ def _writer(db: str, workspace: str, model: str, seconds: float, out: Any) -> No
     out.put(added)
 
 
+def _empty_writes(db: str) -> None:
+    store = open_store(db)
+    with store.write():
+        for document in store.list_documents(workspace_id=WRITES):
+            store.delete_document(document.id)
+    store.close()
+
+
 def concurrency(
     db: str, workspace: str, model: str, work: list[tuple[str, Any]], readers: int, seconds: float
 ) -> dict[str, float]:
+    _empty_writes(db)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     args = (db, workspace, model, work, seconds, out)
@@ -144,10 +154,7 @@ def concurrency(
     results = [out.get() for _ in procs]
     for p in procs:
         p.join()
-    store = open_store(db)  # the corpus workspace as it was, for the next backend
-    for document in store.list_documents(workspace_id=WRITES):
-        store.delete_document(document.id)
-    store.close()
+    _empty_writes(db)  # the store as it was, for the next backend
     times = [t for r in results if isinstance(r, list) for t in r]
     added = next(r for r in results if isinstance(r, int))
     return {
