@@ -21,9 +21,9 @@ Ratios are PostgreSQL / SQLite.
 from __future__ import annotations
 
 import argparse
-import os
 import dataclasses
 import multiprocessing as mp
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -193,8 +193,10 @@ def main() -> None:
                   f" {time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
 
             if not args.no_quality:
-                reports = {name: quality(db, dataset)
-                           for name, db in (("sqlite", sqlite_db), ("postgres", pg_db))}
+                reports = {
+                    name: quality(db, dataset)
+                    for name, db in (("sqlite", sqlite_db), ("postgres", pg_db))
+                }
                 print_quality(reports)
             with Tether(sqlite_db, settings=Settings()) as tether:
                 embedder = tether._searcher.embedder
