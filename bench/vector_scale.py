@@ -123,7 +123,7 @@ def main() -> None:
     whole = [(0, np.array([0]), np.array([args.rows]))]
     starts = np.arange(0, args.rows, 40)
     half = [(0, starts, np.minimum(starts + 20, args.rows))]
-    per_vector = vectors.shape[1] * 4, matrix.segments[0].codes.shape[1] * 8
+    per_vector = vectors.shape[1] * 4, matrix.segments[0].codes.shape[0] * 8
     print(f"memory per vector: float32 {per_vector[0]} B + sign bits {per_vector[1]} B"
           f" (+{per_vector[1] / per_vector[0]:.1%})\n")  # fmt: skip
     print(f"{'scope':12} {'depth':>6} {'exact p50':>10} {'quant p50':>10} {'p95':>7}"
@@ -141,8 +141,8 @@ def main() -> None:
         print(f"\n10M rows on paper (at depth {vx.QUANTIZED_DEPTH}): exact"
               f" {rows_ms['exact'] * 10:.0f} ms and {10e6 * per_vector[0] / 2**30:.1f} GiB;"
               f" quantized {rows_ms['quantized'] * 10:.0f} ms and"
-              f" {10e6 * sum(per_vector) / 2**30:.1f} GiB (the float32 rows stay for"
-              " rescoring: memory-mapped, only the candidates' rows are read)")  # fmt: skip
+              f" {10e6 * sum(per_vector) / 2**30:.1f} GiB (the float32 rows stay in memory"
+              " for rescoring; only the candidates' rows are read)")  # fmt: skip
 
 
 if __name__ == "__main__":

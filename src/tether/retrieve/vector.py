@@ -66,9 +66,9 @@ class _Segment:
 
     @functools.cached_property
     def codes(self) -> np.ndarray:
-        """Each row's sign bits around ``center``, packed: (n, words) uint64 (made on
-        first use)."""
-        return sign_codes(self.vectors, self.center)
+        """Each row's sign bits around ``center``, packed, word-major: (words, n) uint64,
+        so that a run of rows is one contiguous slice per word (made on first use)."""
+        return np.ascontiguousarray(sign_codes(self.vectors, self.center).T)
 
     @functools.cached_property
     def id_order(self) -> np.ndarray:
@@ -496,14 +496,31 @@ def _packed(bits_: np.ndarray) -> np.ndarray:
 
 
 def _hamming(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.int32)
+    """Hamming distances of word-major ``codes`` (words, n) to one code (words,)."""
+    out = np.bitwise_count(codes[0] ^ query[0]).astype(np.uint16)
+    for word in range(1, len(query)):
+        out += np.bitwise_count(codes[word] ^ query[word])
+    return out
+
+
+def _nearest(distance: np.ndarray, depth: int) -> np.ndarray:
+    """Positions of the ``depth`` smallest distances (ties at the cut kept, up to twice
+    ``depth``). Distances are small integers: a histogram finds the cut, in one pass."""
+    if len(distance) <= depth:
+        return np.arange(len(distance))
+    counts = np.cumsum(np.bincount(distance))
+    cut = int(np.searchsorted(counts, depth))
+    picked = np.flatnonzero(distance <= cut)
+    if len(picked) > 2 * depth:  # a flood of ties: keep ``depth`` of them
+        picked = picked[np.argpartition(distance[picked], depth - 1)[:depth]]
+    return picked
 
 
 def _score_quantized(
     matrix: _Matrix, spans: _Spans, query: np.ndarray, depth: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Chunk ids and exact cosine scores of the ``depth`` rows of ``spans`` whose sign
-    bits are nearest the query's (all of them when there are no more)."""
+    """Chunk ids and exact cosine scores of the rows of ``spans`` whose sign bits are
+    nearest the query's: the ``depth`` nearest (and any tied with the last)."""
     segments: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     distances: list[np.ndarray] = []
@@ -512,20 +529,19 @@ def _score_quantized(
         codes, code = segment_.codes, sign_codes(query[None, :], segment_.center)[0]
         picked = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
         if len(starts) <= _MAX_SLICES:
-            found = [_hamming(codes[s:e], code) for s, e in zip(starts, ends, strict=True)]
+            found = [_hamming(codes[:, s:e], code) for s, e in zip(starts, ends, strict=True)]
             distances.append(np.concatenate(found))
         else:
-            distances.append(_hamming(codes[picked], code))
+            distances.append(_hamming(codes[:, picked], code))
         rows.append(picked)
         segments.append(np.full(len(picked), index, np.int64))
     distance, row, segment = (np.concatenate(x) for x in (distances, rows, segments))
-    if len(distance) > depth:
-        keep = np.argpartition(distance, depth - 1)[:depth]
-        row, segment = row[keep], segment[keep]
+    keep = _nearest(distance, depth)
+    row, segment = row[keep], segment[keep]
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     for index in np.unique(segment).tolist():
-        mine = row[segment == index]
+        mine = np.sort(row[segment == index])  # in row order: a forward gather
         ids.append(matrix.segments[index].chunk_ids[mine])
         scores.append(matrix.segments[index].vectors[mine] @ query)
     return np.concatenate(ids), np.concatenate(scores)
