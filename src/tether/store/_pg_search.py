@@ -26,11 +26,11 @@ import numpy as np
 
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
-from tether.store._common import SQLiteMixin
 from tether.store._pg_database import PgConnection
 from tether.store._pg_schema import quote_literal
+from tether.store._search import SearchMixin
 from tether.store.records import TermStatistics
-from tether.store.sql import scope_chunk_count_sql, scope_sql
+from tether.store.sql import scope_sql
 
 K1, B = 1.2, 0.75
 _TERM = re.compile(r"[^\W_]+")
@@ -64,7 +64,7 @@ def _tsquery(lexemes: Sequence[str]) -> str:
     return " | ".join("'" + lx.replace("\\", "\\\\").replace("'", "''") + "'" for lx in lexemes)
 
 
-class PgSearch(SQLiteMixin):
+class PgSearch(SearchMixin):
     """The lexical side and term statistics of
     :class:`~tether.store.postgres.PostgresStore`."""
 
@@ -209,7 +209,6 @@ class PgVectors:
         self.store = store
         self.model = model
         self.stats: dict[str, int] = {"hnsw": 0, "exact": 0, "hnsw_short": 0}
-        self._shares: dict[tuple[Any, ...], tuple[int, float]] = {}
 
     def __len__(self) -> int:
         return self.load()
@@ -244,7 +243,7 @@ class PgVectors:
                 )
             where, params = scope_sql(scope, filters, exclusions)
             params.update(query=query, k=int(k))
-            share = self._share(conn, scope, filters, exclusions)
+            share = self.store._scope_share(conn, scope, filters, exclusions)
             if share >= HNSW_SHARE:
                 ef = min(MAX_EF_SEARCH, max(40, math.ceil(k * 1.5 / share)))
                 conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
@@ -273,27 +272,6 @@ class PgVectors:
                 {**params, "model": self.model},
             ).fetchall()
         return _ranked(rows)
-
-    def _share(
-        self,
-        conn: PgConnection,
-        scope: Scope,
-        filters: Filters | None,
-        exclusions: Exclusions | None,
-    ) -> float:
-        """The scope's share of the store's chunks, counted once per documents change."""
-        (version,) = conn.execute("SELECT value FROM rag_state WHERE key = 'documents'").fetchone()
-        key = (scope, filters, exclusions)
-        cached = self._shares.get(key)
-        if cached is None or cached[0] != version:
-            in_scope, total = conn.execute(
-                *scope_chunk_count_sql(scope, filters, exclusions)
-            ).fetchone()
-            cached = (version, in_scope / total if total else 0.0)
-            if len(self._shares) > 1024:
-                self._shares.clear()
-            self._shares[key] = cached
-        return cached[1]
 
     def cosines(self, query: np.ndarray, chunk_ids: list[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``chunk_ids`` that has a vector of this model."""

@@ -93,9 +93,22 @@ class SearchMixin(SQLiteMixin):
         filters: Filters | None,
         exclusions: Exclusions | None,
     ) -> int | None:
-        """How deep the rank-first plan reads for this scope, or None for scope first.
-        The scope's share is counted once per change of the store's documents (a stale
-        share only costs speed: the plan's rows are the same)."""
+        """How deep the rank-first plan reads for this scope, or None for scope first."""
+        share = self._scope_share(conn, scope, filters, exclusions)
+        if share < RANK_FIRST_SHARE:
+            return None
+        return k if share >= 1.0 else math.ceil(k * RANK_FIRST_MARGIN / share)
+
+    def _scope_share(
+        self,
+        conn: Any,
+        scope: Scope,
+        filters: Filters | None,
+        exclusions: Exclusions | None,
+    ) -> float:
+        """The share of the store's chunks ``scope`` may see, which picks a plan. It is
+        counted once per change of the store's documents (a stale share only costs
+        speed: every plan gives the same rows)."""
         (version,) = conn.execute("SELECT value FROM rag_state WHERE key = 'documents'").fetchone()
         key = (scope, filters, exclusions)
         cached = self._scope_shares.get(key)
@@ -107,10 +120,7 @@ class SearchMixin(SQLiteMixin):
             if len(self._scope_shares) > 1024:
                 self._scope_shares.clear()
             self._scope_shares[key] = cached
-        share = cached[1]
-        if share < RANK_FIRST_SHARE:
-            return None
-        return k if share >= 1.0 else math.ceil(k * RANK_FIRST_MARGIN / share)
+        return cached[1]
 
     def term_statistics(
         self,

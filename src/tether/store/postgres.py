@@ -16,20 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from tether.errors import DocumentNotFound
 from tether.models import Exclusions, Filters, Scope
 from tether.store._audit import AuditMixin
-from tether.store._documents import _UPDATE_DOCUMENT, DocumentsMixin, _document_params
+from tether.store._documents import DocumentsMixin
 from tether.store._embeddings import EmbeddingsMixin, _pruned_since, _seq
 from tether.store._keys import KeysMixin
 from tether.store._pg_database import PgConnection, PgDatabase
 from tether.store._pg_schema import ensure_vector_index
 from tether.store._pg_search import PgSearch, PgVectors, index_text
 from tether.store._registry import RegistryMixin
-from tether.store._search import SearchMixin
 from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
-from tether.store.records import ChunkVectors, NewChunk, NewDocument, VectorSnapshot
+from tether.store.records import ChunkVectors, NewChunk, VectorSnapshot
 from tether.store.sql import scope_sql
 
 _COUNTED_TABLES = (
@@ -41,14 +39,6 @@ _COUNTED_TABLES = (
     "rag_embeddings",
 )
 
-_INSERT_DOCUMENT = (
-    "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
-    " mime, content_hash, file_size, metadata, created_at, indexed_at,"
-    " project_id, domain, version, last_verified, status, chunking)"
-    " VALUES (:id, :workspace_id, :title, :source_path, :source_type, :mime,"
-    " :content_hash, :file_size, :metadata, :now, :now,"
-    " :project_id, :domain, :version, :last_verified, :status, :chunking)"
-)
 _INSERT_CHUNK = (
     "INSERT INTO rag_chunks (document_id, ordinal, content, section_title,"
     " token_count, char_start, char_end, page, content_hash, page_label, terms, tsv)"
@@ -122,7 +112,6 @@ class PostgresStore(
     PgSearch,
     SessionsMixin,
     DocumentsMixin,
-    SearchMixin,
     EmbeddingsMixin,
     RegistryMixin,
     AuditMixin,
@@ -172,27 +161,14 @@ class PostgresStore(
 
     # -- documents -----------------------------------------------------------------------
 
-    def insert_document(
+    def _insert_chunks(
         self,
-        document: NewDocument,
+        conn: PgConnection,
+        document_id: str,
         chunks: Sequence[NewChunk],
-        vectors: ChunkVectors | None = None,
+        vectors: ChunkVectors | None,
     ) -> None:
-        with self.db.write() as conn:
-            conn.execute(_INSERT_DOCUMENT, _document_params(document))
-            _insert_chunks(conn, document.id, chunks, vectors)
-
-    def replace_document(
-        self,
-        document: NewDocument,
-        chunks: Sequence[NewChunk],
-        vectors: ChunkVectors | None = None,
-    ) -> None:
-        with self.db.write() as conn:
-            if conn.execute(_UPDATE_DOCUMENT, _document_params(document)).rowcount == 0:
-                raise DocumentNotFound(document.id)
-            conn.execute("DELETE FROM rag_chunks WHERE document_id = ?", (document.id,))
-            _insert_chunks(conn, document.id, chunks, vectors)
+        _insert_chunks(conn, document_id, chunks, vectors)
 
     # -- vectors -------------------------------------------------------------------------
 
