@@ -340,6 +340,10 @@ def _settled(path: Path, text: str) -> None:
 
 
 @pytest.mark.slow
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_watch_json_prints_one_line_per_pass_until_ctrl_c(tmp_path: Path, db: str) -> None:
     folder = tmp_path / "library"
     folder.mkdir()
@@ -348,6 +352,9 @@ def test_watch_json_prints_one_line_per_pass_until_ctrl_c(tmp_path: Path, db: st
     proc = subprocess.Popen(
         [str(exe), "watch", str(folder), "--db", db, "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        # Ctrl-C must reach it even when this test runs as a background job, which
+        # starts with SIGINT ignored (inherited, Python would keep ignoring it).
+        preexec_fn=_default_sigint,
     )  # fmt: skip
     try:
         lines = _lines(proc.stdout)  # type: ignore[arg-type]
