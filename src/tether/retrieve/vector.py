@@ -454,13 +454,20 @@ def _compact(matrix: _Matrix, first: int, layout: int) -> _Matrix:
     )  # fmt: skip
 
 
+def _expand(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The rows of the ranges ``[starts[i], ends[i])``, in order (no loop per range)."""
+    lengths = ends - starts
+    before = np.cumsum(lengths) - lengths  # rows of the earlier ranges
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
+
+
 def _score(matrix: _Matrix, spans: _Spans, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Chunk ids and cosine scores of the rows of ``spans``."""
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     for index, starts, ends in spans:
         segment = matrix.segments[index]
-        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        rows = _expand(starts, ends)
         if len(starts) <= _MAX_SLICES:
             vectors = segment.vectors
             scores.append(np.concatenate(
@@ -527,7 +534,7 @@ def _score_quantized(
     for index, starts, ends in spans:
         segment_ = matrix.segments[index]
         codes, code = segment_.codes, sign_codes(query[None, :], segment_.center)[0]
-        picked = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        picked = _expand(starts, ends)
         if len(starts) <= _MAX_SLICES:
             found = [_hamming(codes[:, s:e], code) for s, e in zip(starts, ends, strict=True)]
             distances.append(np.concatenate(found))
