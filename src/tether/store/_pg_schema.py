@@ -260,40 +260,37 @@ CREATE TRIGGER rag_documents_counter_update AFTER UPDATE OF workspace_id, status
 CREATE TRIGGER rag_document_sessions_counter AFTER INSERT OR DELETE ON rag_document_sessions
     FOR EACH STATEMENT EXECUTE FUNCTION tether_bump('documents');
 
-CREATE TRIGGER rag_chunks_added AFTER INSERT ON rag_chunks
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_chunks_added();
-CREATE TRIGGER rag_chunks_removed AFTER DELETE ON rag_chunks
-    REFERENCING OLD TABLE AS old_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_chunks_removed();
-
-CREATE TRIGGER rag_embeddings_inserted AFTER INSERT ON rag_embeddings
-    REFERENCING NEW TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_vectors_changed();
-CREATE TRIGGER rag_embeddings_updated AFTER UPDATE ON rag_embeddings
-    REFERENCING NEW TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_vectors_changed();
--- (A vector deleted with its chunk finds the chunk gone: the chunk's delete names it.)
-CREATE TRIGGER rag_embeddings_deleted AFTER DELETE ON rag_embeddings
-    REFERENCING OLD TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_vectors_changed();
-
-CREATE TRIGGER rag_documents_inserted AFTER INSERT ON rag_documents
-    REFERENCING NEW TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_documents_changed();
-CREATE TRIGGER rag_documents_deleted AFTER DELETE ON rag_documents
-    REFERENCING OLD TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_documents_changed();
-CREATE TRIGGER rag_documents_updated AFTER UPDATE ON rag_documents
-    REFERENCING NEW TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_documents_changed();
-CREATE TRIGGER rag_document_sessions_inserted AFTER INSERT ON rag_document_sessions
-    REFERENCING NEW TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_attachments_changed();
-CREATE TRIGGER rag_document_sessions_deleted AFTER DELETE ON rag_document_sessions
-    REFERENCING OLD TABLE AS changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tether_attachments_changed();
 """
+# The statement triggers that see the rows a statement changed (a transition table):
+# BM25's postings and counts, and the change log. (A vector deleted with its chunk finds
+# the chunk gone: the chunk's delete names its document.)
+_TRANSITION_TRIGGER = """
+CREATE TRIGGER {name} AFTER {event} ON {table}
+    REFERENCING {side} TABLE AS {rows}
+    FOR EACH STATEMENT EXECUTE FUNCTION {function}();
+"""
+_0001_core += "".join(
+    _TRANSITION_TRIGGER.format(
+        name=f"{table}_{event.lower()}_rows",
+        event=event,
+        table=table,
+        side="OLD" if event == "DELETE" else "NEW",
+        rows=rows,
+        function=function,
+    )
+    for table, event, rows, function in (
+        ("rag_chunks", "INSERT", "new_rows", "tether_chunks_added"),
+        ("rag_chunks", "DELETE", "old_rows", "tether_chunks_removed"),
+        ("rag_embeddings", "INSERT", "changed_rows", "tether_vectors_changed"),
+        ("rag_embeddings", "UPDATE", "changed_rows", "tether_vectors_changed"),
+        ("rag_embeddings", "DELETE", "changed_rows", "tether_vectors_changed"),
+        ("rag_documents", "INSERT", "changed_rows", "tether_documents_changed"),
+        ("rag_documents", "DELETE", "changed_rows", "tether_documents_changed"),
+        ("rag_documents", "UPDATE", "changed_rows", "tether_documents_changed"),
+        ("rag_document_sessions", "INSERT", "changed_rows", "tether_attachments_changed"),
+        ("rag_document_sessions", "DELETE", "changed_rows", "tether_attachments_changed"),
+    )
+)
 
 #: (version, name, sql). Never edit one that has shipped: add the next.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
