@@ -1,9 +1,11 @@
-"""What every part of the SQLite store shares: its :class:`Database` and the plumbing of
-its reads (one snapshot per call; long id lists in batches)."""
+"""What every part of a store shares, SQLite's and PostgreSQL's alike: its database, its
+transactions and lifetime, and the plumbing of its reads (one snapshot per call; long id
+lists in batches)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tether.store.base import Store
@@ -14,6 +16,15 @@ T = TypeVar("T")
 # Well under SQLite's default limit of 999 bound variables per statement.
 _BATCH = 500
 
+_COUNTED_TABLES = (
+    "workspaces",
+    "sessions",
+    "rag_documents",
+    "rag_document_sessions",
+    "rag_chunks",
+    "rag_embeddings",
+)
+
 
 class SQLiteMixin(Store):
     """The base of the SQLite store's parts (mixins of :class:`SQLiteStore`): each is
@@ -21,6 +32,32 @@ class SQLiteMixin(Store):
 
     db: Database
     _scope_shares: dict[tuple[Any, ...], tuple[int, float]]
+
+    # -- transactions, lifetime, maintenance (the same on every backend) -----------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self.db.write():
+            yield
+
+    @property
+    def cross_thread(self) -> bool:
+        return self.db.cross_thread
+
+    @property
+    def location(self) -> str:
+        return self.db.path
+
+    def close(self) -> None:
+        self.db.close()
+
+    def counts(self) -> dict[str, int]:
+        with self.db.read() as conn:
+            return {
+                t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _COUNTED_TABLES
+            }
+
+    # -- reads -----------------------------------------------------------------------------
 
     def _select(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """Every row of one SELECT."""

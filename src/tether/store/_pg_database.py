@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from tether.errors import InvalidArgument, SchemaVersionError, StoreError
+from tether.errors import InvalidArgument, StoreError
 from tether.store._pg_schema import migrate, schema_version
 
 try:
@@ -220,8 +220,3 @@ def _errors() -> Iterator[None]:
 def _redacted(url: str) -> str:
     """``url`` without its password, for messages and ``repr``."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
-def check_version(version: int, latest: int, label: str) -> None:
-    if version > latest:
-        raise SchemaVersionError(label, version, latest)

@@ -10,8 +10,7 @@ The scope of every read is the same predicate as SQLite's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,15 +28,6 @@ from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
 from tether.store.records import ChunkVectors, NewChunk, VectorSnapshot
 from tether.store.sql import scope_sql
-
-_COUNTED_TABLES = (
-    "workspaces",
-    "sessions",
-    "rag_documents",
-    "rag_document_sessions",
-    "rag_chunks",
-    "rag_embeddings",
-)
 
 _INSERT_CHUNK = (
     "INSERT INTO rag_chunks (document_id, ordinal, content, section_title,"
@@ -134,30 +124,6 @@ class PostgresStore(
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"
-
-    # -- transactions and lifetime -----------------------------------------------------
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self.db.write():
-            yield
-
-    @property
-    def cross_thread(self) -> bool:
-        return True
-
-    @property
-    def location(self) -> str:
-        return self.db.path
-
-    def close(self) -> None:
-        self.db.close()
-
-    def counts(self) -> dict[str, int]:
-        with self.db.read() as conn:
-            return {
-                t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _COUNTED_TABLES
-            }
 
     # -- documents -----------------------------------------------------------------------
 

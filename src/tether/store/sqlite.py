@@ -7,8 +7,6 @@ open in :meth:`SQLiteStore.write`, so each call is atomic on its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from tether.store._audit import AuditMixin
@@ -20,15 +18,6 @@ from tether.store._search import SearchMixin
 from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
 from tether.store.database import Database
-
-_COUNTED_TABLES = (
-    "workspaces",
-    "sessions",
-    "rag_documents",
-    "rag_document_sessions",
-    "rag_chunks",
-    "rag_embeddings",
-)
 
 
 class SQLiteStore(
@@ -51,32 +40,6 @@ class SQLiteStore(
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.location!r})"
-
-    # -- transactions and lifetime -----------------------------------------------------
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self.db.write():
-            yield
-
-    @property
-    def cross_thread(self) -> bool:
-        return self.db.cross_thread
-
-    @property
-    def location(self) -> str:
-        return self.db.path
-
-    def close(self) -> None:
-        self.db.close()
-
-    # -- maintenance ---------------------------------------------------------------------
-
-    def counts(self) -> dict[str, int]:
-        with self.db.read() as conn:
-            return {
-                t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _COUNTED_TABLES
-            }
 
     def fts_integrity_check(self) -> None:
         """Raise ``sqlite3.DatabaseError`` unless the FTS index matches rag_chunks exactly
