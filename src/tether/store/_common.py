@@ -31,7 +31,8 @@ class SQLiteMixin(Store):
     written over ``self.db`` and may call the others through the :class:`Store` methods."""
 
     db: Database
-    _scope_shares: dict[tuple[Any, ...], tuple[int, float]]
+    _scope_shares: dict[tuple[Any, ...], tuple[int, float, int]]
+    _term_counts: dict[str, tuple[int, int]]
 
     # -- transactions, lifetime, maintenance (the same on every backend) -----------------
 

@@ -30,11 +30,10 @@ from tether.store._pg_database import PgConnection
 from tether.store._pg_schema import quote_literal
 from tether.store._search import SearchMixin
 from tether.store.records import TermStatistics
-from tether.store.sql import scope_sql
+from tether.store.sql import match_terms, scope_sql
 
 K1, B = 1.2, 0.75
 _TERM = re.compile(r"[^\W_]+")
-_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 #: A scope holding at least this share of the store's vectors is searched through HNSW.
 HNSW_SHARE = 0.5
 #: pgvector's largest ``hnsw.ef_search``.
@@ -53,11 +52,6 @@ def index_text(content: str, section_title: str | None) -> tuple[int, str]:
     title and content, as FTS5 indexes both columns) and its length in terms."""
     text = fold(f"{section_title or ''} {content}")
     return (text.count(" ") + 1 if text else 0), text
-
-
-def match_terms(match: str) -> list[str]:
-    """The terms of a compiled FTS5 expression (``"a" OR "b"``)."""
-    return [m.replace('""', '"') for m in _PHRASE.findall(match)]
 
 
 def _tsquery(lexemes: Sequence[str]) -> str:

@@ -18,8 +18,11 @@ from tether.store.records import CandidateRow, TermStatistics
 from tether.store.sql import (
     candidate_rows_sql,
     document_chunks_sql,
+    fts_phrase,
     hits_sql,
     lexical_search_sql,
+    match_scores_sql,
+    match_terms,
     scope_chunk_count_sql,
     scope_documents_sql,
     term_frequency_sql,
@@ -33,6 +36,14 @@ RANK_FIRST_SHARE = 0.5
 #: How much deeper than ``k`` the rank-first plan reads, beyond ``k / share``: a margin
 #: for a scope whose chunks rank worse than its share (else the scope-first plan runs too).
 RANK_FIRST_MARGIN = 1.5
+#: The rank-first plan reads the rare terms first (:meth:`SearchMixin._rare_first`) in a
+#: store of at least this many chunks; in a smaller one FTS5 scores every match within a
+#: few ms, and the plan stays exact.
+RARE_FIRST_MIN_CHUNKS = 5_000
+#: A query term held by at most this share of the store's chunks is rare.
+RARE_SHARE = 0.03
+#: Up to this many candidates are rescored by id; more, by scoring every rare match.
+RESCORE_BY_ID = 16
 
 
 class SearchMixin(SQLiteMixin):
@@ -73,6 +84,11 @@ class SearchMixin(SQLiteMixin):
         with self.db.read() as conn:  # one snapshot for the plan and the search
             depth = self._rank_first_depth(conn, scope, k, filters, exclusions)
             if depth is not None:
+                found = self._rare_first(
+                    conn, scope, match, k, depth, ids_only, filters, exclusions
+                )
+                if found is not None:
+                    return found
                 sql, params = lexical_search_sql(
                     scope, match, k, ids_only=ids_only, filters=filters,
                     exclusions=exclusions, depth=depth,
@@ -99,6 +115,67 @@ class SearchMixin(SQLiteMixin):
             return None
         return k if share >= 1.0 else math.ceil(k * RANK_FIRST_MARGIN / share)
 
+    def _rare_first(
+        self,
+        conn: sqlite3.Connection,
+        scope: Scope,
+        match: str,
+        k: int,
+        depth: int,
+        ids_only: bool,
+        filters: Filters | None,
+        exclusions: Exclusions | None,
+    ) -> list[Any] | None:
+        """The rank-first plan over the chunks that hold a rare query term, or None where
+        it does not apply (a small store, or no mix of rare and common terms) or finds
+        fewer than ``k`` in scope (the plans after it run then).
+
+        Where FTS5's time goes for a long OR query is bm25: every chunk that holds any
+        term is scored (on SciFact a claim's terms match 40% of the store), and most of
+        those hold only common terms. So the first statement matches ``(rare) AND
+        (query)``: only chunks holding a rare term (at most :data:`RARE_SHARE` of the store
+        each), ranked by bm25 over the query's phrases, where each rare term is a phrase
+        twice. The second gives every such chunk's bm25 over the rare terms alone, and the
+        difference is each candidate's exact bm25 for the query: the ``k`` returned are
+        ranked by their exact scores, from the best ``depth`` by the first ranking. What
+        is left out are the chunks that hold only common terms, which rank low."""
+        total = self._store_chunks(conn, scope, filters, exclusions)
+        if total < RARE_FIRST_MIN_CHUNKS:
+            return None
+        terms = match_terms(match)
+        if len(terms) < 2:
+            return None
+        rare = [t for t in terms if self._term_share(conn, t, total) <= RARE_SHARE]
+        if not rare or len(rare) == len(terms):
+            return None
+        rare_match = " OR ".join(fts_phrase(t) for t in rare)
+        sql, params = lexical_search_sql(
+            scope, f"({rare_match}) AND ({match})", k, ids_only=True, filters=filters,
+            exclusions=exclusions, depth=depth,
+        )  # fmt: skip
+        first = conn.execute(sql, params).fetchall()
+        if len(first) < k:
+            return None
+        among = [cid for cid, _ in first] if len(first) <= RESCORE_BY_ID else None
+        rare_scores = dict(conn.execute(*match_scores_sql(rare_match, among)).fetchall())
+        exact = sorted(((cid, bm25 - rare_scores[cid]) for cid, bm25 in first), key=_by_rank)
+        if ids_only:
+            return exact
+        rows = {row[0]: row for row in conn.execute(*hits_sql([cid for cid, _ in exact]))}
+        return [(*rows[cid], bm25) for cid, bm25 in exact]
+
+    def _term_share(self, conn: sqlite3.Connection, term: str, total: int) -> float:
+        """The share of the store's chunks that hold ``term``. It only picks the rare-first
+        plan's terms, never a score, so a count is kept until the store's size moves by a
+        tenth (a common term's count reads its whole posting list)."""
+        cached = self._term_counts.get(term)
+        if cached is None or abs(cached[0] - total) > total / 10:
+            (held,) = conn.execute(*term_frequency_sql(term)).fetchone()
+            if len(self._term_counts) > 16_384:
+                self._term_counts.clear()
+            self._term_counts[term] = cached = (total, held)
+        return cached[1] / total if total else 0.0
+
     def _scope_share(
         self,
         conn: Any,
@@ -116,11 +193,18 @@ class SearchMixin(SQLiteMixin):
             in_scope, total = conn.execute(
                 *scope_chunk_count_sql(scope, filters, exclusions)
             ).fetchone()
-            cached = (version, in_scope / total if total else 0.0)
+            cached = (version, in_scope / total if total else 0.0, total)
             if len(self._scope_shares) > 1024:
                 self._scope_shares.clear()
             self._scope_shares[key] = cached
         return cached[1]
+
+    def _store_chunks(
+        self, conn: Any, scope: Scope, filters: Filters | None, exclusions: Exclusions | None
+    ) -> int:
+        """How many chunks the store held when ``scope``'s share was last counted."""
+        self._scope_share(conn, scope, filters, exclusions)
+        return self._scope_shares[(scope, filters, exclusions)][2]
 
     def term_statistics(
         self,
@@ -178,3 +262,8 @@ class SearchMixin(SQLiteMixin):
             chunk_ids, lambda batch: candidate_rows_sql(batch, session_id)
         )
         return {row[0]: _rows.candidate_row(row) for row in rows}
+
+
+def _by_rank(row: tuple[int, float]) -> tuple[float, int]:
+    """bm25 (lower is better), then chunk id: the order of every lexical statement."""
+    return row[1], row[0]

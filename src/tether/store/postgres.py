@@ -114,7 +114,7 @@ class PostgresStore(
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-        self._scope_shares: dict[tuple[Any, ...], tuple[int, float]] = {}
+        self._scope_shares: dict[tuple[Any, ...], tuple[int, float, int]] = {}
         self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     @classmethod

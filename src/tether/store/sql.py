@@ -10,6 +10,7 @@ the lexical search and by the scope's document set alike.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from tether.store.records import RegistryEntry
 
 # bm25 column weights for (content, section_title).
 FTS_COLUMN_WEIGHTS = (1.0, 1.0)
+_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
 #: The registry fields a caller may set (the path is the key).
 REGISTRY_FIELDS = frozenset(RegistryEntry.__dataclass_fields__) - {"source_path"}
@@ -181,6 +183,28 @@ def scope_chunk_count_sql(
                (SELECT count(*) FROM rag_chunks)
     """
     return sql, params
+
+
+def match_scores_sql(
+    match: str, among: Sequence[int] | None = None
+) -> tuple[str, dict[str, Any] | list[Any]]:
+    """SQL for ``(chunk id, bm25)`` of every chunk of the store that ``match`` matches,
+    or of those ``among`` these ids (FTS5 looks each id up: cheaper than scoring every
+    match for a few ids, dearer for hundreds)."""
+    w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
+    sql = (
+        f"SELECT rowid, bm25(rag_chunks_fts, {w_content!r}, {w_section!r})"
+        " FROM rag_chunks_fts WHERE rag_chunks_fts MATCH ?"
+    )
+    if among is None:
+        return sql, [match]
+    return f"{sql} AND rowid IN ({_placeholders(len(among))})", [match, *among]
+
+
+def match_terms(match: str) -> list[str]:
+    """The terms of a compiled FTS5 expression (``"a" OR "b"``, as
+    :func:`tether.retrieve.fts.compile_match` writes it)."""
+    return [m.replace('""', '"') for m in _PHRASE.findall(match)]
 
 
 def fts_phrase(term: str) -> str:

@@ -36,7 +36,10 @@ class SQLiteStore(
         self.db = db
         # Each scope's share of the store's chunks, by the documents counter it was
         # counted at: it picks the lexical plan (see SearchMixin._rank_first_depth).
-        self._scope_shares: dict[tuple[Any, ...], tuple[int, float]] = {}
+        self._scope_shares: dict[tuple[Any, ...], tuple[int, float, int]] = {}
+        # How many chunks held each query term, and the store's size then: it picks the
+        # rare terms of the rare-first plan (see SearchMixin._rare_first).
+        self._term_counts: dict[str, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.location!r})"
