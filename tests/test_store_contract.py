@@ -508,6 +508,8 @@ def test_hits_for_chunks_reads_long_id_lists(store: Store) -> None:
         "big", "chunk number 0", 0.0, 0
     )  # fmt: skip
     assert store.hits_for_chunks([]) == {}
+    scored = store.hits_for_chunks([ids[5], 10**9, ids[1]], [0.5, 9.0, -2.25])
+    assert {cid: hit.score for cid, hit in scored.items()} == {ids[5]: 0.5, ids[1]: -2.25}
 
 
 def test_candidate_rows(store: Store) -> None:

@@ -365,11 +365,11 @@ class Searcher:
 
     def hits(self, scored: Ranked) -> list[Hit]:
         """Hits for ``(chunk_id, score)`` pairs, in order, with those scores."""
-        found = self.store.hits_for_chunks([cid for cid, _ in scored])
+        found = self.store.hits_for_chunks(
+            [cid for cid, _ in scored], [score for _, score in scored]
+        )
         # A chunk deleted between the queries is simply dropped.
-        return [
-            dataclasses.replace(found[cid], score=score) for cid, score in scored if cid in found
-        ]
+        return [found[cid] for cid, _ in scored if cid in found]
 
 
 def _moments(scores: list[float]) -> dict[str, float] | None:

@@ -251,9 +251,14 @@ class SearchMixin(SQLiteMixin):
         )
         return [row[0] for row in self._select(sql, params)]
 
-    def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
+    def hits_for_chunks(
+        self, chunk_ids: Sequence[int], scores: Sequence[float] | None = None
+    ) -> dict[int, Hit]:
         rows = self._select_in_batches(chunk_ids, hits_sql)
-        return {row[0]: _rows.hit(row, 0.0) for row in rows}
+        if scores is None:
+            return {row[0]: _rows.hit(row, 0.0) for row in rows}
+        score = dict(zip(chunk_ids, scores, strict=True))
+        return {row[0]: _rows.hit(row, score[row[0]]) for row in rows}
 
     def candidate_rows(
         self, chunk_ids: Sequence[int], session_id: str | None = None

@@ -267,8 +267,11 @@ class Store(ABC):
     # -- reads by chunk id (of chunks a scoped search returned) --------------------------
 
     @abstractmethod
-    def hits_for_chunks(self, chunk_ids: Sequence[int]) -> dict[int, Hit]:
-        """Hits (score 0) for chunk ids, keyed by id; ids that no longer exist are absent."""
+    def hits_for_chunks(
+        self, chunk_ids: Sequence[int], scores: Sequence[float] | None = None
+    ) -> dict[int, Hit]:
+        """Hits for chunk ids, keyed by id; ids that no longer exist are absent. Each hit's
+        score is the one at its id's position in ``scores``, or 0 without them."""
 
     @abstractmethod
     def document_chunk_ids(
