@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import multiprocessing as mp
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -172,7 +174,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--keep", help="a SQLite file to index into once and reuse")
     parser.add_argument("--no-quality", action="store_true", help="readers + writer only")
+    parser.add_argument("--json", type=Path, help="also write every number here as JSON")
     args = parser.parse_args()
+    out: dict[str, Any] = {"command": sys.argv, "readers": args.readers, "seconds": args.seconds}
     dataset = load_beir(args.dataset)
     workspace = eval_workspace(dataset)
     with tempfile.TemporaryDirectory(prefix="tether-backends-") as tmp:
@@ -198,6 +202,10 @@ def main() -> None:
                     for name, db in (("sqlite", sqlite_db), ("postgres", pg_db))
                 }
                 print_quality(reports)
+                out["quality"] = {
+                    name: {mode: r.to_dict() for mode, r in by_mode.items()}
+                    for name, by_mode in reports.items()
+                }
             with Tether(sqlite_db, settings=Settings()) as tether:
                 embedder = tether._searcher.embedder
                 claims = list(dataset.queries.values())[:200]
@@ -221,6 +229,9 @@ def main() -> None:
             qps = p["queries_per_s"] / s["queries_per_s"]
             docs = p["documents_per_s"] / max(s["documents_per_s"], 1e-9)
             print(f"ratio postgres/sqlite: queries/s {qps:.2f}x, writer {docs:.2f}x")
+            out["load"] = load
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
 
 
 def print_quality(reports: dict[str, dict[str, Any]]) -> None:

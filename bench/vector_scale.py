@@ -20,9 +20,11 @@ from the measured per-row costs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +114,9 @@ def main() -> None:
     parser.add_argument("--dataset", default="../shared/datasets/scifact", type=Path)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--depths", default="1000,2000,4000,8000")
+    parser.add_argument("--json", type=Path, help="also write every number here as JSON")
     args = parser.parse_args()
+    out: dict[str, Any] = {"rows": args.rows, "queries": args.queries, "results": []}
     base, claims = real_vectors(args.store, args.dataset, 3000)
     queries = claims[: args.queries].astype(np.float32)
     started = time.perf_counter()
@@ -135,6 +139,11 @@ def main() -> None:
             e, q = pct(exact_ms, 50), pct(quick_ms, 50)
             print(f"{name:12} {depth:6} {e:10.1f} {q:10.1f} {pct(quick_ms, 95):7.1f}"
                   f" {e / q:8.2f}x {np.mean(recalls):10.4f} {min(recalls):5.2f}")  # fmt: skip
+            out["results"].append({
+                "scope": name, "depth": depth, "exact_p50_ms": e, "quantized_p50_ms": q,
+                "quantized_p95_ms": pct(quick_ms, 95), "recall_at_10": float(np.mean(recalls)),
+                "recall_at_10_min": min(recalls),
+            })  # fmt: skip
             if name == "whole" and depth == vx.QUANTIZED_DEPTH:
                 rows_ms = {"exact": e / args.rows * 1e6, "quantized": q / args.rows * 1e6}
     if rows_ms:
@@ -143,6 +152,10 @@ def main() -> None:
               f" quantized {rows_ms['quantized'] * 10:.0f} ms and"
               f" {10e6 * sum(per_vector) / 2**30:.1f} GiB (the float32 rows stay in memory"
               " for rescoring; only the candidates' rows are read)")  # fmt: skip
+    out["bytes_per_vector"] = {"float32": per_vector[0], "sign_bits": per_vector[1]}
+    out["ten_million_on_paper_ms"] = {k: v * 10 for k, v in rows_ms.items()}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

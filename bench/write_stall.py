@@ -21,6 +21,7 @@ is < 50 ms at 1M chunks), and the ratio reload / delta. Query embedding is exclu
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -63,6 +64,7 @@ def main() -> int:
     p.add_argument("--writes", type=int, default=10, help="writes timed (each way)")
     p.add_argument("--searches", type=int, default=50, help="steady searches timed")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--json", type=Path, help="also write every number here as JSON")
     args = p.parse_args()
     rng = np.random.default_rng(args.seed)
     n = args.chunks
@@ -129,6 +131,12 @@ def main() -> int:
     print(f"  ratio reload / delta first-search extra: "
           f"{reload / max(max(own_p50, other_p50) - p50, 1e-4):,.0f}x")  # fmt: skip
     print(f"  index: {stats}")
+    if args.json:
+        numbers = {"chunks": n, "steady_p50_ms": ms(p50), "steady_p95_ms": ms(p95),
+                   "after_own_write_p50_ms": ms(own_p50),
+                   "after_other_process_p50_ms": ms(other_p50), "worst_first_ms": ms(worst),
+                   "full_reload_ms": ms(reload), "index": stats}  # fmt: skip
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
     return 0
 
 

@@ -199,8 +199,8 @@ class Tether(Indexing, Catalog):
         mode: SearchMode = "hybrid",
         filters: Filters | None = None,
     ) -> SearchResults:
-        """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``),
-        best first.
+        """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``; a
+        ``workspace_id`` without a scope names the workspace scope), best first.
 
         ``mode="hybrid"`` fuses FTS5 top-``rag.k_lexical`` and vector top-``rag.k_vector``
         (``rag.fusion``: z-score by default, or RRF with ``rag.rrf_k``); ``"lexical"`` and
@@ -346,8 +346,11 @@ class Tether(Indexing, Catalog):
         session_id: str | None = None,
         workspace_id: str | None = None,
     ) -> Scope:
-        return Scope.resolve(
-            scope if scope is not None else self.settings.rag.scope,
-            session_id=session_id,
-            workspace_id=workspace_id,
-        )
+        """``scope`` with the ids it needs, as a Scope. Without ``scope``, ``rag.scope``;
+        where that is the global library but ``workspace_id`` names a workspace, that
+        workspace: naming a workspace and searching every one is never what was meant."""
+        if scope is None:
+            scope = self.settings.rag.scope
+            if scope == "global" and workspace_id is not None:
+                scope = "workspace"
+        return Scope.resolve(scope, session_id=session_id, workspace_id=workspace_id)

@@ -1,0 +1,310 @@
+"""Every performance goal of tether against its peers, in one run: ratios first.
+
+    .venv/bin/python bench/all.py --store scifact.db            # about an hour on 2 cores
+    .venv/bin/python bench/all.py --store scifact.db --quick    # smoke check, ~10 minutes
+    .venv/bin/python bench/all.py                               # indexes SciFact first
+
+Needs the peers: ``pip install -c constraints.txt -e '.[dev,local,postgres,bench]'``.
+
+``--store``: a tether SQLite store holding the SciFact corpus indexed with the local model
+(``tether eval --dataset ../shared/datasets/scifact --db scifact.db`` makes one, or
+``bench/backends.py --keep scifact.db``); it is only read. Without it, SciFact is indexed
+into ``--out`` first (about 10 minutes). Each section runs in its own process, one after
+another, so that no section's memory, threads or caches carry into the next:
+
+1. ``scifact``: :mod:`scifact_peers`: quality and latency on SciFact against bm25s,
+   LanceDB, Chroma and LangChain, on the same chunks and vectors (query embedding
+   excluded everywhere);
+2. ``scale``: :mod:`bench` (``bench.py``): lexical indexing, embedding against a plain
+   ``SentenceTransformer.encode``, and retrieval at 10k, 100k and 1M synthetic chunks
+   against bm25s, numpy, faiss and LangChain;
+3. ``stall``: :mod:`write_stall`: the first search after a write at 1M chunks, against
+   a full reload (what it cost before);
+4. ``vectors``: :mod:`vector_scale`: the quantized scan at 1M rows against the exact one;
+5. ``backends``: :mod:`backends`: SQLite against PostgreSQL (pgserver), SciFact quality
+   and latency and N readers + 1 writer (on a copy of the store: its writer writes).
+
+stdout: the summary (one line per goal: tether, the peer, their ratio, the goal, met or
+not), then every section's own tables. ``--out DIR`` keeps each section's JSON and
+output, and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+DEFAULT_DATASET = BENCH.parent.parent / "shared/datasets/scifact"
+SECTIONS = ("scifact", "scale", "stall", "vectors", "backends")
+
+
+@dataclass
+class Goal:
+    """One line of the summary."""
+
+    what: str
+    tether: str
+    peer: str
+    ratio: float | None  # tether / peer, as ``unit`` says
+    unit: str
+    goal: str
+    met: bool | None  # None: no goal, or not measured
+
+    def cells(self) -> list[str]:
+        ratio = "" if self.ratio is None else f"{self.ratio:.2f}x"
+        met = {True: "yes", False: "NO", None: ""}[self.met]
+        return [self.what, self.tether, self.peer, ratio, self.unit, self.goal, met]
+
+
+def commands(args: argparse.Namespace, store: Path, out: Path) -> dict[str, list[str]]:
+    """Each section's command line, writing its JSON to ``out/<section>.json``."""
+    py = sys.executable
+    quick = args.quick
+    peers = [py, str(BENCH / "scifact_peers.py"), str(args.dataset), "--store", str(store),
+             "--json", str(out / "scifact.json")]  # fmt: skip
+    scale = [py, str(BENCH / "bench.py"), "--corpus", str(args.dataset / "corpus.jsonl"),
+             "--json", str(out / "scale.json"), "--embed-rounds", "2"]  # fmt: skip
+    stall = [py, str(BENCH / "write_stall.py"), "--json", str(out / "stall.json")]
+    vectors = [py, str(BENCH / "vector_scale.py"), "--store", str(store),
+               "--dataset", str(args.dataset), "--depths", "4000",
+               "--json", str(out / "vectors.json")]  # fmt: skip
+    backends = [py, str(BENCH / "backends.py"), str(args.dataset), "--keep",
+                str(out / "backends.db"), "--json", str(out / "backends.json")]  # fmt: skip
+    if quick:
+        peers += ["--limit", "30", "--rounds", "1"]
+        scale = [*scale[:-2], "--quick"]
+        stall += ["--chunks", "100k", "--writes", "3", "--searches", "10"]
+        vectors += ["--rows", "200k", "--queries", "20"]
+        backends += ["--seconds", "5", "--readers", "2"]
+    return {"scifact": peers, "scale": scale, "stall": stall, "vectors": vectors,
+            "backends": backends}  # fmt: skip
+
+
+def run_section(name: str, command: list[str], out: Path) -> tuple[dict[str, Any] | None, str]:
+    """Run one section; its JSON (None if it failed) and its stdout."""
+    log(f"{name}: {' '.join(command)}")
+    started = time.perf_counter()
+    with (out / f"{name}.err").open("w") as err:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=err, text=True,
+                              cwd=BENCH.parent, check=False)  # fmt: skip
+    (out / f"{name}.txt").write_text(done.stdout)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        log(f"{name}: FAILED (exit {done.returncode}) after {seconds:.0f} s; see {out}/{name}.err")
+        return None, done.stdout
+    log(f"{name}: done in {seconds:.0f} s")
+    path = out / f"{name}.json"
+    return (json.loads(path.read_text()) if path.is_file() else None), done.stdout
+
+
+# -- the summary: one reader per section -------------------------------------------------
+
+
+def scifact_goals(data: dict[str, Any]) -> list[Goal]:
+    rows = {(r["system"], r["mode"]): r for r in data["rows"]}
+    goals = []
+
+    def line(mode: str, peer: tuple[str, str], goal: str, met: Callable[[float], bool] | None):
+        ours, theirs = rows.get(("tether", mode)), rows.get(peer)
+        if ours is None or theirs is None:
+            return
+        r = ours["p50_ms"] / theirs["p50_ms"]
+        diff = ours["ndcg@10"] - theirs["ndcg@10"]
+        goals.append(Goal(
+            f"SciFact {mode} p50", f"{ours['p50_ms']:.2f} ms (nDCG {ours['ndcg@10']:.4f})",
+            f"{' '.join(peer)} {theirs['p50_ms']:.2f} ms (nDCG {diff:+.4f})", r,
+            "time", goal, None if met is None else met(r) and diff >= 0,
+        ))  # fmt: skip
+
+    lexical = rows.get(("tether", "lexical"))
+    if lexical:
+        goals.append(Goal("SciFact lexical p50 (absolute)", f"{lexical['p50_ms']:.2f} ms", "",
+                          None, "", "<= 4 ms", lexical["p50_ms"] <= 4.0))  # fmt: skip
+    hybrid = rows.get(("tether", "hybrid"))
+    if hybrid:
+        goals.append(Goal("SciFact hybrid p50 (absolute)", f"{hybrid['p50_ms']:.2f} ms", "",
+                          None, "", "<= 7 ms", hybrid["p50_ms"] <= 7.0))  # fmt: skip
+    line("hybrid", ("LanceDB", "hybrid"), "< 1x, higher nDCG", lambda r: r < 1.0)
+    line("hybrid", ("LangChain", "hybrid"), "", None)
+    line("lexical", ("LanceDB", "lexical"), "", None)
+    line("lexical", ("bm25s", "lexical"), "", None)
+    line("vector", ("Chroma", "vector"), "", None)
+    line("vector", ("LanceDB", "vector"), "", None)
+    line("vector", ("LangChain", "vector"), "", None)
+    return goals
+
+
+def scale_goals(data: dict[str, Any]) -> list[Goal]:
+    goals = []
+    embedding = data.get("embedding")
+    if embedding:
+        r = embedding["ratio_tether_over_sentence_transformers"]
+        cps = embedding["chunks_per_s"]
+        goals.append(Goal("embedding chunks/s", f"{cps['tether']:.1f}/s",
+                          f"SentenceTransformer.encode {cps['sentence_transformers']:.1f}/s",
+                          r, "speed", ">= 2x", r >= 2.0))  # fmt: skip
+    for label, scale in data.get("retrieval", {}).items():
+        r = scale["ratios"].get("lexical tether/bm25s p50")
+        if r is not None:  # throughput ratio = bm25s p50 / tether p50
+            goals.append(Goal(f"synthetic {label} lexical throughput", "", "bm25s", 1 / r,
+                              "speed", ">= 0.5x", 1 / r >= 0.5))  # fmt: skip
+        for key, peer in (
+            ("vector tether/numpy p50", "numpy matrix @ q"),
+            ("hybrid tether/langchain-Ensemble p50", "LangChain Ensemble"),
+        ):
+            r = scale["ratios"].get(key)
+            if r is not None:
+                goals.append(Goal(f"synthetic {label} {key.split()[0]} p50", "", peer, r, "time",
+                                  "", None))  # fmt: skip
+    return goals
+
+
+def stall_goals(data: dict[str, Any]) -> list[Goal]:
+    extra = max(data["after_own_write_p50_ms"], data["after_other_process_p50_ms"])
+    extra -= data["steady_p50_ms"]
+    worst = data["worst_first_ms"] - data["steady_p50_ms"]
+    return [Goal(f"first search after a write, {data['chunks']:,} chunks",
+                 f"+{extra:.1f} ms p50, +{worst:.1f} ms worst",
+                 f"full reload {data['full_reload_ms']:,.0f} ms",
+                 max(extra, 1e-3) / data["full_reload_ms"], "time", "< +50 ms",
+                 worst < 50.0)]  # fmt: skip
+
+
+def vector_goals(data: dict[str, Any]) -> list[Goal]:
+    goals = []
+    for row in data["results"]:
+        ok = row["quantized_p50_ms"] <= 30.0 and row["recall_at_10"] >= 0.99
+        goals.append(Goal(
+            f"{data['rows']:,} vectors, {row['scope']} scope, depth {row['depth']}",
+            f"quantized {row['quantized_p50_ms']:.1f} ms, recall@10 {row['recall_at_10']:.3f}",
+            f"exact scan {row['exact_p50_ms']:.1f} ms",
+            row["quantized_p50_ms"] / row["exact_p50_ms"], "time",
+            "<= 30 ms, recall >= 0.99" if row["scope"] == "whole" else "",
+            ok if row["scope"] == "whole" else None,
+        ))  # fmt: skip
+    bytes_ = data.get("bytes_per_vector")
+    if bytes_:
+        goals.append(Goal("memory per vector", f"{sum(bytes_.values())} B", "float32 alone",
+                          sum(bytes_.values()) / bytes_["float32"], "size", "", None))  # fmt: skip
+    return goals
+
+
+def backend_goals(data: dict[str, Any]) -> list[Goal]:
+    goals = []
+    quality = data.get("quality", {})
+    for mode in ("hybrid", "lexical"):
+        s, p = quality.get("sqlite", {}).get(mode), quality.get("postgres", {}).get(mode)
+        if s and p:
+            goals.append(Goal(
+                f"PostgreSQL {mode} p50 (SciFact)",
+                f"{p['latency_ms_p50']:.1f} ms (nDCG {p['ndcg@10'] - s['ndcg@10']:+.4f})",
+                f"SQLite {s['latency_ms_p50']:.1f} ms", p["latency_ms_p50"] / s["latency_ms_p50"],
+                "time", "", None,
+            ))  # fmt: skip
+    load = data.get("load", {})
+    if "sqlite" in load and "postgres" in load:
+        s, p = load["sqlite"], load["postgres"]
+        goals.append(Goal(f"{data['readers']} readers + 1 writer: queries/s",
+                          f"PostgreSQL {p['queries_per_s']:.1f}",
+                          f"SQLite {s['queries_per_s']:.1f}",
+                          p["queries_per_s"] / s["queries_per_s"], "speed", "", None))  # fmt: skip
+        goals.append(Goal("... writer documents/s", f"PostgreSQL {p['documents_per_s']:.1f}",
+                          f"SQLite {s['documents_per_s']:.1f}",
+                          p["documents_per_s"] / max(s["documents_per_s"], 1e-9), "speed", "",
+                          None))  # fmt: skip
+    return goals
+
+
+READERS: dict[str, Callable[[dict[str, Any]], list[Goal]]] = {
+    "scifact": scifact_goals, "scale": scale_goals, "stall": stall_goals,
+    "vectors": vector_goals, "backends": backend_goals,
+}  # fmt: skip
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("-+-".join("-" * w for w in widths))
+    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def index_scifact(dataset: Path, db: Path) -> None:
+    from tether import Settings, Tether
+    from tether.eval import index_dataset, load_beir
+
+    log(f"indexing SciFact into {db} with the local model (about 10 minutes on 2 cores)")
+    with Tether(db=db, settings=Settings()) as t:
+        index_dataset(t, load_beir(dataset))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", type=Path, help="SciFact indexed by tether (only read)")
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--out", type=Path, help="keep each section's JSON and output here")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated, of {', '.join(SECTIONS)}")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke check")
+    args = parser.parse_args(argv)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    if args.store is not None and not args.store.is_file():
+        parser.error(f"no store at {args.store}")
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        out = args.out or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        store = args.store or out / "scifact.db"
+        if args.store is None:
+            index_scifact(args.dataset, store)
+        if "backends" in sections:  # its writer writes into the store it keeps
+            for suffix in ("", "-wal"):
+                if Path(f"{store}{suffix}").is_file():
+                    shutil.copyfile(f"{store}{suffix}", out / f"backends.db{suffix}")
+        lines = commands(args, store, out)
+        goals: list[Goal] = []
+        outputs: dict[str, str] = {}
+        failed = []
+        for name in sections:
+            data, outputs[name] = run_section(name, lines[name], out)
+            if data is None:
+                failed.append(name)
+                continue
+            try:
+                goals += READERS[name](data)
+            except (KeyError, TypeError, ZeroDivisionError) as exc:
+                log(f"{name}: could not read its JSON for the summary: {exc!r}")
+                failed.append(name)
+        for suffix in ("", "-wal", "-shm"):
+            (out / f"backends.db{suffix}").unlink(missing_ok=True)
+        header = ["measure", "tether", "peer", "ratio", "ratio of", "goal", "met"]
+        print("== Summary: tether against its peers (ratio = tether / peer, of time or speed)")
+        print(table(header, [g.cells() for g in goals]))
+        if failed:
+            print(f"\nsections that failed: {', '.join(failed)} (their stderr is in --out)")
+        for name in sections:
+            print(f"\n\n== {name}: {' '.join(Path(c).name for c in lines[name][1:2])}\n")
+            print(outputs.get(name, "").rstrip())
+        summary = {"argv": sys.argv, "goals": [asdict(g) for g in goals], "failed": failed}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

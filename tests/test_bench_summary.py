@@ -1,0 +1,72 @@
+"""bench/all.py's summary: each section's JSON read into goal lines, met or not."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ALL = Path(__file__).resolve().parent.parent / "bench" / "all.py"
+
+
+@pytest.fixture(scope="module")
+def bench_all() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_all", ALL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_all"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(system: str, mode: str, p50: float, ndcg: float) -> dict[str, object]:
+    return {"system": system, "mode": mode, "p50_ms": p50, "p95_ms": p50 * 2,
+            "ndcg@10": ndcg, "recall@100": 0.9}  # fmt: skip
+
+
+def test_scifact_lines_compare_with_the_peers_and_check_the_goals(bench_all: ModuleType) -> None:
+    data = {"rows": [
+        row("tether", "hybrid", 6.0, 0.72), row("tether", "lexical", 5.0, 0.68),
+        row("LanceDB", "hybrid", 24.0, 0.71), row("bm25s", "lexical", 0.5, 0.66),
+    ]}  # fmt: skip
+    goals = {g.what: g for g in bench_all.scifact_goals(data)}
+    assert goals["SciFact lexical p50 (absolute)"].met is False  # 5 ms > 4 ms
+    assert goals["SciFact hybrid p50 (absolute)"].met is True
+    lance = [g for g in goals.values() if g.peer.startswith("LanceDB hybrid")]
+    assert len(lance) == 1 and lance[0].ratio == pytest.approx(0.25) and lance[0].met is True
+    bm25s = next(g for g in goals.values() if g.peer.startswith("bm25s"))
+    assert bm25s.ratio == pytest.approx(10.0) and bm25s.met is None
+    # Faster but lower quality does not meet "faster at higher quality".
+    data["rows"][2] = row("LanceDB", "hybrid", 24.0, 0.75)
+    lance = [g for g in bench_all.scifact_goals(data) if g.peer.startswith("LanceDB hybrid")]
+    assert lance[0].met is False
+
+
+def test_scale_stall_and_vector_lines(bench_all: ModuleType) -> None:
+    scale = {"embedding": {"ratio_tether_over_sentence_transformers": 1.1,
+                           "chunks_per_s": {"tether": 22.0, "sentence_transformers": 20.0}},
+             "retrieval": {"100k": {"ratios": {"lexical tether/bm25s p50": 0.25}}}}  # fmt: skip
+    lines = bench_all.scale_goals(scale)
+    assert [(g.met, round(g.ratio, 2)) for g in lines] == [(False, 1.1), (True, 4.0)]
+    stall = {"chunks": 1_000_000, "steady_p50_ms": 100.0, "after_own_write_p50_ms": 108.0,
+             "after_other_process_p50_ms": 103.0, "worst_first_ms": 160.0,
+             "full_reload_ms": 6000.0}  # fmt: skip
+    (line,) = bench_all.stall_goals(stall)
+    assert line.met is False and "+8.0 ms p50" in line.tether  # worst +60 ms misses +50
+    vectors = {"rows": 1_000_000, "bytes_per_vector": {"float32": 1536, "sign_bits": 48},
+               "results": [{"scope": "whole", "depth": 4000, "exact_p50_ms": 110.0,
+                            "quantized_p50_ms": 22.0, "recall_at_10": 0.994}]}  # fmt: skip
+    whole, memory = bench_all.vector_goals(vectors)
+    assert whole.met is True and whole.ratio == pytest.approx(0.2)
+    assert memory.tether == "1584 B"
+
+
+def test_the_summary_table_lines_up(bench_all: ModuleType) -> None:
+    goal = bench_all.Goal("m", "t", "p", 0.5, "time", "< 1x", True)
+    text = bench_all.table(["a", "b", "c", "d", "e", "f", "g"], [goal.cells()])
+    header, rule, line = text.splitlines()
+    assert len(header) == len(rule) == len(line)
+    assert line.split(" | ")[3] == "0.50x" and line.rstrip().endswith("yes")
