@@ -14,7 +14,8 @@ another, so that no section's memory, threads or caches carry into the next:
 
 1. ``scifact``: :mod:`scifact_peers`: quality and latency on SciFact against bm25s,
    LanceDB, Chroma and LangChain, on the same chunks and vectors (query embedding
-   excluded everywhere);
+   excluded everywhere), every system asked for its top 10 (what an app asks for; the
+   summary's lines), then ``scifact-k100``: the same asked for 100 (recall@100);
 2. ``scale``: :mod:`bench` (``bench.py``): lexical indexing, embedding against a plain
    ``SentenceTransformer.encode``, and retrieval at 10k, 100k and 1M synthetic chunks
    against bm25s, numpy, faiss and LangChain;
@@ -45,7 +46,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_DATASET = BENCH.parent.parent / "shared/datasets/scifact"
-SECTIONS = ("scifact", "scale", "stall", "vectors", "backends")
+SECTIONS = ("scifact", "scifact-k100", "scale", "stall", "vectors", "backends")
 
 
 @dataclass
@@ -71,7 +72,8 @@ def commands(args: argparse.Namespace, store: Path, out: Path) -> dict[str, list
     py = sys.executable
     quick = args.quick
     peers = [py, str(BENCH / "scifact_peers.py"), str(args.dataset), "--store", str(store),
-             "--json", str(out / "scifact.json")]  # fmt: skip
+             "--k", "10", "--json", str(out / "scifact.json")]  # fmt: skip
+    peers100 = [*peers[:5], "--k", "100", "--json", str(out / "scifact-k100.json")]
     scale = [py, str(BENCH / "bench.py"), "--corpus", str(args.dataset / "corpus.jsonl"),
              "--json", str(out / "scale.json"), "--embed-rounds", "2"]  # fmt: skip
     stall = [py, str(BENCH / "write_stall.py"), "--json", str(out / "stall.json")]
@@ -82,12 +84,13 @@ def commands(args: argparse.Namespace, store: Path, out: Path) -> dict[str, list
                 str(out / "backends.db"), "--json", str(out / "backends.json")]  # fmt: skip
     if quick:
         peers += ["--limit", "30", "--rounds", "1"]
+        peers100 += ["--limit", "30", "--rounds", "1"]
         scale = [*scale[:-2], "--quick"]
         stall += ["--chunks", "100k", "--writes", "3", "--searches", "10"]
         vectors += ["--rows", "200k", "--queries", "20"]
         backends += ["--seconds", "5", "--readers", "2"]
-    return {"scifact": peers, "scale": scale, "stall": stall, "vectors": vectors,
-            "backends": backends}  # fmt: skip
+    return {"scifact": peers, "scifact-k100": peers100, "scale": scale, "stall": stall,
+            "vectors": vectors, "backends": backends}  # fmt: skip
 
 
 def run_section(name: str, command: list[str], out: Path) -> tuple[dict[str, Any] | None, str]:
@@ -226,8 +229,8 @@ def backend_goals(data: dict[str, Any]) -> list[Goal]:
 
 
 READERS: dict[str, Callable[[dict[str, Any]], list[Goal]]] = {
-    "scifact": scifact_goals, "scale": scale_goals, "stall": stall_goals,
-    "vectors": vector_goals, "backends": backend_goals,
+    "scifact": scifact_goals, "scifact-k100": lambda data: [], "scale": scale_goals,
+    "stall": stall_goals, "vectors": vector_goals, "backends": backend_goals,
 }  # fmt: skip
 
 
