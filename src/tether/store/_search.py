@@ -25,6 +25,7 @@ from tether.store.sql import (
     match_terms,
     scope_chunk_count_sql,
     scope_documents_sql,
+    term_count_upto_sql,
     term_frequency_sql,
     term_in_scope_sql,
 )
@@ -40,6 +41,9 @@ RANK_FIRST_MARGIN = 1.5
 #: store of at least this many chunks; in a smaller one FTS5 scores every match within a
 #: few ms, and the plan stays exact.
 RARE_FIRST_MIN_CHUNKS = 5_000
+#: ... for a query of at least this many terms: a shorter one matches fewer chunks, and
+#: counting which of its terms are rare would cost more than it saves.
+RARE_FIRST_MIN_TERMS = 5
 #: A query term held by at most this share of the store's chunks is rare.
 RARE_SHARE = 0.03
 #: Up to this many candidates are rescored by id; more, by scoring every rare match.
@@ -127,8 +131,8 @@ class SearchMixin(SQLiteMixin):
         exclusions: Exclusions | None,
     ) -> list[Any] | None:
         """The rank-first plan over the chunks that hold a rare query term, or None where
-        it does not apply (a small store, or no mix of rare and common terms) or finds
-        fewer than ``k`` in scope (the plans after it run then).
+        it does not apply (a small store, a short query, no mix of rare and common terms)
+        or finds fewer than ``k`` in scope (the plans after it run then).
 
         Where FTS5's time goes for a long OR query is bm25: every chunk that holds any
         term is scored (on SciFact a claim's terms match 40% of the store), and most of
@@ -143,9 +147,9 @@ class SearchMixin(SQLiteMixin):
         if total < RARE_FIRST_MIN_CHUNKS:
             return None
         terms = match_terms(match)
-        if len(terms) < 2:
+        if len(terms) < RARE_FIRST_MIN_TERMS:
             return None
-        rare = [t for t in terms if self._term_share(conn, t, total) <= RARE_SHARE]
+        rare = [t for t in terms if self._is_rare(conn, t, total)]
         if not rare or len(rare) == len(terms):
             return None
         rare_match = " OR ".join(fts_phrase(t) for t in rare)
@@ -164,17 +168,18 @@ class SearchMixin(SQLiteMixin):
         rows = {row[0]: row for row in conn.execute(*hits_sql([cid for cid, _ in exact]))}
         return [(*rows[cid], bm25) for cid, bm25 in exact]
 
-    def _term_share(self, conn: sqlite3.Connection, term: str, total: int) -> float:
-        """The share of the store's chunks that hold ``term``. It only picks the rare-first
-        plan's terms, never a score, so a count is kept until the store's size moves by a
-        tenth (a common term's count reads its whole posting list)."""
+    def _is_rare(self, conn: sqlite3.Connection, term: str, total: int) -> bool:
+        """Whether at most :data:`RARE_SHARE` of the store's chunks hold ``term``. It only
+        picks the rare-first plan's terms, never a score: the count stops past that share,
+        and is kept until the store's size moves by a tenth."""
+        cap = int(RARE_SHARE * total) + 1
         cached = self._term_counts.get(term)
         if cached is None or abs(cached[0] - total) > total / 10:
-            (held,) = conn.execute(*term_frequency_sql(term)).fetchone()
+            (held,) = conn.execute(*term_count_upto_sql(term, cap)).fetchone()
             if len(self._term_counts) > 16_384:
                 self._term_counts.clear()
             self._term_counts[term] = cached = (total, held)
-        return cached[1] / total if total else 0.0
+        return cached[1] < cap
 
     def _scope_share(
         self,

@@ -218,6 +218,16 @@ def term_frequency_sql(term: str) -> tuple[str, dict[str, Any]]:
     return sql, {"match": fts_phrase(term)}
 
 
+def term_count_upto_sql(term: str, cap: int) -> tuple[str, dict[str, Any]]:
+    """SQL for the number of chunks of the store that hold ``term``, counted up to ``cap``
+    (a common term's count stops there instead of reading its whole posting list)."""
+    sql = (
+        "SELECT count(*) FROM (SELECT 1 FROM rag_chunks_fts"
+        " WHERE rag_chunks_fts MATCH :match LIMIT :cap)"
+    )
+    return sql, {"match": fts_phrase(term), "cap": int(cap)}
+
+
 def term_in_scope_sql(
     scope: Scope,
     term: str,
