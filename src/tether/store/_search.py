@@ -41,9 +41,10 @@ RANK_FIRST_MARGIN = 1.5
 #: store of at least this many chunks; in a smaller one FTS5 scores every match within a
 #: few ms, and the plan stays exact.
 RARE_FIRST_MIN_CHUNKS = 5_000
-#: ... for a query of at least this many terms: a shorter one matches fewer chunks, and
-#: counting which of its terms are rare would cost more than it saves.
-RARE_FIRST_MIN_TERMS = 5
+#: ... for a query of at least this many terms. In a shorter one the common terms can
+#: carry a chunk's rank (synthetic 5-6 word queries at 10k chunks: the top 10 changed
+#: and counting the terms cost more than it saved), and it matches fewer chunks anyway.
+RARE_FIRST_MIN_TERMS = 7
 #: A query term held by at most this share of the store's chunks is rare.
 RARE_SHARE = 0.03
 #: Up to this many candidates are rescored by id; more, by scoring every rare match.
