@@ -122,7 +122,7 @@ def test_queries_without_both_kinds_of_terms_run_the_exact_plan(
     assert match is not None
     scope = Scope.workspace("big")
     with t.store.db.read() as conn:
-        assert t.store._rare_first(conn, scope, match, 3, 3, True, None, None) is None
+        assert t.store._rare_first(conn, scope, match, 3, 3, DOCS, True, None, None) is None
     found = t.store.search_lexical_scores(scope, match, 3)
     reference = exact(t, match, scope)[:3]
     assert [cid for cid, _ in found] == [cid for cid, _ in reference]
@@ -134,5 +134,5 @@ def test_a_small_store_keeps_the_exact_plan(tether: Tether) -> None:
     match = compile_match("common usual filler scarce unique often seldom")
     assert match is not None
     with tether.store.db.read() as conn:
-        found = tether.store._rare_first(conn, Scope.global_(), match, 1, 1, True, None, None)
+        found = tether.store._rare_first(conn, Scope.global_(), match, 1, 1, 30, True, None, None)
     assert found is None

@@ -87,10 +87,11 @@ class SearchMixin(SQLiteMixin):
         """The top ``k`` in scope by the plan that fits the scope's share of the store
         (:func:`~tether.store.sql.lexical_search_sql`); the same rows either way."""
         with self.db.read() as conn:  # one snapshot for the plan and the search
-            depth = self._rank_first_depth(conn, scope, k, filters, exclusions)
+            share, total = self._scope_size(conn, scope, filters, exclusions)
+            depth = _depth(share, k)
             if depth is not None:
                 found = self._rare_first(
-                    conn, scope, match, k, depth, ids_only, filters, exclusions
+                    conn, scope, match, k, depth, total, ids_only, filters, exclusions
                 )
                 if found is not None:
                     return found
@@ -115,10 +116,7 @@ class SearchMixin(SQLiteMixin):
         exclusions: Exclusions | None,
     ) -> int | None:
         """How deep the rank-first plan reads for this scope, or None for scope first."""
-        share = self._scope_share(conn, scope, filters, exclusions)
-        if share < RANK_FIRST_SHARE:
-            return None
-        return k if share >= 1.0 else math.ceil(k * RANK_FIRST_MARGIN / share)
+        return _depth(self._scope_share(conn, scope, filters, exclusions), k)
 
     def _rare_first(
         self,
@@ -127,6 +125,7 @@ class SearchMixin(SQLiteMixin):
         match: str,
         k: int,
         depth: int,
+        total: int,
         ids_only: bool,
         filters: Filters | None,
         exclusions: Exclusions | None,
@@ -144,7 +143,6 @@ class SearchMixin(SQLiteMixin):
         difference is each candidate's exact bm25 for the query: the ``k`` returned are
         ranked by their exact scores, from the best ``depth`` by the first ranking. What
         is left out are the chunks that hold only common terms, which rank low."""
-        total = self._store_chunks(conn, scope, filters, exclusions)
         if total < RARE_FIRST_MIN_CHUNKS:
             return None
         terms = match_terms(match)
@@ -166,7 +164,7 @@ class SearchMixin(SQLiteMixin):
         exact = sorted(((cid, bm25 - rare_scores[cid]) for cid, bm25 in first), key=_by_rank)
         if ids_only:
             return exact
-        rows = {row[0]: row for row in conn.execute(*hits_sql([cid for cid, _ in exact]))}
+        rows = {row[0]: row for row in self._select_in_batches([c for c, _ in exact], hits_sql)}
         return [(*rows[cid], bm25) for cid, bm25 in exact]
 
     def _is_rare(self, conn: sqlite3.Connection, term: str, total: int) -> bool:
@@ -189,9 +187,18 @@ class SearchMixin(SQLiteMixin):
         filters: Filters | None,
         exclusions: Exclusions | None,
     ) -> float:
-        """The share of the store's chunks ``scope`` may see, which picks a plan. It is
-        counted once per change of the store's documents (a stale share only costs
-        speed: every plan gives the same rows)."""
+        return self._scope_size(conn, scope, filters, exclusions)[0]
+
+    def _scope_size(
+        self,
+        conn: Any,
+        scope: Scope,
+        filters: Filters | None,
+        exclusions: Exclusions | None,
+    ) -> tuple[float, int]:
+        """The share of the store's chunks ``scope`` may see, which picks a plan, and the
+        store's chunks. They are counted once per change of the store's documents (a
+        stale count only costs speed: every plan gives the same rows)."""
         (version,) = conn.execute("SELECT value FROM rag_state WHERE key = 'documents'").fetchone()
         key = (scope, filters, exclusions)
         cached = self._scope_shares.get(key)
@@ -203,14 +210,7 @@ class SearchMixin(SQLiteMixin):
             if len(self._scope_shares) > 1024:
                 self._scope_shares.clear()
             self._scope_shares[key] = cached
-        return cached[1]
-
-    def _store_chunks(
-        self, conn: Any, scope: Scope, filters: Filters | None, exclusions: Exclusions | None
-    ) -> int:
-        """How many chunks the store held when ``scope``'s share was last counted."""
-        self._scope_share(conn, scope, filters, exclusions)
-        return self._scope_shares[(scope, filters, exclusions)][2]
+        return cached[1], cached[2]
 
     def term_statistics(
         self,
@@ -273,6 +273,14 @@ class SearchMixin(SQLiteMixin):
             chunk_ids, lambda batch: candidate_rows_sql(batch, session_id)
         )
         return {row[0]: _rows.candidate_row(row) for row in rows}
+
+
+def _depth(share: float, k: int) -> int | None:
+    """How deep the rank-first plan reads for a scope holding ``share`` of the store's
+    chunks, or None for scope first."""
+    if share < RANK_FIRST_SHARE:
+        return None
+    return k if share >= 1.0 else math.ceil(k * RANK_FIRST_MARGIN / share)
 
 
 def _by_rank(row: tuple[int, float]) -> tuple[float, int]:
