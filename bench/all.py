@@ -46,7 +46,9 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_DATASET = BENCH.parent.parent / "shared/datasets/scifact"
-SECTIONS = ("scifact", "scifact-k100", "scale", "stall", "vectors", "backends")
+SECTIONS = ("scifact", "scifact-k100", "scale", "stall", "vectors", "backends", "gpu")
+#: Sections that read a SciFact store (indexed first when --store is not given).
+STORE_SECTIONS = {"scifact", "scifact-k100", "vectors", "backends"}
 
 
 @dataclass
@@ -82,7 +84,11 @@ def commands(args: argparse.Namespace, store: Path, out: Path) -> dict[str, list
                "--json", str(out / "vectors.json")]  # fmt: skip
     backends = [py, str(BENCH / "backends.py"), str(args.dataset), "--keep",
                 str(out / "backends.db"), "--json", str(out / "backends.json")]  # fmt: skip
+    gpu = [py, str(BENCH / "gpu_embed.py"), str(args.dataset), "--eval",
+           "--json", str(out / "gpu.json")]  # fmt: skip
     if quick:
+        gpu = [*gpu[:3], "--texts", "500", "--rounds", "1", "--cpu-texts", "50",
+               "--json", str(out / "gpu.json")]  # fmt: skip
         peers += ["--limit", "30", "--rounds", "1"]
         peers100 += ["--limit", "30", "--rounds", "1"]
         scale = [*scale[:-2], "--quick"]
@@ -90,7 +96,7 @@ def commands(args: argparse.Namespace, store: Path, out: Path) -> dict[str, list
         vectors += ["--rows", "200k", "--queries", "20"]
         backends += ["--seconds", "5", "--readers", "2"]
     return {"scifact": peers, "scifact-k100": peers100, "scale": scale, "stall": stall,
-            "vectors": vectors, "backends": backends}  # fmt: skip
+            "vectors": vectors, "backends": backends, "gpu": gpu}  # fmt: skip
 
 
 def run_section(name: str, command: list[str], out: Path) -> tuple[dict[str, Any] | None, str]:
@@ -228,9 +234,39 @@ def backend_goals(data: dict[str, Any]) -> list[Goal]:
     return goals
 
 
+def gpu_goals(data: dict[str, Any]) -> list[Goal]:
+    t = data["throughput"]
+    rates = t["texts_per_s"]
+    what = f"embedding on {t['gpu']}"
+    ours = f"{rates['tether_auto']:,.0f}/s ({t['tether_auto_precision']})"
+    same = t["ratio_tether_auto_over_plain_same_device"]
+    cpu = t["ratio_tether_auto_over_plain_cpu"]
+    goals = [
+        Goal(what, ours, f"plain encode, same GPU {rates['sentence_transformers']:,.0f}/s",
+             same, "speed", "", None),
+        Goal(what, ours, f"plain encode, its CPU {t['cpu_plain_encode_texts_per_s']:,.0f}/s",
+             cpu, "speed", ">= 2x", cpu >= 2.0),
+    ]  # fmt: skip
+    quality = data.get("quality")
+    if quality:
+        half, full = quality["auto"]["ndcg@10"], quality["float32"]["ndcg@10"]
+        goals.append(Goal("SciFact hybrid nDCG@10, GPU float16", f"{half:.4f}",
+                          f"float32 {full:.4f}", None, "", "within 0.005",
+                          abs(quality["ndcg_difference"]) <= 0.005))  # fmt: skip
+    return goals
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 READERS: dict[str, Callable[[dict[str, Any]], list[Goal]]] = {
     "scifact": scifact_goals, "scifact-k100": lambda data: [], "scale": scale_goals,
-    "stall": stall_goals, "vectors": vector_goals, "backends": backend_goals,
+    "stall": stall_goals, "vectors": vector_goals, "backends": backend_goals, "gpu": gpu_goals,
 }  # fmt: skip
 
 
@@ -274,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
         store = args.store or out / "scifact.db"
-        if args.store is None:
+        if args.store is None and set(sections) & STORE_SECTIONS:
             index_scifact(args.dataset, store)
         if "backends" in sections:  # its writer writes into the store it keeps
             for suffix in ("", "-wal"):
@@ -285,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         outputs: dict[str, str] = {}
         failed = []
         for name in sections:
+            if name == "gpu" and not cuda_available():
+                log("gpu: skipped, torch sees no CUDA GPU here")
+                outputs[name] = "skipped: torch sees no CUDA GPU on this machine"
+                continue
             data, outputs[name] = run_section(name, lines[name], out)
             if data is None:
                 failed.append(name)

@@ -70,3 +70,27 @@ def test_the_summary_table_lines_up(bench_all: ModuleType) -> None:
     header, rule, line = text.splitlines()
     assert len(header) == len(rule) == len(line)
     assert line.split(" | ")[3] == "0.50x" and line.rstrip().endswith("yes")
+
+
+def test_gpu_lines_read_bench_gpu_embed(bench_all: ModuleType) -> None:
+    """The gpu section (bench/gpu_embed.py, run where torch sees a CUDA GPU): tether
+    against a plain encode on the same GPU (no goal) and on the machine's CPU (2x)."""
+    gpu = {
+        "throughput": {
+            "gpu": "NVIDIA H200", "tether_auto_precision": "float16",
+            "texts_per_s": {"sentence_transformers": 1470.0, "tether_auto": 2206.0},
+            "cpu_plain_encode_texts_per_s": 106.0,
+            "ratio_tether_auto_over_plain_same_device": 1.5,
+            "ratio_tether_auto_over_plain_cpu": 20.8,
+        },
+        "quality": {"auto": {"ndcg@10": 0.7177}, "float32": {"ndcg@10": 0.7177},
+                    "ndcg_difference": 0.0},
+    }  # fmt: skip
+    same, cpu, quality = bench_all.gpu_goals(gpu)
+    assert (same.ratio, same.met) == (1.5, None) and "same GPU 1,470/s" in same.peer
+    assert (cpu.ratio, cpu.met) == (20.8, True)
+    assert quality.met is True and quality.tether == "0.7177"
+    gpu["quality"]["ndcg_difference"] = -0.0061
+    assert bench_all.gpu_goals(gpu)[2].met is False
+    del gpu["quality"]
+    assert len(bench_all.gpu_goals(gpu)) == 2

@@ -14,6 +14,7 @@ from tether import (
     ConfigurationError,
     EmbeddingError,
     EmbeddingsUnavailable,
+    InvalidArgument,
     LocalEmbedder,
     Scope,
     Settings,
@@ -438,7 +439,54 @@ def test_the_local_model_runs_on_the_gpu_when_torch_sees_one(
 
 
 def test_auto_is_decided_when_the_model_loads(local_embedder: LocalEmbedder) -> None:
-    from tether.embed.local import pick_device
+    from tether.embed.local import pick_device, pick_precision
 
-    assert LocalEmbedder().device == "auto"  # nothing decided (or loaded) before use
+    fresh = LocalEmbedder()
+    assert (fresh.device, fresh.precision) == ("auto", "auto")  # nothing decided before use
     assert local_embedder.device == pick_device()  # the loaded model: this machine's pick
+    assert local_embedder.precision == pick_precision(local_embedder.device)
+
+
+def test_precision_is_half_on_a_cuda_gpu_and_float32_elsewhere() -> None:
+    from tether.embed.local import pick_precision
+
+    assert pick_precision("cuda") == pick_precision("cuda:1") == "float16"
+    assert pick_precision("cpu") == pick_precision("mps") == "float32"
+    assert Settings.load().rag.embeddings.precision == "auto"
+    settings = Settings.load(
+        rag={"embeddings": {"enabled": True, "precision": "bfloat16", "device": "cpu"}}
+    )
+    embedder, _ = embedder_from_settings(settings)
+    assert isinstance(embedder, LocalEmbedder) and embedder.precision == "bfloat16"
+    with pytest.raises(ConfigurationError, match="precision"):
+        Settings.load(rag={"embeddings": {"precision": "int4"}})
+    with pytest.raises(InvalidArgument, match="precision"):
+        LocalEmbedder(precision="half")
+    with pytest.raises(InvalidArgument, match="encode_batch_size"):
+        LocalEmbedder(encode_batch_size=0)
+    # A GPU makes one forward pass of each 256-text call; a CPU keeps passes of 64.
+    assert LocalEmbedder(device="cpu").encode_batch_size == 64
+    assert LocalEmbedder(device="cuda").encode_batch_size == 256
+    assert LocalEmbedder(device="cuda", encode_batch_size=32).encode_batch_size == 32
+
+
+def test_half_precision_weights_give_float32_unit_vectors_close_to_float32s(
+    local_embedder: LocalEmbedder,
+) -> None:
+    """bfloat16 runs on this CPU (float16, the GPU's default, is the same code path with
+    another type): vectors come back float32 and unit length, near the float32 model's."""
+    texts = [
+        "Spare coolant pumps are kept in room B.",
+        "The reactor's primary loop is inspected every six months.",
+        "Aspirin lowers the risk of a second heart attack.",
+    ]
+    half = LocalEmbedder(device="cpu", precision="bfloat16")
+    ours = half.embed(texts)
+    reference = local_embedder.embed(texts)
+    assert half.precision == "bfloat16"
+    assert ours.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosines = np.sum(ours * reference, axis=1)
+    assert cosines.min() > 0.98, cosines
+    # ... and closer to its own text's float32 vector than to any other text's.
+    assert (np.argmax(ours @ reference.T, axis=1) == np.arange(len(texts))).all()

@@ -62,6 +62,11 @@ class EmbeddingSettings(BaseModel):
         description="where a local model runs: auto (a CUDA GPU when torch sees one, else"
         " Apple's MPS, else the CPU), cpu, cuda, cuda:N or mps",
     )
+    precision: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto",
+        description="a local model's floating-point type: auto (float16 on a CUDA GPU,"
+        " float32 elsewhere), float32, float16 or bfloat16",
+    )
     base_url: str | None = None
     api_key: SecretStr | None = None
     timeout: float = Field(30.0, gt=0)

@@ -50,7 +50,7 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
         if config.provider == "local":
             embedder: Embedder = LocalEmbedder(
                 config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path,
-                device=config.device,
+                device=config.device, precision=config.precision,
             )  # fmt: skip
         else:
             key = config.api_key or settings.llm.api_key

