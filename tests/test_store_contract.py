@@ -718,6 +718,22 @@ def test_audit_log_appends_and_reads_newest_first(store: Store) -> None:
     }  # fmt: skip
 
 
+def test_audit_log_reads_a_time_window(store: Store) -> None:
+    """``since`` is inclusive and ``until`` exclusive, compared in the stored ISO form."""
+    times = ["2024-01-01T09:00:00.000000Z", "2024-01-01T10:00:00.000000Z",
+             "2024-01-02T10:00:00.000000Z"]  # fmt: skip
+    for n, at in enumerate(times):
+        store.log_retrieval(audit(f"r{n}", created_at=at))
+
+    def ids(**window: str) -> list[str]:
+        return [e.retrieval_id for e in store.retrieval_log(**window)]
+
+    assert ids(since=times[1]) == ["r2", "r1"]
+    assert ids(until=times[1]) == ["r0"]
+    assert ids(since=times[0], until="2024-01-02T00:00:00.000000Z") == ["r1", "r0"]
+    assert ids(since="2024-01-03T00:00:00.000000Z") == []
+
+
 def test_an_audit_entry_cannot_hold_text_vectors_or_scores() -> None:
     names = {f.name for f in dataclasses.fields(AuditEntry)}
     assert names == {

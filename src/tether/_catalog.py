@@ -92,13 +92,16 @@ class Catalog:
         *,
         workspace_ids: Sequence[str] | None = None,
         retrieval_id: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> list[AuditEntry]:
         """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
         retrieved chunk and document ids, how the context numbered its citations (ids
         only), and the outcome (``grounded``, ``ungrounded``, ``skipped``, ``blocked`` or
         ``error``) with its reason. ``workspace_ids`` keeps the
         rows whose scope is in those workspaces (a session's scope is in its workspace);
-        ``retrieval_id`` one retrieval's row."""
+        ``retrieval_id`` one retrieval's row; ``since`` and ``until`` (datetimes, naive
+        ones read as UTC, or ISO-8601 strings) the rows written in ``[since, until)``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
         for workspace_id in workspace_ids or ():
@@ -110,6 +113,8 @@ class Catalog:
             outcome,
             workspace_ids=None if workspace_ids is None else list(workspace_ids),
             retrieval_id=retrieval_id,
+            since=_audit_time("since", since),
+            until=_audit_time("until", until),
         )
 
     @property
@@ -172,3 +177,17 @@ def _require_id(value: object, name: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{name} must be a non-empty string, not {value!r}")
     check_identifier(name, value)
+
+
+def _audit_time(name: str, value: datetime | str | None) -> str | None:
+    """An audit bound in the stored form (ISO-8601 UTC, which sorts as text)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidArgument(f"{name} must be an ISO-8601 time, not {value!r}") from None
+    if not isinstance(value, datetime):
+        raise InvalidArgument(f"{name} must be a datetime or an ISO-8601 string, not {value!r}")
+    return iso_utc(value)

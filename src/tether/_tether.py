@@ -241,6 +241,7 @@ class Tether(Indexing, Catalog):
         timeout: float | None = None,
         guarded: bool = False,
         history: Sequence[dict[str, str]] | None = None,
+        explain: bool = False,
     ) -> RetrievalResult:
         """Everything an LLM app needs before it answers ``question``: a bounded context
         block with numbered citations, or ``grounded=False`` with ``guidance``.
@@ -267,10 +268,14 @@ class Tether(Indexing, Catalog):
         when one is configured, else by rule. Requests about a document itself
         ("summarize this document", "what does page 12 say?") read its opening and
         outline, or that page, inside the scope. Every call is recorded in the audit log
-        (``policy.audit``) under ``result.retrieval_id``.
+        (``policy.audit``) under ``result.retrieval_id``. ``explain`` also records, in
+        ``result.debug["explain"]``, each query's lexical, vector and fused candidates
+        with their ranks and scores, and the chunks they name (title, page, section):
+        what the console's retrieval debugger draws.
         """
         request = self._request(question, scope, session_id, workspace_id, decision, filters,
-                                max_chunks, min_relevance, timeout, guarded, history)  # fmt: skip
+                                max_chunks, min_relevance, timeout, guarded, history,
+                                explain)  # fmt: skip
         self.warmup()  # the model loads outside the retrieval's time budget
         return self._retrieval().retrieve(request)
 
@@ -288,12 +293,13 @@ class Tether(Indexing, Catalog):
         timeout: float | None = None,
         guarded: bool = False,
         history: Sequence[dict[str, str]] | None = None,
+        explain: bool = False,
     ) -> RetrievalResult:
         """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
         concurrently (``asyncio.gather``), and LLM calls through the async client."""
         request = await asyncio.to_thread(
             self._request, question, scope, session_id, workspace_id, decision, filters,
-            max_chunks, min_relevance, timeout, guarded, history,
+            max_chunks, min_relevance, timeout, guarded, history, explain,
         )  # fmt: skip
         await asyncio.to_thread(self.warmup)  # outside the retrieval's time budget
         return await self._retrieval().aretrieve(request)
@@ -302,7 +308,7 @@ class Tether(Indexing, Catalog):
                  workspace_id: str | None, *options: Any) -> Request:  # fmt: skip
         """The request, its options checked, for a scope whose session or workspace
         exists (NotFound otherwise)."""
-        decision, filters, max_chunks, min_relevance, timeout, guarded, history = options
+        decision, filters, max_chunks, min_relevance, timeout, guarded, history, explain = options
         if isinstance(question, str):
             question = valid_text(question)
         if history:
@@ -316,7 +322,8 @@ class Tether(Indexing, Catalog):
             check_identifier("session_id", session_id)
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
         request = Request(question, resolved, session_id, decision, filters, max_chunks,
-                          min_relevance, timeout, bool(guarded), history or ())  # fmt: skip
+                          min_relevance, timeout, bool(guarded), history or (),
+                          bool(explain))  # fmt: skip
         if resolved.kind == "session":
             self.store.get_session(resolved.id)
         elif resolved.kind == "workspace":

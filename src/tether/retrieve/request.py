@@ -45,6 +45,9 @@ class Request:
     guarded: bool = False
     #: The conversation before the question (oldest first), for follow-ups.
     history: tuple[Turn, ...] = ()
+    #: Record each query's candidate lists in ``debug["explain"]`` (the console's
+    #: retrieval debugger); off by default, so that a retrieval pays nothing for it.
+    explain: bool = False
 
     def __post_init__(self) -> None:
         try:

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Response
@@ -219,10 +220,11 @@ def _core_routes(app: FastAPI) -> None:
             result = await tether.aretrieve(
                 body.query, scope=scope, filters=filters, max_chunks=body.max_chunks,
                 min_relevance=body.min_relevance, timeout=body.timeout, history=history,
+                explain=body.explain,
             )  # fmt: skip
         svc.metrics.retrievals.labels(outcome_of(result)).inc()
         out = result.to_dict()
-        if not body.debug:
+        if not (body.debug or body.explain):
             out["debug"] = None
         return out
 
@@ -239,10 +241,17 @@ def _core_routes(app: FastAPI) -> None:
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
         outcome: Literal["grounded", "ungrounded", "skipped", "blocked", "error"] | None = None,
         retrieval_id: Annotated[str | None, Query(max_length=128)] = None,
+        since: Annotated[
+            datetime | None, Query(description="rows written at or after this time (ISO-8601)")
+        ] = None,
+        until: Annotated[
+            datetime | None, Query(description="rows written before this time (ISO-8601)")
+        ] = None,
     ) -> list[dict[str, Any]]:
         readable = caller.readable
         entries = await svc.read(
             svc.tether.retrieval_log, limit, outcome,
             workspace_ids=None if readable is None else list(readable), retrieval_id=retrieval_id,
+            since=since, until=until,
         )  # fmt: skip
         return [entry.to_dict() for entry in entries]

@@ -88,6 +88,11 @@ class RetrieveIn(ScopedIn):
     )
     history: list[HistoryTurn] | None = Field(default=None, max_length=50)
     debug: bool = Field(default=False, description="include the pipeline's debug record")
+    explain: bool = Field(
+        default=False,
+        description="also record each query's lexical, vector and fused candidates with"
+        " their ranks and scores (debug.explain; implies debug)",
+    )
 
 
 class ScopeOut(BaseModel):

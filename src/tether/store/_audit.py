@@ -31,8 +31,11 @@ class AuditMixin(SQLiteMixin):
         *,
         workspace_ids: Sequence[str] | None = None,
         retrieval_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[AuditEntry]:
         sql, params = retrieval_log_sql(
-            limit, outcome, workspace_ids=workspace_ids, retrieval_id=retrieval_id
-        )
+            limit, outcome, workspace_ids=workspace_ids, retrieval_id=retrieval_id,
+            since=since, until=until,
+        )  # fmt: skip
         return [_rows.audit_entry(row) for row in self._select(sql, params)]

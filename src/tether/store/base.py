@@ -378,10 +378,13 @@ class Store(ABC):
         *,
         workspace_ids: Sequence[str] | None = None,
         retrieval_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[AuditEntry]:
         """The newest ``limit`` entries, newest first: with ``outcome``, of scopes in
         ``workspace_ids`` (a session scope is in its session's workspace), with
-        ``retrieval_id``, each if given."""
+        ``retrieval_id``, written at or after ``since`` and before ``until`` (ISO-8601
+        UTC, as :func:`~tether.store.records.utcnow` writes), each if given."""
 
     # -- service API keys ------------------------------------------------------------------
 

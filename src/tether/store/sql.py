@@ -444,9 +444,12 @@ def retrieval_log_sql(
     *,
     workspace_ids: Sequence[str] | None = None,
     retrieval_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> tuple[str, list[Any]]:
     """SQL for the newest ``limit`` audit rows (with ``outcome``, of scopes in
-    ``workspace_ids``, with ``retrieval_id``: each if given), newest first."""
+    ``workspace_ids``, with ``retrieval_id``, at or after ``since`` and before ``until``
+    (stored timestamps' ISO form, which sorts as text): each if given), newest first."""
     clauses: list[str] = []
     params: list[Any] = []
     if outcome:
@@ -458,6 +461,12 @@ def retrieval_log_sql(
     if retrieval_id is not None:
         clauses.append("retrieval_id = ?")
         params.append(retrieval_id)
+    if since is not None:
+        clauses.append("created_at >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append("created_at < ?")
+        params.append(until)
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     sql = f"SELECT {AUDIT_COLUMNS} FROM rag_retrieval_log{where} ORDER BY id DESC LIMIT ?"
     return sql, [*params, limit]
