@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make demo   create .venv, install tether, index examples/docs, run scoped searches and
 #               print the cited context an LLM would get
-#   make test   create .venv if needed, run the whole test suite (and ruff)
+#   make test   create .venv if needed, install Debian's chromium for the console's browser
+#               tests (scripts/install-chromium.sh), run the whole test suite (and ruff)
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -33,6 +34,7 @@ demo: $(STAMP)
 	@$(BIN)/tether context --db $(DEMO_DB) "how long is the battery covered by the warranty?" --scope session --session support-chat
 
 test: $(STAMP)
+	./scripts/install-chromium.sh
 	$(BIN)/ruff check src tests examples
 	$(BIN)/python -m pytest
 

@@ -78,7 +78,9 @@ def serve(
             )
         app = create_app(tether, open_access=not keys, mcp=not no_mcp)
         err.print(
-            f"tether serving {tether.store.location} on http://{bind}:{port}", highlight=False
+            f"tether serving {tether.store.location} on http://{bind}:{port}"
+            f" (console: http://{bind}:{port}/console/)",
+            highlight=False,
         )
         uvicorn.run(app, host=bind, port=port, log_level=log_level)
 

@@ -97,6 +97,9 @@ def create_app(
     from tether.server import _resources
 
     app.include_router(_resources.router, prefix="/v1")
+    from tether.server import _console
+
+    _console.install(app)
     if mcp_app is not None:
         # A route, not a mount: a mount answers ``/mcp`` with a redirect to ``/mcp/``.
         app.router.routes.append(

@@ -49,6 +49,7 @@ from tether.server._schemas import (
     JobOneOut,
     JobsOut,
     LibraryOut,
+    MeOut,
     SessionOneOut,
     SessionsOut,
     UploadResultsOut,
@@ -548,6 +549,26 @@ async def detach(
 async def list_workspaces(svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
     workspaces = await svc.read(svc.tether.workspaces)
     return {"workspaces": [dataclasses.asdict(w) for w in workspaces if caller.can_read(w.id)]}
+
+
+@router.get(
+    "/me",
+    tags=["sessions"],
+    summary="What the caller's key may read and write (the console signs in with it)",
+    response_model=MeOut,
+    responses=ERRORS,
+)
+async def me(caller: AccessDep) -> dict[str, Any]:
+    key = caller.key
+    return {
+        "key_id": key.id if key else None,
+        "name": key.name if key else None,
+        "admin": caller.admin,
+        "read_only": bool(key and key.read_only),
+        "global_write": caller.admin or bool(key and key.global_write),
+        "may_write": caller.may_write,
+        "workspaces": None if caller.admin or key is None else list(key.workspaces),
+    }
 
 
 # -- the library folder ----------------------------------------------------------------------

@@ -252,6 +252,19 @@ class WorkspacesOut(BaseModel):
     workspaces: list[Workspace]
 
 
+class MeOut(BaseModel):
+    """What the caller's key may do (``key_id`` None: no key, the local operator)."""
+
+    key_id: str | None
+    name: str | None
+    admin: bool
+    read_only: bool
+    global_write: bool
+    may_write: bool
+    #: The workspaces this key reads besides the global library; None: every workspace.
+    workspaces: list[str] | None
+
+
 class LibraryOut(BaseModel):
     files: list[RegistryEntry]
 
