@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO_ROOT, make_pdf, make_settings
-from tether import LocalEmbedder, Tether
+from tether import DocumentNotFound, LocalEmbedder, Tether
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -78,6 +78,11 @@ def world(
         [f"Pump manual, page one. {safety}", f"Page two. {impeller}"],
         title="Pump manual",
     )
+    library = folder / "library"
+    library.mkdir()
+    (library / "handbook.md").write_text("# Handbook\n\nBadges are renewed every year.\n")
+    (library / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a PDF")
+    tether.library(library, settle=0).scan()
     chromium = chromium_path()
     if chromium is None:
         pytest.skip("no chromium: make test installs Debian's (scripts/install-chromium.sh)")
@@ -97,7 +102,19 @@ def world(
 
 @pytest.fixture
 def page(world: dict[str, Any]) -> Iterator[Any]:
+    """A fresh browser tab. The console works without a network: any request that is
+    not to the server is refused and fails the test."""
     context = world["browser"].new_context(viewport={"width": 1440, "height": 900})
+    elsewhere: list[str] = []
+
+    def only_the_server(route: Any) -> None:
+        if route.request.url.startswith(world["url"]):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_the_server)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -105,6 +122,7 @@ def page(world: dict[str, Any]) -> Iterator[Any]:
     yield page
     context.close()
     assert errors == [], f"the console threw: {errors}"
+    assert elsewhere == [], f"the console reached beyond its server: {elsewhere}"
 
 
 def shot(page: Any, name: str) -> None:
@@ -290,4 +308,34 @@ def test_a_key_of_one_workspace_cannot_see_another_s_documents(
     sign_in(page, world, "admin")
     expect()(page.locator("nav.card")).to_contain_text("Workspace acme")
     expect()(page.locator("nav.card")).to_contain_text("Workspace rival")
-    expect()(page.locator("#registry-h")).to_be_visible()
+    registry = page.locator("#registry")
+    expect()(registry.locator("tr", has_text="handbook.md")).to_contain_text("indexed")
+    expect()(registry.locator("tr", has_text="broken.pdf")).to_contain_text("error")
+    shot(page, "11-admin-registry")
+
+
+def test_delete_a_document_and_fit_a_laptop_screen(page: Any, world: dict[str, Any]) -> None:
+    page.set_viewport_size({"width": 1366, "height": 768})
+    sign_in(page, world, "acme")
+    for view in ("#/library", "#/debug", "#/audit"):
+        page.goto(f"{world['url']}/console/{view}")
+        page.locator("main h1").wait_for()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{view} is {overflow}px wider than a 1366px screen"
+    page.goto(f"{world['url']}/console/#/library")
+    page.once("dialog", lambda dialog: dialog.accept())
+    row = page.locator("#documents tr", has_text="Hostile")
+    row.get_by_role("button", name="Delete").click()
+    expect()(page.locator("#documents")).not_to_contain_text("Hostile")
+    expect()(page.locator("#documents")).to_contain_text("Coolant pump P-7 guide")
+    with pytest.raises(DocumentNotFound):
+        world["tether"].get_document(world["hostile_id"])
+    # Keyboard only: the sections are reachable by Tab, and Enter follows a link.
+    page.reload()
+    page.locator("#documents").wait_for()
+    page.keyboard.press("Tab")  # the skip link
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Library"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    expect()(page.get_by_role("heading", level=1)).to_have_text("Retrieval debugger")

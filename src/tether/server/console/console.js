@@ -386,7 +386,7 @@ async function registryCard() {
       h("thead", {}, h("tr", {}, ["File", "Status", "Retries", "Last indexed", "Next retry", "Last error"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, files.map((f) => h("tr", {},
         h("td", { class: "small mono" }, f.source_path),
-        h("td", {}, badge(f.status, f.status === "indexed" ? "ok" : f.status === "failed" ? "bad" : "warn")),
+        h("td", {}, badge(f.status, f.status === "indexed" ? "ok" : f.status === "error" ? "bad" : "warn")),
         h("td", { class: "num" }, f.retry_count),
         h("td", { class: "small" }, fmtTime(f.last_indexed_at)),
         h("td", { class: "small" }, fmtTime(f.next_retry_at)),
