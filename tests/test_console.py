@@ -7,6 +7,7 @@ person can look at what the tests saw.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from conftest import REPO_ROOT, make_pdf, make_settings
-from tether import DocumentNotFound, LocalEmbedder, Tether
+from openai_fake import FakeOpenAI
+from tether import DocumentNotFound, LocalEmbedder, Settings, Tether
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -236,6 +238,43 @@ def test_a_cited_pdf_chunk_opens_with_its_page(page: Any, world: dict[str, Any])
     expect()(page.locator("#cited-h")).to_contain_text("p. 2")
     expect()(page.locator("#page")).to_contain_text("impeller")
     shot(page, "07-citation-page")
+
+
+def test_query_rewrites_show_each_query_s_candidates(
+    page: Any, world: dict[str, Any], local_embedder: LocalEmbedder, serve_app: Any
+) -> None:
+    """With rag.enable_query_rewrite and a chat model (a fake of the OpenAI API on
+    loopback, through the real client), the debugger shows every query and its lists."""
+    from tether.server import create_app
+
+    rewrite = "How many operating hours between valve seat replacements on pump P-7?"
+    with FakeOpenAI() as fake:
+        fake.script_chat(json.dumps({"queries": [rewrite]}))
+        settings = Settings.load(
+            llm={"base_url": fake.base_url, "api_key": fake.api_key, "model": "gpt-test"},
+            rag={"enable_query_rewrite": True, "rewrite_count": 1},
+        )
+        db = world["tether"].store.location
+        with (
+            Tether(db=db, settings=settings, embedder=local_embedder) as rewriting,
+            serve_app(create_app(rewriting, open_access=False, warm=False, mcp=False)) as url,
+        ):
+            page.context.unroute("**/*")  # this test's server is another one
+            page.context.route("**/*", lambda route: route.continue_()
+                               if route.request.url.startswith(url) else route.abort())  # fmt: skip
+            sign_in(page, {**world, "url": url}, "acme")
+            page.goto(f"{url}/console/#/debug")
+            page.get_by_label("Question").fill("When is the valve seat of the pump replaced?")
+            page.locator("#scope-a-kind").select_option("workspace")
+            page.get_by_role("button", name="Retrieve").click()
+            panel = page.locator("section.retrieval")
+            expect()(panel).to_contain_text("Queries (2: the question and its rewrites)")
+            expect()(panel).to_contain_text(rewrite)
+            expect()(panel.locator("section.candidates")).to_have_count(2)
+            expect()(panel.locator("#fused-across")).to_contain_text("Coolant pump P-7 guide")
+            expect()(panel.locator("#verdict")).to_contain_text("Grounded")
+            shot(page, "12-rewrites")
+        assert len(fake.requests_to("/v1/chat/completions")) == 1
 
 
 def test_an_ungrounded_answer_says_so_and_offers_a_wider_scope(

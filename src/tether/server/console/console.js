@@ -586,6 +586,15 @@ function retrievalPanel(result, widen) {
   }
   if (explain) {
     explain.queries.forEach((q, i) => panel.append(candidateSection(q, i, explain, selected, belowMin)));
+    if (explain.queries.length > 1) {
+      const across = debug.across_queries || {};
+      panel.append(h("section", { class: "fused-across" },
+        h("h3", {}, `Fused across the ${explain.queries.length} queries (${across.method || "rrf"}, k=${across.rrf_k ?? ""})`),
+        h("div", { class: "scroll" }, h("table", { id: "fused-across" },
+          h("thead", {}, h("tr", {}, ["#", "Chunk", "score"].map((c, i) => h("th", { scope: "col", class: i !== 1 ? "num" : null }, c)))),
+          h("tbody", {}, explain.fused.map(([cid, score], i) => h("tr", { class: selected.has(cid) ? "hl" : null, "data-chunk": cid },
+            h("td", { class: "num" }, i + 1), h("td", {}, chunkLabel(explain, cid)), h("td", { class: "num small" }, fmtNum(score)))))))));
+    }
   }
   if (debug.ranked && debug.ranked.length) panel.append(rankedSection(debug, explain, selected, belowMin));
   if (debug.grounding) {
