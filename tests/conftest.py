@@ -167,6 +167,32 @@ def serve_app() -> Callable[[Any], AbstractContextManager[str]]:
     return serve
 
 
+def as_key(secret: str) -> dict[str, str]:
+    """The header that sends ``secret`` as an API key."""
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.fixture
+def keys(store: Tether) -> dict[str, str]:
+    """:func:`service_keys` of the module's ``store`` fixture."""
+    return service_keys(store)
+
+
+@pytest.fixture
+def client(store: Tether, keys: dict[str, str], serve_app: Any) -> Iterator[Any]:
+    """An HTTP client of ``tether serve``'s app over the module's ``store``, on loopback
+    (no warm-up, no MCP mount)."""
+    import httpx
+
+    from tether.server import create_app
+
+    with (
+        serve_app(create_app(store, warm=False, mcp=False)) as url,
+        httpx.Client(base_url=url, timeout=30) as c,
+    ):
+        yield c
+
+
 def service_keys(tether: Tether) -> dict[str, str]:
     """The server tests' keys: bound to acme, to rival, read-only on acme, and admin."""
     return {

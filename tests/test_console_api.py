@@ -12,9 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_settings, service_keys
+from conftest import as_key, make_settings
 from tether import InvalidArgument, Tether
-from tether.server import create_app
 from tether.testing import HashEmbedder
 
 
@@ -28,24 +27,6 @@ def store(tmp_path: Path) -> Iterator[Tether]:
               title="Rival pump", workspace_id="rival")  # fmt: skip
         t.add(text="Every valve seat is checked with a torque wrench.", title="Global guide")
         yield t
-
-
-@pytest.fixture
-def keys(store: Tether) -> dict[str, str]:
-    return service_keys(store)
-
-
-@pytest.fixture
-def client(store: Tether, keys: dict[str, str], serve_app: Any) -> Iterator[httpx.Client]:
-    with (
-        serve_app(create_app(store, warm=False, mcp=False)) as url,
-        httpx.Client(base_url=url, timeout=30) as c,
-    ):
-        yield c
-
-
-def as_key(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
 
 
 def test_the_console_is_served_from_the_package_with_a_same_origin_policy(

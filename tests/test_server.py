@@ -19,10 +19,9 @@ import pytest
 from opentelemetry.trace import SpanKind
 from typer.testing import CliRunner
 
-from conftest import make_settings, service_keys
+from conftest import as_key, make_settings
 from tether import Tether
 from tether.cli import app as cli_app
-from tether.server import create_app
 
 runner = CliRunner()
 
@@ -40,24 +39,6 @@ def store(tmp_path: Path) -> Iterator[Tether]:
               title="Rival pump", workspace_id="rival", session_id="rival-chat")  # fmt: skip
         t.add(text="Every valve seat is checked with a torque wrench.", title="Global guide")
         yield t
-
-
-@pytest.fixture
-def keys(store: Tether) -> dict[str, str]:
-    return service_keys(store)
-
-
-@pytest.fixture
-def client(store: Tether, keys: dict[str, str], serve_app: Any) -> Iterator[httpx.Client]:
-    with (
-        serve_app(create_app(store, warm=False, mcp=False)) as url,
-        httpx.Client(base_url=url, timeout=30) as c,
-    ):
-        yield c
-
-
-def as_key(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
 
 
 # -- the key wall -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_pdf, make_settings, service_keys
+from conftest import make_pdf, make_settings
 from tether import Tether
 from tether.server import create_app
 
@@ -30,11 +30,6 @@ def store(tmp_path: Path) -> Iterator[Tether]:
               document_id="rival-pump", session_id="rival-chat")  # fmt: skip
         t.add(text="Every valve is checked yearly.", title="Global guide", document_id="guide")
         yield t
-
-
-@pytest.fixture
-def keys(store: Tether) -> dict[str, str]:
-    return service_keys(store)
 
 
 @pytest.fixture
