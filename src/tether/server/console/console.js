@@ -7,7 +7,7 @@
 const KEY = "tether.key";
 const GLOBAL = "GLOBAL";
 const OUTCOMES = ["grounded", "ungrounded", "skipped", "blocked", "error"];
-const state = { key: sessionStorage.getItem(KEY), me: null, workspaces: [], sessions: {} };
+const state = { key: sessionStorage.getItem(KEY), me: null, notice: null, workspaces: [], sessions: {} };
 const main = document.getElementById("main");
 
 // -- small helpers --------------------------------------------------------------------------
@@ -148,13 +148,15 @@ function signOut(message) {
   sessionStorage.removeItem(KEY);
   state.key = null;
   state.me = null;
+  state.notice = message || null;  // shown by the sign-in view until someone signs in
   renderWho();
-  location.hash = "#/signin";
   if (message) announce(message);
-  route(message);
+  if (location.hash === "#/signin") route();
+  else location.hash = "#/signin";  // the hashchange routes
 }
 
-async function viewSignin(notice) {
+async function viewSignin() {
+  const notice = state.notice;
   const input = h("input", { type: "password", id: "api-key", name: "key", autocomplete: "off", required: true });
   const problem = h("div");
   const form = h(
@@ -177,6 +179,7 @@ async function viewSignin(notice) {
       sessionStorage.setItem(KEY, input.value.trim());
       state.key = input.value.trim();
       state.me = me;
+      state.notice = null;
       renderWho();
       location.hash = "#/library";
     } catch (err) {
@@ -505,6 +508,7 @@ async function viewDebug(params) {
   const domains = h("input", { type: "text", id: "f-domains", placeholder: "hr, it" });
   const sourceTypes = h("input", { type: "text", id: "f-source-types", placeholder: "policy, guide" });
   const documentIds = h("input", { type: "text", id: "f-documents", placeholder: "document ids" });
+  const projects = h("input", { type: "text", id: "f-projects", placeholder: "project ids" });
   const maxChunks = h("input", { type: "number", id: "max-chunks", min: 1, max: 100, placeholder: "settings" });
   const minRelevance = h("input", { type: "number", id: "min-relevance", min: 0, max: 1, step: 0.05, placeholder: "settings" });
   const results = h("div", { id: "results", class: "cols" });
@@ -519,6 +523,7 @@ async function viewDebug(params) {
       h("div", { class: "row" },
         h("div", { class: "grow" }, h("label", { for: "f-domains" }, "Domains"), domains),
         h("div", { class: "grow" }, h("label", { for: "f-source-types" }, "Source types"), sourceTypes),
+        h("div", { class: "grow" }, h("label", { for: "f-projects" }, "Projects"), projects),
         h("div", { class: "grow" }, h("label", { for: "f-documents" }, "Documents"), documentIds),
         h("div", {}, h("label", { for: "max-chunks" }, "Max chunks"), maxChunks),
         h("div", {}, h("label", { for: "min-relevance" }, "Min relevance"), minRelevance))),
@@ -529,6 +534,7 @@ async function viewDebug(params) {
     if (list(domains).length) filters.domains = list(domains);
     if (list(sourceTypes).length) filters.source_types = list(sourceTypes);
     if (list(documentIds).length) filters.document_ids = list(documentIds);
+    if (list(projects).length) filters.project_ids = list(projects);
     return {
       query: question.value, explain: true, ...scope,
       filters: Object.keys(filters).length ? filters : null,
@@ -771,7 +777,7 @@ async function viewAudit(params) {
 
 // -- routing -----------------------------------------------------------------------------------
 
-async function route(notice) {
+async function route() {
   const hash = location.hash.slice(1) || "/library";
   const [path, search] = hash.split("?");
   const params = new URLSearchParams(search || "");
@@ -782,20 +788,23 @@ async function route(notice) {
       state.me = await api("/v1/me");
       renderWho();
     } catch {
-      location.hash = "#/signin";
-      return viewSignin(notice);
+      if (location.hash !== "#/signin") {
+        location.hash = "#/signin";  // the hashchange routes
+        return;
+      }
     }
   }
   for (const link of document.querySelectorAll("nav a")) {
     link.setAttribute("aria-current", link.dataset.view === (view === "document" ? "library" : view) ? "page" : "false");
   }
   try {
-    if (view === "signin") await viewSignin(notice);
+    if (view === "signin") await viewSignin();
     else if (view === "document") await viewDocument(decodeURIComponent(parts[1] || ""), params);
     else if (view === "debug") await viewDebug(params);
     else if (view === "audit") await viewAudit(params);
     else await viewLibrary(params);
   } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return;  // signOut showed the sign-in
     main.replaceChildren(errorBox(err));
   }
   document.title = `${{ library: "Library", document: "Document", debug: "Retrieval debugger", audit: "Audit log", signin: "Sign in" }[view] || "Library"} · tether console`;
