@@ -861,7 +861,7 @@ def run_tether(
     t = Tether(db=path, settings=Settings.load(), embedder=PrecomputedEmbedder(table_))
     rag = t.settings.rag
     res.extra["tether_settings"] = {
-        "k_lexical": rag.k_lexical,
+        "k_lexical": rag.lexical_depth,
         "k_vector": rag.k_vector,
         "fusion": rag.fusion,
         "rrf_k": rag.rrf_k,
@@ -889,7 +889,9 @@ def run_tether(
         ids[mode] = [[h.chunk_id - 1 for h in hits] for hits in out]
         note = ""
         if mode == "hybrid":
-            note = f"{rag.fusion} fusion of FTS5 top-{rag.k_lexical} + vector top-{rag.k_vector}"
+            note = (
+                f"{rag.fusion} fusion of FTS5 top-{rag.lexical_depth} + vector top-{rag.k_vector}"
+            )
         res.add(mode, Latency(f"tether search(mode={mode})", ms, note))
         p50, p95 = np.percentile(ms, [50, 95])
         log(f"  tether {mode}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")

@@ -188,7 +188,7 @@ def run_tether(b: Bench, db: Path, settings: Settings, model: str, workspace: st
     prefix = f"{workspace}:"
     rag = settings.rag
     notes = {
-        "hybrid": f"{rag.fusion} of FTS5 top-{rag.k_lexical} + vector top-{rag.k_vector}",
+        "hybrid": f"{rag.fusion} of FTS5 top-{rag.lexical_depth} + vector top-{rag.k_vector}",
         "lexical": "FTS5 bm25, porter unicode61", "vector": "exact cosine, in-memory matrix",
     }  # fmt: skip
     with Tether(db=db, settings=settings, embedder=LookupEmbedder(model, table)) as t:
@@ -391,7 +391,7 @@ def run(store_path: str | Path | None, dataset_dir: str | Path = DEFAULT_DATASET
         "fts_optimized": True, "claims": len(judged), "chunks": len(chunks.texts),
         "documents": len(set(chunks.docs)), "k_chunks": k, "rounds": rounds, "warm": warm,
         "threads": threads, "embedding_model": embedder.model, "query_embedding": "excluded",
-        "tether_settings": {"k_lexical": rag.k_lexical, "k_vector": rag.k_vector,
+        "tether_settings": {"k_lexical": rag.lexical_depth, "k_vector": rag.k_vector,
                             "fusion": rag.fusion, "rrf_k": rag.rrf_k,
                             "non_default": list(non_default_settings(settings))},
         "build_seconds": b.builds, "versions": {p: version(p) for p in PACKAGES},

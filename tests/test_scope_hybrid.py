@@ -332,7 +332,7 @@ def check_search(t: Tether, world: World, query: str, scope: Scope, k: int, mode
                 expected = _unit_vector(f"{h.document_id}\n\n{h.text}") @ q
                 assert abs(h.score - expected) < 1e-5, where
     else:
-        # Hybrid fuses the scope's top k_lexical (300) lexical and top k_vector (300)
+        # Hybrid fuses the scope's top lexical_depth (100) lexical and top k_vector (300)
         # vector candidates; a scope here holds fewer than 300 chunks, so every in-scope
         # chunk is a vector candidate whenever the query is embedded.
         assert len(chunks) < 300

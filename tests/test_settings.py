@@ -113,3 +113,15 @@ def test_readme_toml_example_is_valid(tmp_path: Path) -> None:
     for key, value in scalars.items():
         assert getattr(defaults, key) == value, key
     assert s.llm.base_url == "http://localhost:11434/v1"
+
+
+def test_lexical_depth_defaults_by_fusion_and_reaches_past_k() -> None:
+    """RRF reads ranks, so 100 FTS5 candidates do; z-score standardizes each list, so it
+    reads 300. A default list is at least 1.5 k deep; a set one is taken as set."""
+    rrf, zscore = RagSettings(), RagSettings(fusion="zscore")
+    assert (rrf.lexical_depth, zscore.lexical_depth) == (100, 300)
+    assert rrf.depths(10) == (100, 300)
+    assert rrf.depths(100) == (150, 300)
+    assert rrf.depths(1000) == (1500, 1000)
+    assert RagSettings(k_lexical=40, k_vector=10).depths(30) == (40, 30)
+    assert RagSettings(k_lexical=40).lexical_depth == 40

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,21 @@ def audit(retrieval_id: str, outcome: str = "grounded", **fields: Any) -> AuditE
 def test_a_store_says_where_it_lives_and_if_threads_may_share_it(store: Store) -> None:
     assert isinstance(store.location, str) and store.location
     assert isinstance(store.cross_thread, bool)
+
+
+def test_a_store_says_whether_this_thread_is_inside_one_of_its_transactions(
+    store: Store,
+) -> None:
+    """What decides whether a search may read its two sides on two threads."""
+    assert store.in_transaction is False
+    with store.write():
+        assert store.in_transaction is True
+        seen: list[bool] = []
+        other = threading.Thread(target=lambda: seen.append(store.in_transaction))
+        other.start()
+        other.join()
+        assert seen == [False]  # another thread's transaction is not this one's
+    assert store.in_transaction is False
 
 
 def test_writes_grouped_in_write_commit_together_or_not_at_all(store: Store) -> None:

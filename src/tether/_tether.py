@@ -202,7 +202,7 @@ class Tether(Indexing, Catalog):
         """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``; a
         ``workspace_id`` without a scope names the workspace scope), best first.
 
-        ``mode="hybrid"`` fuses FTS5 top-``rag.k_lexical`` and vector top-``rag.k_vector``
+        ``mode="hybrid"`` fuses FTS5 top-``rag.lexical_depth`` and vector top-``rag.k_vector``
         (``rag.fusion``: z-score by default, or RRF with ``rag.rrf_k``); ``"lexical"`` and
         ``"vector"`` run one side. Without embeddings, hybrid runs lexical-only and
         ``results.debug["degradations"]`` says why. The scope is part of both queries, so

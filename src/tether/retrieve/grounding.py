@@ -126,7 +126,7 @@ class Grounder:
         if wider is None:
             return None, None
         found = self.searcher.candidates(
-            question, wider, mode="hybrid", lexical_depth=rag.k_lexical,
+            question, wider, mode="hybrid", lexical_depth=rag.lexical_depth,
             vector_depth=rag.k_vector, filters=filters, exclusions=self.searcher.exclusions(),
             parallel=True,
         )  # fmt: skip

@@ -508,7 +508,7 @@ class Pipeline:
                 query,
                 run.request.scope,
                 mode="hybrid",
-                lexical_depth=rag.k_lexical,
+                lexical_depth=rag.lexical_depth,
                 vector_depth=rag.k_vector,
                 filters=run.request.filters,
                 exclusions=exclusions,

@@ -323,19 +323,22 @@ class Searcher:
         mode: SearchMode,
         filters: Filters | None = None,
     ) -> SearchResults:
-        """The ``k`` best hits: in hybrid mode from ``max(k, rag.k_lexical)`` lexical and
-        ``max(k, rag.k_vector)`` vector candidates; one side alone gives its top ``k``."""
+        """The ``k`` best hits: in hybrid mode from ``rag.depths(k)`` lexical and vector
+        candidates (each side's setting, and at least ``k``); one side alone gives its top
+        ``k``."""
         hybrid = mode == "hybrid" and self.vectors is not None
         exclusions = self.exclusions()
         found = self.candidates(
             query,
             scope,
             mode=mode,
-            lexical_depth=max(k, self.rag.k_lexical) if hybrid else k,
-            vector_depth=max(k, self.rag.k_vector) if hybrid else k,
+            lexical_depth=self.rag.depths(k)[0] if hybrid else k,
+            vector_depth=self.rag.depths(k)[1] if hybrid else k,
             filters=filters,
             exclusions=exclusions,
             with_text=not hybrid,
+            # Both sides at once, unless the caller's transaction must see them both.
+            parallel=not self.store.in_transaction,
         )
         if found.method == "lexical" and found.lexical_hits is None:
             # Vectors failed after the lexical side read its deep list of ids: the top k

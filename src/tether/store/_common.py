@@ -46,6 +46,10 @@ class SQLiteMixin(Store):
         return self.db.cross_thread
 
     @property
+    def in_transaction(self) -> bool:
+        return self.db.thread_in_transaction()
+
+    @property
     def location(self) -> str:
         return self.db.path
 

@@ -141,6 +141,11 @@ class PgDatabase:
             register_vector(conn)
         return conn
 
+    def thread_in_transaction(self) -> bool:
+        """Whether this thread's connection (if it has one) is inside a transaction."""
+        conn = getattr(self._local, "conn", None)
+        return conn is not None and not conn.raw.closed and conn.in_transaction
+
     def connection(self) -> PgConnection:
         """This thread's connection."""
         if self._closed:

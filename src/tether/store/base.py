@@ -72,6 +72,12 @@ class Store(ABC):
         """Whether the store may be used from threads other than the one that made it."""
 
     @property
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside a transaction of this store: a search then
+        reads on this thread alone, inside it. A backend that cannot tell says True."""
+        return True
+
+    @property
     @abstractmethod
     def location(self) -> str:
         """Where the data lives, for messages and ``repr`` (a path, ``:memory:``, a DSN

@@ -93,6 +93,14 @@ class Database:
             with self._write_lock:
                 migrate(conn)  # reads the version again under the file's write lock
 
+    def thread_in_transaction(self) -> bool:
+        """Whether this thread's connection (if it has one) is inside a transaction; a
+        connection shared by every thread (``:memory:``) always counts as in one."""
+        if self._shared is not None:
+            return True
+        conn = getattr(self._local, "conn", None)
+        return conn is not None and conn.in_transaction
+
     def connection(self) -> sqlite3.Connection:
         """This thread's connection."""
         if self._closed:
