@@ -91,7 +91,7 @@ class RetrieveIn(ScopedIn):
     explain: bool = Field(
         default=False,
         description="also record each query's lexical, vector and fused candidates with"
-        " their ranks and scores (debug.explain; implies debug)",
+        " their ranks and scores (debug.explain; implies debug; not with guarded)",
     )
 
 
