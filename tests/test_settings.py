@@ -117,11 +117,14 @@ def test_readme_toml_example_is_valid(tmp_path: Path) -> None:
 
 def test_lexical_depth_defaults_by_fusion_and_reaches_past_k() -> None:
     """RRF reads ranks, so 100 FTS5 candidates do; z-score standardizes each list, so it
-    reads 300. A default list is at least 1.5 k deep; a set one is taken as set."""
+    reads 300. With RRF a default list is at least 1.5 k deep; a set one is as set."""
     rrf, zscore = RagSettings(), RagSettings(fusion="zscore")
     assert (rrf.lexical_depth, zscore.lexical_depth) == (100, 300)
     assert rrf.depths(10) == (100, 300)
     assert rrf.depths(100) == (150, 300)
     assert rrf.depths(1000) == (1500, 1000)
+    assert zscore.depths(10) == (300, 300)
+    assert zscore.depths(300) == (300, 300)  # z-score: the depths it was measured with
+    assert zscore.depths(400) == (400, 400)
     assert RagSettings(k_lexical=40, k_vector=10).depths(30) == (40, 30)
     assert RagSettings(k_lexical=40).lexical_depth == 40

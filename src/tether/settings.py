@@ -144,8 +144,8 @@ class RagSettings(BaseModel):
     # fused score: on SciFact, FTS5 top 100 instead of 300 left nDCG@10 unchanged (0.7094
     # vs 0.7092, k = 10) and cut the hybrid p50 by a third, as FTS5's bm25 plans read
     # fewer rows. The vector side reads its top 300 from one scan, at no extra cost.
-    # By default a search asks FTS5 for at least 1.5 k (Recall@100 of a k=100 search was
-    # 0.9510 from 150 lexical candidates, as from 300; 0.9493 from 100).
+    # With RRF a search asks FTS5 for at least 1.5 k by default (Recall@100 of a k=100
+    # search was 0.9510 from 150 lexical candidates, as from 300; 0.9493 from 100).
     k_lexical: int | None = Field(
         None, ge=1, le=10_000,
         description="FTS5 candidates per query (default: 100 with RRF, 300 with z-score)",
@@ -220,12 +220,11 @@ class RagSettings(BaseModel):
 
     def depths(self, k: int) -> tuple[int, int]:
         """The lexical and vector depths of a hybrid search for the top ``k``: each
-        side's setting and at least ``k``; the default lexical depth at least 1.5 ``k``."""
-        lexical = (
-            self.lexical_depth
-            if self.k_lexical is not None
-            else max(self.lexical_depth, math.ceil(1.5 * k))
-        )
+        side's setting and at least ``k``; with RRF, the default FTS5 depth is at least
+        1.5 ``k`` (z-score fusion keeps its lists as deep as it was tuned on)."""
+        lexical = self.lexical_depth
+        if self.k_lexical is None and self.fusion == "rrf":
+            lexical = max(lexical, math.ceil(1.5 * k))
         return max(k, lexical), max(k, self.k_vector)
 
     @model_validator(mode="after")
