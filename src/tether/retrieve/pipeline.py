@@ -70,6 +70,7 @@ from tether.retrieve.documents import document_candidates, outline_text
 from tether.retrieve.evidence import (
     explain,
 )
+from tether.retrieve.explain import explain_candidates
 from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.grounding import Grounder, agreed
 from tether.retrieve.guidance import guidance
@@ -98,9 +99,6 @@ from tether.settings import Settings
 from tether.store import Store
 
 __all__ = ["MAX_QUESTION_CHARS", "Pipeline", "Request"]
-
-#: With ``explain``: how many of each candidate list ``debug["explain"]`` records.
-EXPLAIN_DEPTH = 50
 
 logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
@@ -462,40 +460,12 @@ class Pipeline:
             for i, (q, found) in enumerate(zip(queries, per_query, strict=True))
         ]  # fmt: skip
         if run.request.explain:
-            run.debug["explain"] = self._explain(queries, per_query, fused)
+            run.debug["explain"] = explain_candidates(self.store, queries, per_query, fused)
         run.debug["method"] = "hybrid" if question_vector is not None else "lexical"
         run.debug["across_queries"] = (
             {"method": "rrf", "rrf_k": rag.rrf_k, "lists": len(lists)} if len(lists) > 1 else None
         )
         return fused, question_vector
-
-    def _explain(
-        self, queries: list[str], per_query: list[Candidates], fused: Ranked
-    ) -> dict[str, Any]:
-        """Each query's candidate lists (the top :data:`EXPLAIN_DEPTH` of each, as
-        ``[chunk_id, score]`` best first: bm25 made higher-is-better, cosine, fused score),
-        the list fused across queries, and what each chunk named there is."""
-
-        def top(ranked: Ranked) -> list[list[float]]:
-            return [[cid, float(f"{score:.6g}")] for cid, score in ranked[:EXPLAIN_DEPTH]]
-
-        lists = [
-            {"query": q, "lexical": top(found.lexical), "vector": top(found.vector),
-             "fused": top(found.fused), "method": found.method}
-            for q, found in zip(queries, per_query, strict=True)
-        ]  # fmt: skip
-        named = sorted(
-            {int(cid) for entry in lists for side in ("lexical", "vector", "fused")
-             for cid, _ in entry[side]} | {cid for cid, _ in fused[:EXPLAIN_DEPTH]}
-        )  # fmt: skip
-        hits = self.store.hits_for_chunks(named)
-        chunks = {
-            str(cid): {"document_id": h.document_id, "title": h.title,
-                       "section_title": h.section_title, "page": h.page,
-                       "page_label": h.page_label, "ordinal": h.ordinal}
-            for cid, h in hits.items()
-        }  # fmt: skip
-        return {"depth": EXPLAIN_DEPTH, "queries": lists, "fused": top(fused), "chunks": chunks}
 
     async def _retrieve_one(
         self, run: Run, index: int, query: str, exclusions: Exclusions
