@@ -67,6 +67,10 @@ function fmtBytes(n) {
   return `${(n / (1 << 20)).toFixed(1)} MiB`;
 }
 
+function head(columns) {
+  return h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c))));
+}
+
 function badge(text, kind) {
   return h("span", { class: `badge ${kind || text}` }, text);
 }
@@ -386,7 +390,7 @@ async function registryCard() {
       return card;
     }
     card.append(h("div", { class: "scroll" }, h("table", { id: "registry" },
-      h("thead", {}, h("tr", {}, ["File", "Status", "Retries", "Last indexed", "Next retry", "Last error"].map((c) => h("th", { scope: "col" }, c)))),
+      head(["File", "Status", "Retries", "Last indexed", "Next retry", "Last error"]),
       h("tbody", {}, files.map((f) => h("tr", {},
         h("td", { class: "small mono" }, f.source_path),
         h("td", {}, badge(f.status, f.status === "indexed" ? "ok" : f.status === "error" ? "bad" : "warn")),
@@ -445,7 +449,7 @@ async function viewDocument(id, params) {
   }
   parts.push(h("section", { class: "card", "aria-labelledby": "chunks-h" }, h("h2", { id: "chunks-h" }, `Chunks (${chunks.length})`),
     h("div", { class: "scroll" }, h("table", { id: "chunks" },
-      h("thead", {}, h("tr", {}, ["#", "Chunk id", "Section", "Page", "Tokens", "Characters", "Text"].map((c) => h("th", { scope: "col" }, c)))),
+      head(["#", "Chunk id", "Section", "Page", "Tokens", "Characters", "Text"]),
       h("tbody", {}, chunks.map((c) => h("tr", { class: c.chunk_id === cited ? "hl" : null, id: `chunk-${c.chunk_id}` },
         h("td", { class: "num" }, c.ordinal), h("td", { class: "num" }, c.chunk_id), h("td", {}, c.section_title || ""),
         h("td", {}, pageOf(c)), h("td", { class: "num" }, c.token_count ?? ""),
@@ -763,7 +767,7 @@ async function viewAudit(params) {
     h("h2", { id: "audit-count" }, `${entries.length} retrieval(s)`), strip,
     h("p", { class: "small muted" }, OUTCOMES.filter((o) => counts[o]).map((o) => `${counts[o]} ${o}`).join(" · ")),
     h("div", { class: "scroll" }, h("table", { id: "audit" },
-      h("thead", {}, h("tr", {}, ["Time", "Outcome", "Scope", "Query", "Chunks", "Documents", "Reason", "Retrieval id"].map((c) => h("th", { scope: "col" }, c)))),
+      head(["Time", "Outcome", "Scope", "Query", "Chunks", "Documents", "Reason", "Retrieval id"]),
       h("tbody", {}, entries.map((e) => h("tr", { "data-outcome": e.outcome },
         h("td", { class: "small" }, fmtTime(e.created_at)),
         h("td", {}, badge(e.outcome)),
