@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tether.errors import InvalidArgument, SchemaVersionError, StoreError
+from tether.store._fts_upkeep import FtsUpkeep
 from tether.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
@@ -42,6 +43,8 @@ class Database:
         self._busy: dict[int, int] = {}
         self._closed = False
         self.cross_thread = True
+        #: Merges the FTS5 index's segments, a bounded step at a time, as writes fragment it.
+        self.fts_upkeep = FtsUpkeep()
         if isinstance(target, sqlite3.Connection):
             self.path = "<connection>"
             _check_version(target, self.path)  # before anything changes the connection
@@ -166,6 +169,7 @@ class Database:
                 conn.execute(f"RELEASE {name}")
                 return
             with self._write_lock, self._in_use(conn):
+                before = conn.total_changes
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     with _unstorable_text():
@@ -174,6 +178,7 @@ class Database:
                     conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
+                self.fts_upkeep.after_write(conn, conn.total_changes - before)
 
     def schema_version(self) -> int:
         return self.connection().execute("PRAGMA user_version").fetchone()[0]
