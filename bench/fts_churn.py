@@ -1,20 +1,22 @@
-"""An FTS5 index under churn, with and without tether's merge upkeep, in one run.
+"""An FTS5 index under churn, with and without tether's upkeep, in one run.
 
     .venv/bin/python bench/fts_churn.py [../shared/datasets/scifact] [--replacements 3000]
 
 Indexes the SciFact corpus with embeddings off (about 9,300 chunks) into two temporary
 stores, then replaces the same random documents in both, one ``add()`` each (a watched
-folder whose files are edited): in one store the FTS5 upkeep is on (the default), in the
-other it is off. Prints the index's segments and leaf pages, the file size, the write
+folder whose files are edited): in one store the FTS5 upkeep is on (the default: an
+``optimize`` after a write that leaves the index fragmented), in the other it is off.
+Prints the index's segments and leaf pages, the file size, the write
 time per replacement, and lexical p50 over the test claims (top 100, the store's whole
 scope) before and after, for each store, and after a full ``optimize``.
 
     .venv/bin/python bench/fts_churn.py --store fragmented.db
 
 A store that is already fragmented (one that went through churn before the upkeep
-existed): a copy of it gets one write after another, each followed by the upkeep's check,
-until its index is no longer fragmented; prints the shape and lexical p50 (the store's
-largest workspace, the best of three rounds) before and after, the steps and their time.
+existed): a copy of it gets one write (the upkeep compacts it after that write when the
+index is at most ``AUTO_PAGES``, else warns), then ``Tether.compact()`` (``tether
+compact``); prints the shape and lexical p50 (the store's largest workspace, the best of
+three rounds) before and after, and the time.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def main() -> None:
             path = Path(tmp) / f"{label.replace(' ', '_')}.db"
             with Tether(db=path, settings=settings) as t:
                 if not upkeep:
-                    t.store.db.fts_upkeep.check_every = 10**18
+                    t.store.db.fts_upkeep.enabled = False
                 t.add(sources, workspace_id="scifact")
                 print(f"{label:<11} indexed     {describe(t, path, matches)}")
                 started = time.perf_counter()
@@ -97,7 +99,8 @@ def main() -> None:
                 per = (time.perf_counter() - started) / len(picks) * 1000
                 print(f"{label:<11} {len(picks):,} replaced {describe(t, path, matches)}"
                       f"  write {per:.2f} ms a replacement;"
-                      f" {t.store.db.fts_upkeep.stats['steps']} merge steps")  # fmt: skip
+                      f" {t.store.db.fts_upkeep.stats['optimized']} optimizes")  # fmt: skip
+                t.store.fts_integrity_check()  # raises if the index does not match the chunks
                 with t.store.db.write() as conn:
                     conn.execute("INSERT INTO rag_chunks_fts(rag_chunks_fts) VALUES ('optimize')")
                 print(f"{label:<11} optimized   {describe(t, path, matches)}")
@@ -120,15 +123,15 @@ def compact_a_copy(store: Path, settings: Settings, matches: list[str]) -> None:
 
             report("before")
             upkeep = t.store.db.fts_upkeep
-            upkeep.check_every = 1  # look after every write
-            started, writes = time.perf_counter(), 0
-            while (shape := fts_shape(conn)) is not None and shape.fragmented and writes < 10_000:
-                t.add(TextSource(f"note {writes}", "note", document_id="upkeep-note"),
-                      workspace_id="notes")  # fmt: skip
-                writes += 1
-            seconds = time.perf_counter() - started
-            print(f"{writes} writes, {upkeep.stats['steps']} merge steps, {seconds:.1f} s in all"
-                  f" ({seconds / max(1, writes) * 1000:.0f} ms a write with its step)")  # fmt: skip
+            started = time.perf_counter()
+            t.add(TextSource("a note", "note", document_id="upkeep-note"), workspace_id="notes")
+            print(
+                f"one write, {time.perf_counter() - started:.2f} s with its upkeep: {upkeep.stats}"
+            )
+            report("then")
+            compacted = t.compact()
+            print(f"Tether.compact(): {compacted}")
+            t.store.fts_integrity_check()
             report("after")
 
 

@@ -364,3 +364,10 @@ def test_local_embeddings_end_to_end(db: str, monkeypatch: pytest.MonkeyPatch) -
     assert hybrid["debug"]["method"] == "hybrid"
     assert hybrid["debug"]["candidates"]["vector"] > 0
     assert "embedded 0 new chunk texts" in run("reembed", "--db", db)
+
+
+def test_compact_rewrites_the_full_text_index_and_says_so(indexed: str) -> None:
+    data = run_json("compact", "--db", indexed)
+    assert data["segments_after"] == 1 and data["pages_after"] >= 1
+    assert data["segments_before"] >= 1 and data["seconds"] >= 0
+    assert "-> 1 segment(s)" in run("compact", "--db", indexed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -404,6 +404,21 @@ class CleanupReport:
                 for d in self.documents
             ],
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What :meth:`Tether.compact` did to the full-text index: its segments and leaf
+    pages before and after (None where the backend keeps no such index), and the time."""
+
+    segments_before: int | None
+    pages_before: int | None
+    segments_after: int | None
+    pages_after: int | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 _RETENTION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")

@@ -1,4 +1,4 @@
-"""Indexing commands: add, scan, watch, status, reembed and cleanup."""
+"""Indexing commands: add, scan, watch, status, reembed, cleanup and compact."""
 
 from __future__ import annotations
 
@@ -146,6 +146,27 @@ def cleanup(
         return
     for d in report.documents:
         say(f"{verb} {d.id}  {d.title}  ({d.chunk_count} chunks, stale since {d.stale_at})")
+
+
+def compact(
+    db: DbOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Rewrite the full-text index compactly, after heavy churn (writes wait, reads go on)."""
+    with open_tether(db, config) as tether:
+        report = tether.compact()
+    if as_json:
+        print_json(report.to_dict())
+        return
+    if report.segments_before is None:
+        say("Nothing to compact: this store keeps no full-text index segments.")
+        return
+    say(
+        f"Full-text index: {report.segments_before} segments, {report.pages_before:,} pages"
+        f" -> {report.segments_after} segment(s), {report.pages_after:,} pages"
+        f" ({report.seconds:.1f} s)"
+    )
 
 
 LibraryWorkspaceOption = Annotated[

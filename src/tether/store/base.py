@@ -424,6 +424,12 @@ class Store(ABC):
         :meth:`vector_delta`. PostgreSQL answers with pgvector."""
         return None
 
+    def compact(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """Rewrite the lexical index compactly; its (segments, leaf pages) before and
+        after, or Nones where the backend keeps no index to compact (PostgreSQL's
+        postings are rows that autovacuum keeps)."""
+        return None, None
+
     @abstractmethod
     def counts(self) -> dict[str, int]:
         """Rows per table: ``workspaces``, ``sessions``, ``rag_documents``,

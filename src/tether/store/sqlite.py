@@ -12,6 +12,7 @@ from typing import Any
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
 from tether.store._embeddings import EmbeddingsMixin
+from tether.store._fts_upkeep import FtsShape, fts_shape
 from tether.store._keys import KeysMixin
 from tether.store._registry import RegistryMixin
 from tether.store._search import SearchMixin
@@ -44,6 +45,15 @@ class SQLiteStore(
     def __repr__(self) -> str:
         return f"SQLiteStore({self.location!r})"
 
+    def compact(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """FTS5's ``optimize``: the index as one segment, tombstones gone (the upkeep after
+        writes does it by itself for indexes up to ``AUTO_PAGES``)."""
+        with self.db.write() as conn:
+            before = fts_shape(conn)
+            conn.execute("INSERT INTO rag_chunks_fts (rag_chunks_fts) VALUES ('optimize')")
+            after = fts_shape(conn)
+        return _pair(before), _pair(after)
+
     def fts_integrity_check(self) -> None:
         """Raise ``sqlite3.DatabaseError`` unless the FTS index matches rag_chunks exactly
         (FTS5's integrity check in its content-comparing form, rank = 1). SQLite only:
@@ -52,3 +62,7 @@ class SQLiteStore(
             conn.execute(
                 "INSERT INTO rag_chunks_fts (rag_chunks_fts, rank) VALUES ('integrity-check', 1)"
             )
+
+
+def _pair(shape: FtsShape | None) -> tuple[int, int] | None:
+    return None if shape is None else (shape.segments, shape.pages)
