@@ -41,10 +41,8 @@ def reciprocal_rank_fusion(
         scores = [None] * len(rankings)
     if len(scores) != len(rankings):
         raise ValueError(f"{len(scores)} score lists for {len(rankings)} rankings")
-    fused: dict[K, float] = {}
+    fused: dict[K, float] = {}  # in order of first appearance
     best_rank: dict[K, int] = {}
-    first_seen: dict[K, int] = {}
-    order = 0
     for ranking, weight, listed in zip(rankings, weights, scores, strict=True):
         ranks = _tied_ranks(ranking, listed)
         seen: set[K] = set()
@@ -52,13 +50,17 @@ def reciprocal_rank_fusion(
             if item in seen:
                 continue
             seen.add(item)
-            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
-            best_rank[item] = min(best_rank.get(item, rank), rank)
-            if item not in first_seen:
-                first_seen[item] = order
-                order += 1
-    ranked = sorted(fused, key=lambda item: (-fused[item], best_rank[item], first_seen[item]))
-    return [(item, fused[item]) for item in ranked]
+            prior = fused.get(item)
+            if prior is None:
+                fused[item] = weight / (k + rank)
+                best_rank[item] = rank
+            else:
+                fused[item] = prior + weight / (k + rank)
+                if rank < best_rank[item]:
+                    best_rank[item] = rank
+    # A stable sort: equal (score, best rank) keep the order of first appearance.
+    ranked = sorted(fused.items(), key=lambda pair: (-pair[1], best_rank[pair[0]]))
+    return ranked
 
 
 def _tied_ranks(ranking: Sequence[K], scores: Sequence[float] | None) -> list[int]:

@@ -240,7 +240,9 @@ class VectorIndex:
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.lexsort((chunk_ids[top], -scores[top]))]
-        return [(int(chunk_ids[i]), float(scores[i])) for i in top]
+        # (Python ints and floats, converted by numpy in one pass each.)
+        ids, cosines = chunk_ids[top].tolist(), scores[top].astype(np.float64).tolist()
+        return list(zip(ids, cosines, strict=True))
 
     def cosines(self, query: np.ndarray, chunk_ids: list[int]) -> dict[int, float]:
         """Cosine of ``query`` with each of ``chunk_ids`` that has a vector of this model.
