@@ -171,6 +171,11 @@ def test_the_cli_takes_a_postgresql_url(postgres_url: str, tmp_path: Path) -> No
     )  # fmt: skip
     hits = json.loads(out.stdout)
     assert hits and "reset the sensor" in json.dumps(hits)
+    compact = subprocess.run(
+        [*env_cli, "compact", "--db", postgres_url],
+        check=True, capture_output=True, text=True, env=_lexical_env(),
+    )  # fmt: skip
+    assert "Nothing to compact" in compact.stdout  # PostgreSQL's postings are rows
 
 
 def _lexical_env() -> dict[str, str]:
