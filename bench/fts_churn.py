@@ -22,23 +22,19 @@ three rounds) before and after, and the time.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tether import Settings, Tether, TextSource
 from tether.models import Scope
-from tether.retrieve.fts import compile_match
 from tether.store._fts_upkeep import fts_shape
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scifact_lexical import DEFAULT_DATASET, documents_and_matches, percentile
 
 
 def lexical_p50(t: Tether, matches: list[str], workspace: str = "scifact") -> float:
@@ -63,18 +59,11 @@ def describe(t: Tether, path: Path, matches: list[str]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default = Path(__file__).resolve().parent.parent.parent / "shared/datasets/scifact"
-    parser.add_argument("dataset", type=Path, nargs="?", default=default)
+    parser.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
     parser.add_argument("--replacements", type=int, default=3000)
     parser.add_argument("--store", type=Path, help="compact a copy of this fragmented store")
     args = parser.parse_args()
-    with (args.dataset / "corpus.jsonl").open() as fh:
-        docs = [json.loads(line) for line in fh]
-    with (args.dataset / "qrels" / "test.tsv").open() as fh:
-        wanted = {row["query-id"] for row in csv.DictReader(fh, delimiter="\t")}
-    with (args.dataset / "queries.jsonl").open() as fh:
-        claims = [q["text"] for q in map(json.loads, fh) if q["_id"] in wanted]
-    matches = [m for m in map(compile_match, claims) if m]
+    docs, matches = documents_and_matches(args.dataset)
     settings = Settings(rag={"embeddings": {"enabled": False}, "chunk_by": "chars"})
     if args.store:
         compact_a_copy(args.store, settings, matches)

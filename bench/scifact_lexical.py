@@ -48,18 +48,25 @@ def timed(run, matches: list[str], rounds: int = 2) -> list[float]:
     return times
 
 
+DEFAULT_DATASET = Path(__file__).resolve().parent.parent.parent / "shared/datasets/scifact"
+
+
+def documents_and_matches(dataset: Path) -> tuple[list[dict], list[str]]:
+    """SciFact's corpus documents, and its test claims as FTS5 MATCH expressions."""
+    with (dataset / "corpus.jsonl").open() as fh:
+        docs = [json.loads(line) for line in fh]
+    with (dataset / "qrels" / "test.tsv").open() as fh:
+        wanted = {row["query-id"] for row in csv.DictReader(fh, delimiter="\t")}
+    with (dataset / "queries.jsonl").open() as fh:
+        claims = [q["text"] for q in map(json.loads, fh) if q["_id"] in wanted]
+    return docs, [m for m in map(compile_match, claims) if m]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default = Path(__file__).resolve().parent.parent.parent / "shared/datasets/scifact"
-    parser.add_argument("dataset", type=Path, nargs="?", default=default)
+    parser.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
     args = parser.parse_args()
-    with (args.dataset / "corpus.jsonl").open() as fh:
-        docs = [json.loads(line) for line in fh]
-    with (args.dataset / "qrels" / "test.tsv").open() as fh:
-        wanted = {row["query-id"] for row in csv.DictReader(fh, delimiter="\t")}
-    with (args.dataset / "queries.jsonl").open() as fh:
-        claims = [q["text"] for q in map(json.loads, fh) if q["_id"] in wanted]
-    matches = [m for m in map(compile_match, claims) if m]
+    docs, matches = documents_and_matches(args.dataset)
     settings = Settings(rag={"embeddings": {"enabled": False}, "chunk_by": "chars"})
     with (
         tempfile.TemporaryDirectory() as tmp,
