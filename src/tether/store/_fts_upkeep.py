@@ -64,7 +64,7 @@ class FtsShape:
 
 def fts_shape(conn: sqlite3.Connection, table: str = TABLE) -> FtsShape | None:
     """The shape of ``table``'s index; None for an empty index or a record this code
-    does not know how to read (a future FTS5 format), so nothing is merged on a guess."""
+    does not know how to read (a future FTS5 format), so nothing is rewritten on a guess."""
     row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 10").fetchone()
     if row is None or not row[0]:
         return None
