@@ -344,4 +344,4 @@ def test_sign_codes_pack_every_dimension() -> None:
     vectors = np.array([[1.0] * 70, [-1.0] * 70, [1.0, -1.0] * 35], np.float32)
     codes = vector.sign_codes(vectors)
     assert codes.shape == (3, 2) and codes.dtype == np.uint64  # 70 bits in two words
-    assert vector._hamming(np.ascontiguousarray(codes.T), codes[0]).tolist() == [0, 70, 35]
+    assert vector.hamming(np.ascontiguousarray(codes.T), codes[0]).tolist() == [0, 70, 35]

@@ -28,6 +28,7 @@ import numpy as np
 
 from tether.errors import StoredVectorsInvalid
 from tether.models import Exclusions, Filters, Scope
+from tether.retrieve.signbits import edge_needed, hamming, nearest, separated, sign_codes
 from tether.store import Store
 
 # Above this many disjoint row ranges one gather (a copy) beats many small products.
@@ -493,44 +494,6 @@ def _center(matrix: _Matrix) -> np.ndarray | None:
     return matrix.segments[0].center if matrix.segments else None
 
 
-def sign_codes(vectors: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
-    """The sign bits of each row of ``vectors`` (n, dims) around ``center`` (else 0),
-    packed into uint64 words; made a block of rows at a time."""
-    if center is None:
-        return _packed(vectors > 0)
-    out = [_packed(vectors[i : i + 65_536] > center) for i in range(0, len(vectors), 65_536)]
-    return np.concatenate(out) if out else _packed(vectors > 0)
-
-
-def _packed(bits_: np.ndarray) -> np.ndarray:
-    bits = np.packbits(bits_, axis=1)
-    pad = -bits.shape[1] % 8
-    if pad:
-        bits = np.pad(bits, ((0, 0), (0, pad)))
-    return np.ascontiguousarray(bits).view(np.uint64)
-
-
-def _hamming(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Hamming distances of word-major ``codes`` (words, n) to one code (words,)."""
-    out = np.bitwise_count(codes[0] ^ query[0]).astype(np.uint16)
-    for word in range(1, len(query)):
-        out += np.bitwise_count(codes[word] ^ query[word])
-    return out
-
-
-def _nearest(distance: np.ndarray, depth: int) -> np.ndarray:
-    """Positions of the ``depth`` smallest distances (ties at the cut kept, up to twice
-    ``depth``). Distances are small integers: a histogram finds the cut, in one pass."""
-    if len(distance) <= depth:
-        return np.arange(len(distance))
-    counts = np.cumsum(np.bincount(distance))
-    cut = int(np.searchsorted(counts, depth))
-    picked = np.flatnonzero(distance <= cut)
-    if len(picked) > 2 * depth:  # a flood of ties: keep ``depth`` of them
-        picked = picked[np.argpartition(distance[picked], depth - 1)[:depth]]
-    return picked
-
-
 def _score_quantized(
     matrix: _Matrix, spans: _Spans, query: np.ndarray, depth: int, k: int
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -540,7 +503,7 @@ def _score_quantized(
     neither does, and only an exact scan can be trusted.
 
     A pool *separates* when the Hamming distances of its exact top ``k`` stay clear of the
-    pool's edge (``_separated``). Real embeddings have near neighbours whose sign bits
+    pool's edge (``separated``). Real embeddings have near neighbours whose sign bits
     agree far more than the bulk's, and they land deep inside the pool; vectors with no
     structure (random ones) have none, their top ``k`` lie at the edge, and rows just
     past it would do as well."""
@@ -552,24 +515,24 @@ def _score_quantized(
         codes, code = segment_.codes, sign_codes(query[None, :], segment_.center)[0]
         picked = _expand(starts, ends)
         if len(starts) <= _MAX_SLICES:
-            found = [_hamming(codes[:, s:e], code) for s, e in zip(starts, ends, strict=True)]
+            found = [hamming(codes[:, s:e], code) for s, e in zip(starts, ends, strict=True)]
             distances.append(np.concatenate(found))
         else:
-            distances.append(_hamming(codes[:, picked], code))
+            distances.append(hamming(codes[:, picked], code))
         rows.append(picked)
         segments.append(np.full(len(picked), index, np.int64))
     distance, row, segment = (np.concatenate(x) for x in (distances, rows, segments))
-    keep = _nearest(distance, depth)
+    keep = nearest(distance, depth)
     ids, scores, kept = _rescore(matrix, row[keep], segment[keep], distance[keep], query)
-    if len(keep) == len(distance) or _separated(scores, kept, k, matrix.dims):
+    if len(keep) == len(distance) or separated(scores, kept, k, matrix.dims):
         return ids, scores
-    wider = _nearest(distance, depth * QUANTIZED_WIDEN)
+    wider = nearest(distance, depth * QUANTIZED_WIDEN)
     # Not worth reading: even a k-th best as near as this pool's best would need an edge
     # past the wider pool's (no structure to find; scan exactly at once).
-    if int(distance[wider].max()) < _edge_needed(float(scores.max()), matrix.dims):
+    if int(distance[wider].max()) < edge_needed(float(scores.max()), matrix.dims):
         return None
     ids, scores, kept = _rescore(matrix, row[wider], segment[wider], distance[wider], query)
-    if len(wider) == len(distance) or _separated(scores, kept, k, matrix.dims):
+    if len(wider) == len(distance) or separated(scores, kept, k, matrix.dims):
         return ids, scores
     return None
 
@@ -589,31 +552,3 @@ def _rescore(
         scores.append(matrix.segments[index].vectors[picked] @ query)
         distances.append(distance[mine][order])
     return np.concatenate(ids), np.concatenate(scores), np.concatenate(distances)
-
-
-def _separated(scores: np.ndarray, distance: np.ndarray, k: int, dims: int) -> bool:
-    """Whether a pool (exact ``scores`` and Hamming ``distance`` of its rows) can be
-    trusted to hold the scope's top ``k``. Two tests, both needed:
-
-    - its ``k`` best lie clear of its edge: at least a fifth of a random pair's spread
-      (sqrt(dims) / 2) inside the largest distance it kept (4 bits at 384 dims);
-    - a row as near the query as its ``k``-th best would be inside the edge too: a row at
-      angle t flips each sign bit with chance about t / pi, so its distance is about
-      Binomial(dims, t / pi), and the edge must lie 1.5 standard deviations past that
-      mean.
-
-    bench/vector_scale.py measures them: at 1M real-shaped rows 8% of queries widen and
-    4% scan exactly (recall@10 0.999); at 1M random rows every query scans exactly."""
-    k = min(k, len(scores))
-    best = np.argpartition(-scores, k - 1)[:k]
-    edge = int(distance.max())
-    if int(distance[best].max()) > edge - max(2, round(0.2 * dims**0.5)):
-        return False
-    return edge >= _edge_needed(float(scores[best].min()), dims)
-
-
-def _edge_needed(cosine: float, dims: int) -> float:
-    """The Hamming distance a pool's edge must reach to hold the rows at ``cosine`` to the
-    query: 1.5 standard deviations past their mean distance (see ``_separated``)."""
-    flip = float(np.arccos(np.clip(cosine, -1.0, 1.0))) / np.pi
-    return dims * flip + 1.5 * (dims * flip * (1 - flip)) ** 0.5
