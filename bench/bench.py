@@ -4,8 +4,9 @@
 1. Indexing throughput (chunks/s), higher is better:
    - lexical: ``Tether.add`` with embeddings disabled vs bm25s tokenize + index (and
      LangChain's ``BM25Retriever.from_texts``) on the chunks of SciFact;
-   - embedding: ``LocalEmbedder().embed`` (what the indexer calls) vs a plain
-     ``SentenceTransformer(path).encode`` with default settings, same model, same texts.
+   - embedding: ``LocalEmbedder().embed`` (what the indexer calls) and the onnx-int8
+     runtime's ``OnnxEmbedder().embed`` vs a plain ``SentenceTransformer(path).encode``
+     with default settings, same model, same texts.
 2. Retrieval latency p50/p95 (ms), lower is better, at 10k / 100k / 1M synthetic chunks:
    lexical (tether FTS5 vs bm25s), vector (tether vs numpy brute force, faiss, LangChain
    FAISS) and hybrid (tether RRF vs LangChain ``EnsembleRetriever`` of BM25 + FAISS).
@@ -40,7 +41,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-INSTALL = f"cd {REPO} && .venv/bin/pip install -c constraints.txt -e '.[dev,local,openai,bench]'"
+INSTALL = (
+    f"cd {REPO} && .venv/bin/pip install -c constraints.txt -e '.[dev,local,onnx,openai,bench]'"
+)
 
 try:
     import numpy as np
@@ -511,10 +514,42 @@ def padded_tokens(
     return total
 
 
+def float32_ceiling(model_path: str, tokens: int | None, seconds: float) -> dict[str, float] | None:
+    """How much faster float32 could be on this CPU: the rate at which the peer ran the
+    model's linear layers (their FLOPs from ``config.json`` times the ``tokens`` it pushed,
+    padding included; attention, layer norms and GELU not counted, so the rate is an
+    underestimate and the ceiling generous) against torch's float32 matmul at the model's
+    feed-forward shape. None without a BERT-style config or torch."""
+    try:
+        import torch
+
+        config = json.loads((Path(model_path) / "config.json").read_text("utf-8"))
+        hidden, inner = int(config["hidden_size"]), int(config["intermediate_size"])
+        layers = int(config["num_hidden_layers"])
+    except (ImportError, OSError, ValueError, KeyError):
+        return None
+    if not tokens:
+        return None
+    per_token = 2 * layers * (4 * hidden * hidden + 2 * hidden * inner)
+    achieved = per_token * tokens / seconds / 1e9
+    rows = 8192
+    x, up, down = torch.randn(rows, hidden), torch.randn(hidden, inner), torch.randn(inner, hidden)
+    with torch.no_grad():
+        for _ in range(2):
+            (x @ up) @ down
+        started = time.perf_counter()
+        repeats = 5
+        for _ in range(repeats):
+            (x @ up) @ down
+        gemm_seconds = (time.perf_counter() - started) / repeats
+    gemm = 2 * 2 * rows * hidden * inner / gemm_seconds / 1e9
+    return {"peer_linear_gflops": achieved, "float32_gemm_gflops": gemm, "ceiling": gemm / achieved}
+
+
 def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from tether.embed import LocalEmbedder, resolve_model_path
+    from tether.embed import LocalEmbedder, OnnxEmbedder, resolve_model_path
 
     wanted = args.embed_texts
     texts = texts[:wanted]
@@ -528,31 +563,49 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
     started = time.perf_counter()
     embedder.embed(texts[:16])
     tether_load = time.perf_counter() - started
+    # The onnx-int8 runtime: its export (once per machine, then cached) is timed as load.
+    int8: OnnxEmbedder | None = None
+    int8_load = None
+    int8_exported = False
+    try:
+        started = time.perf_counter()
+        int8 = OnnxEmbedder(cache_dir=args.onnx_cache)
+        int8.embed(texts[:16])
+        int8_load = time.perf_counter() - started
+        int8_exported = int8.exported
+    except Exception as exc:  # reported, and the other two are still measured
+        log(f"  onnx-int8 runtime unavailable: {exc}")
+        int8 = None
     started = time.perf_counter()
     model = SentenceTransformer(model_path)
     model.encode(texts[:16])
     peer_load = time.perf_counter() - started
 
-    def run_tether() -> np.ndarray:
-        return embedder.embed(texts)
-
-    def run_peer() -> np.ndarray:
-        return np.asarray(model.encode(texts), dtype=np.float32)
-
-    seconds: dict[str, list[float]] = {"tether": [], "sentence_transformers": []}
+    runs: dict[str, Any] = {
+        "tether": lambda: embedder.embed(texts),
+        "sentence_transformers": lambda: np.asarray(model.encode(texts), dtype=np.float32),
+    }
+    if int8 is not None:
+        runs["tether_onnx_int8"] = lambda: int8.embed(texts)
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
     outputs: dict[str, np.ndarray] = {}
+    names = list(runs)
     for rnd in range(args.embed_rounds):
-        order = [("tether", run_tether), ("sentence_transformers", run_peer)]
-        if rnd % 2:
-            order.reverse()  # ABBA: drift in machine load hits both sides alike
-        for name, fn in order:
+        # Each round rotates who goes first: drift in machine load hits all sides alike.
+        for name in names[rnd % len(names) :] + names[: rnd % len(names)]:
             started = time.perf_counter()
-            outputs[name] = fn()
+            outputs[name] = runs[name]()
             seconds[name].append(time.perf_counter() - started)
             log(f"  round {rnd + 1} {name}: {seconds[name][-1]:.1f}s")
-    ours, theirs = outputs["tether"], outputs["sentence_transformers"]
+    theirs = outputs["sentence_transformers"]
     theirs /= np.linalg.norm(theirs, axis=1, keepdims=True)
-    cosine = float(np.mean(np.sum(ours * theirs, axis=1)))
+    cosines = {
+        name: float(np.mean(np.sum(outputs[name] * theirs, axis=1)))
+        for name in runs if name != "sentence_transformers"
+    }  # fmt: skip
+    int8_min_cosine = (
+        float(np.min(np.sum(outputs["tether_onnx_int8"] * theirs, axis=1))) if int8 else None
+    )
     max_len = int(getattr(model, "max_seq_length", 256) or 256)
     # Embedder.embed orders all texts longest-first (by characters) before cutting them
     # into calls of batch_size; mirror that order here.
@@ -567,43 +620,44 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
         threads = torch.get_num_threads()
     except ImportError:
         threads = None
-    tether_s = statistics.median(seconds["tether"])
-    peer_s = statistics.median(seconds["sentence_transformers"])
-    r = ratio(n / tether_s, n / peer_s)
+    median = {name: statistics.median(seconds[name]) for name in runs}
+    per_s = {name: n / median[name] for name in runs}
+    r = ratio(per_s["tether"], per_s["sentence_transformers"])
+    r8 = ratio(per_s["tether_onnx_int8"], per_s["sentence_transformers"]) if int8 else None
     rounds = args.embed_rounds
     report.emit(
         f"== 1b. Embedding throughput: {n:,} SciFact chunks{note},"
         f" {chars / max(n, 1):.0f} chars avg, all-MiniLM-L6-v2 on CPU ({threads} torch"
         f" threads), median of {rounds} round(s) — higher chunks/s is better"
     )
+    rows = [
+        ["tether LocalEmbedder().embed (torch; batch 256, encode batch 64)",
+         per_s["tether"], median["tether"], tether_load, pad_tether],
+    ]  # fmt: skip
+    if int8 is not None:
+        what = "export + load + warm-up" if int8_exported else "cached export: load + warm-up"
+        rows.append(
+            [f"tether OnnxEmbedder().embed (onnx-int8; {what})",
+             per_s["tether_onnx_int8"], median["tether_onnx_int8"], int8_load, None]
+        )  # fmt: skip
+    rows.append(
+        ["SentenceTransformer(path).encode (defaults, batch 32)",
+         per_s["sentence_transformers"], median["sentence_transformers"], peer_load, pad_peer]
+    )  # fmt: skip
     report.emit(
-        table(
-            ["system", "chunks/s", "seconds", "load+warm-up s", "tokens incl. padding"],
-            [
-                [
-                    "tether LocalEmbedder().embed (batch 256, encode batch 64)",
-                    n / tether_s,
-                    tether_s,
-                    tether_load,
-                    pad_tether,
-                ],
-                [
-                    "SentenceTransformer(path).encode (defaults, batch 32)",
-                    n / peer_s,
-                    peer_s,
-                    peer_load,
-                    pad_peer,
-                ],
-            ],
-        )
+        table(["system", "chunks/s", "seconds", "load+warm-up s", "tokens incl. padding"], rows)
     )
-    report.emit(ratio_text("tether/sentence-transformers chunks/s", r, lower_is_better=False))
+    for label, value in (("torch", r), ("onnx-int8", r8)):
+        if value is not None:
+            what = f"tether ({label})/sentence-transformers chunks/s"
+            report.emit(ratio_text(what, value, lower_is_better=False))
     if rounds > 1:
-        per_round = [
-            f"{b / a:.2f}x"
-            for a, b in zip(seconds["tether"], seconds["sentence_transformers"], strict=True)
-        ]
-        report.emit(f"per-round tether/peer chunks/s: {', '.join(per_round)}")
+        for name in [k for k in runs if k != "sentence_transformers"]:
+            per_round = [
+                f"{b / a:.2f}x"
+                for a, b in zip(seconds[name], seconds["sentence_transformers"], strict=True)
+            ]
+            report.emit(f"per-round {name}/peer chunks/s: {', '.join(per_round)}")
     if pad_tether and pad_peer:
         report.emit(
             "tokens incl. padding (computed with the tokenizer): tether orders all texts by"
@@ -611,10 +665,23 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
             f" {embedder.encode_batch_size}); the peer sorts all texts at once (batches of 32):"
             f" tether pushes {pad_tether / pad_peer:.3f}x the peer's tokens through the model."
         )
-    report.emit(f"same model path: {model_path}; mean cosine(tether, peer) = {cosine:.5f}")
+    report.emit(
+        f"same model path: {model_path}; mean cosine to the peer's vectors: "
+        + ", ".join(f"{name} {c:.5f}" for name, c in cosines.items())
+        + (f" (onnx-int8 min {int8_min_cosine:.4f})" if int8_min_cosine is not None else "")
+    )
+    ceiling = float32_ceiling(model_path, pad_peer, median["sentence_transformers"])
+    if ceiling:
+        report.emit(
+            f"float32 ceiling on this CPU: the peer ran the model's linear layers at"
+            f" {ceiling['peer_linear_gflops']:.0f} GFLOP/s; torch's float32 matmul at the"
+            f" feed-forward shape runs at {ceiling['float32_gemm_gflops']:.0f} GFLOP/s, so no"
+            f" float32 runtime can be more than {ceiling['ceiling']:.2f}x the peer on these"
+            " texts (what remains is fewer FLOPs or cheaper ones: int8)."
+        )
     report.emit(
         "note: on a machine shared with other CPU jobs this ratio moves by tens of percent"
-        " from run to run; use --embed-rounds 2+ (alternating order) for a steadier median."
+        " from run to run; use --embed-rounds 2+ (rotating order) for a steadier median."
     )
     report.emit()
     report.data["embedding"] = {
@@ -624,11 +691,20 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
         "torch_threads": threads,
         "rounds": rounds,
         "seconds": seconds,
-        "load_warmup_seconds": {"tether": tether_load, "sentence_transformers": peer_load},
-        "chunks_per_s": {"tether": n / tether_s, "sentence_transformers": n / peer_s},
+        "load_warmup_seconds": {
+            "tether": tether_load,
+            "tether_onnx_int8": int8_load,
+            "sentence_transformers": peer_load,
+        },
+        "onnx_int8_exported_in_run": int8_exported,
+        "chunks_per_s": per_s,
         "ratio_tether_over_sentence_transformers": r,
+        "ratio_onnx_int8_over_sentence_transformers": r8,
         "tokens_incl_padding": {"tether": pad_tether, "sentence_transformers": pad_peer},
-        "mean_cosine_between_outputs": cosine,
+        "mean_cosine_between_outputs": cosines["tether"],
+        "mean_cosine_to_peer": cosines,
+        "min_cosine_onnx_int8_to_peer": int8_min_cosine,
+        "float32_ceiling": ceiling,
     }
 
 
@@ -1374,10 +1450,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="SciFact chunks to embed (default 2000; --quick: 256)",
     )
     p.add_argument(
+        "--onnx-cache",
+        type=Path,
+        default=None,
+        help="where the onnx-int8 runtime's export is cached (default: tether's, ~/.cache/tether)",
+    )
+    p.add_argument(
         "--embed-rounds",
         type=int,
         default=1,
-        help="embedding rounds per system, alternating which goes first; median reported",
+        help="embedding rounds per system, rotating which goes first; median reported",
     )
     p.add_argument(
         "--index-docs",

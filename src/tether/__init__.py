@@ -13,7 +13,7 @@ scoped to a session, a workspace or the global library inside SQL.
 
 from tether._tether import Tether
 from tether.access import Access, KeyRing
-from tether.embed import Embedder, LocalEmbedder, OpenAIEmbedder
+from tether.embed import Embedder, LocalEmbedder, OnnxEmbedder, OpenAIEmbedder
 from tether.errors import (
     ConfigurationError,
     DocumentNotFound,
@@ -103,6 +103,7 @@ __all__ = [
     "LoadLimitExceeded",
     "LocalEmbedder",
     "NotFound",
+    "OnnxEmbedder",
     "OpenAIChat",
     "OpenAIEmbedder",
     "PathSource",

@@ -68,6 +68,17 @@ class EmbeddingSettings(BaseModel):
         description="a local model's floating-point type: auto (float16 on a CUDA GPU,"
         " float32 elsewhere), float32, float16 or bfloat16",
     )
+    runtime: Literal["torch", "onnx-int8"] = Field(
+        "torch",
+        description="what runs a local model: torch (sentence-transformers, any device) or"
+        " onnx-int8 (ONNX Runtime with int8 weights on the CPU, exported once from the"
+        " installed model and cached; its vectors are stored apart, so switching re-embeds)",
+    )
+    cache_dir: str | None = Field(
+        None,
+        description="where the onnx-int8 runtime keeps its export (default"
+        " $XDG_CACHE_HOME/tether, else ~/.cache/tether)",
+    )
     base_url: str | None = None
     api_key: SecretStr | None = None
     timeout: float = Field(30.0, gt=0)
@@ -76,6 +87,23 @@ class EmbeddingSettings(BaseModel):
         description="load the model and the stored vectors in the background when a"
         " Tether opens (Tether.warmup), so that no retrieval waits for them",
     )
+
+    @model_validator(mode="after")
+    def _runtime_fits(self) -> EmbeddingSettings:
+        if self.runtime == "onnx-int8":
+            if self.provider != "local":
+                raise ValueError('runtime "onnx-int8" runs a local model; use provider "local"')
+            if self.device not in ("auto", "cpu"):
+                raise ValueError(
+                    f'runtime "onnx-int8" runs on the CPU, not {self.device!r}; use device'
+                    ' "auto" or "cpu", or runtime "torch" for a GPU'
+                )
+            if self.precision not in ("auto", "float32"):
+                raise ValueError(
+                    f'runtime "onnx-int8" has int8 weights; precision {self.precision!r}'
+                    ' applies to runtime "torch"'
+                )
+        return self
 
 
 class RerankSettings(BaseModel):

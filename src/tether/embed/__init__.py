@@ -13,6 +13,7 @@ from tether.embed.local import (
     packaged_token_counter,
     resolve_model_path,
 )
+from tether.embed.onnx import OnnxEmbedder, default_cache_dir
 from tether.embed.openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from tether.errors import EmbeddingsUnavailable, TetherError
 from tether.settings import Settings
@@ -24,8 +25,10 @@ __all__ = [
     "DEFAULT_OPENAI_MODEL",
     "Embedder",
     "LocalEmbedder",
+    "OnnxEmbedder",
     "OpenAIEmbedder",
     "TokenCounter",
+    "default_cache_dir",
     "default_token_counter",
     "embedder_from_settings",
     "from_blob",
@@ -47,8 +50,13 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
         logger.info(reason)
         return None, reason
     try:
-        if config.provider == "local":
-            embedder: Embedder = LocalEmbedder(
+        if config.provider == "local" and config.runtime == "onnx-int8":
+            embedder: Embedder = OnnxEmbedder(
+                config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path,
+                cache_dir=config.cache_dir,
+            )  # fmt: skip
+        elif config.provider == "local":
+            embedder = LocalEmbedder(
                 config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path,
                 device=config.device, precision=config.precision,
             )  # fmt: skip
@@ -92,7 +100,7 @@ def default_token_counter(embedder: Embedder | None) -> Callable[[str], int | No
     """What chunk token counts come from: the embedder's own tokenizer when it has one
     here, else the packaged all-MiniLM-L6-v2 tokenizer when installed, else nothing (the
     context budget then estimates 4 characters per token)."""
-    if isinstance(embedder, LocalEmbedder):
+    if isinstance(embedder, LocalEmbedder | OnnxEmbedder):
         return embedder.token_counter
     if embedder is not None and type(embedder).count_tokens is not Embedder.count_tokens:
         return embedder.count_tokens
