@@ -43,18 +43,17 @@ def score(dataset: Path, store: Path, runtime: str, cache: Path | None) -> dict[
     beir = load_beir(dataset)
     out: dict[str, Any] = {"runtime": runtime}
     with Tether(store, settings=settings_for(runtime, cache)) as t:
-        index_dataset(t, beir)
+        model = t.embedder.model if t.embedder else None
+        before = t.store.embedding_counts().get(model or "", 0)
         started = time.perf_counter()
-        out["chunks_embedded"] = embed_missing(t)
+        index_dataset(t, beir)  # unchanged documents: only their missing vectors are made
+        embed_missing(t)
         out["embed_seconds"] = time.perf_counter() - started
-        out["model"] = t.embedder.model if t.embedder else None
+        out["chunks_embedded"] = t.store.embedding_counts().get(model or "", 0) - before
+        out["model"] = model
         for mode in ("hybrid", "vector"):
             report = evaluate(t, beir, mode=mode)
-            out[mode] = {
-                "ndcg@10": report.ndcg_at_10,
-                "recall@100": report.recall_at_100,
-                "p50_ms": report.latency_ms_p50,
-            }
+            out[mode] = {"ndcg@10": report.ndcg_at_10, "recall@100": report.recall_at_100}
     return out
 
 
@@ -91,19 +90,19 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(work, args.store)  # the float store, for the next run
 
     delta = int8_run["hybrid"]["ndcg@10"] - torch_run["hybrid"]["ndcg@10"]
-    print("| runtime | stored as | hybrid nDCG@10 | Recall@100 | vector nDCG@10 | hybrid p50 ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| runtime | stored as | hybrid nDCG@10 | Recall@100 | vector nDCG@10 |")
+    print("| --- | --- | --- | --- | --- |")
     for run in (torch_run, int8_run):
         print(
             f"| {run['runtime']} | {run['model']} | {run['hybrid']['ndcg@10']:.4f}"
-            f" | {run['hybrid']['recall@100']:.4f} | {run['vector']['ndcg@10']:.4f}"
-            f" | {run['hybrid']['p50_ms']:.2f} |"
+            f" | {run['hybrid']['recall@100']:.4f} | {run['vector']['ndcg@10']:.4f} |"
         )
     if int8_run["chunks_embedded"]:
         rate = int8_run["chunks_embedded"] / int8_run["embed_seconds"]
         print(
             f"onnx-int8 embedded {int8_run['chunks_embedded']:,} chunks in"
-            f" {int8_run['embed_seconds']:.0f} s ({rate:.1f} chunks/s, through reembed)"
+            f" {int8_run['embed_seconds']:.0f} s ({rate:.1f} chunks/s, hashing the unchanged"
+            " documents included; bench.py times embedding alone)"
         )
     met = abs(delta) <= GOAL
     verdict = "met" if met else "NOT met"

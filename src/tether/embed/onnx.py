@@ -10,6 +10,7 @@ runtimes re-embeds (``tether reembed``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,6 +18,8 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -167,10 +170,11 @@ def export_int8(model_path: str, destination: Path) -> dict[str, Any]:
         float_path = work / "model.onnx"
         _export_float(torch, transformer, float_path)
         quantized = work / _MODEL_FILE
-        quantize_dynamic(
-            str(float_path), str(quantized), per_channel=True, weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"], nodes_to_exclude=_activation_matmuls(float_path),
-        )  # fmt: skip
+        with _quiet_quantizer():
+            quantize_dynamic(
+                str(float_path), str(quantized), per_channel=True, weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"], nodes_to_exclude=_activation_matmuls(float_path),
+            )  # fmt: skip
         expected = reference.encode(
             list(_PROBES), normalize_embeddings=True, show_progress_bar=False
         )
@@ -223,12 +227,31 @@ def _export_float(torch: Any, transformer: Any, path: Path) -> None:
     sample = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     args = tuple(sample[n] for n in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]}
-    with torch.no_grad():
+    # The tracer warns about every Python branch it freezes; those it freezes here are
+    # shape checks that hold for every input the runner feeds (one unpadded text).
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             LastHiddenState(), args, str(path), input_names=names,
             output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17,
             dynamo=False,
         )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _quiet_quantizer() -> Iterator[None]:
+    """onnxruntime's quantizer logs advice and per-tensor notes on the root logger; they
+    are about its tooling, not about this export, so they stay out of the user's log."""
+
+    def not_from_quantizer(record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+    root = logging.getLogger()
+    root.addFilter(not_from_quantizer)
+    try:
+        yield
+    finally:
+        root.removeFilter(not_from_quantizer)
 
 
 def _activation_matmuls(path: Path) -> list[str]:
