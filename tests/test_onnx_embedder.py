@@ -161,6 +161,15 @@ def test_a_pooling_it_cannot_do_is_refused_before_any_export(tmp_path: Path) -> 
     assert not (tmp_path / "cache").exists()
 
 
+def test_an_unwritable_cache_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", "utf-8")
+    embedder = OnnxEmbedder(cache_dir=blocker / "cache")
+    with pytest.raises(EmbeddingsUnavailable, match="cache_dir to a writable folder"):
+        embedder.embed(TEXTS)
+    assert blocker.read_text("utf-8") == "not a folder"
+
+
 def test_without_onnxruntime_it_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -161,9 +161,15 @@ def export_int8(model_path: str, destination: Path) -> dict[str, Any]:
             f" and onnx ({exc.name} is missing); {_INSTALL_HINT}"
         ) from exc
     _quiet_transformers()
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".export-", dir=destination.parent))
+    except OSError as exc:
+        raise EmbeddingsUnavailable(
+            f"cannot write the onnx-int8 export under {destination.parent} ({exc}); set"
+            " rag.embeddings.cache_dir to a writable folder"
+        ) from exc
     logger.info("exporting %s to ONNX int8 (once; cached in %s)", model_path, destination.parent)
-    work = Path(tempfile.mkdtemp(prefix=".export-", dir=destination.parent))
     try:
         reference = SentenceTransformer(model_path, device="cpu", local_files_only=True)
         transformer = reference[0].auto_model.eval()
