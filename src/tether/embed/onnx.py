@@ -11,6 +11,7 @@ runtimes re-embeds (``tether reembed``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -110,9 +111,10 @@ class OnnxEmbedder(Embedder):
     def count_tokens(self, text: str) -> int | None:
         return self._tokens(text)
 
-    @property
+    @functools.cached_property
     def cached_model(self) -> Path:
-        """Where this model's export lives (it may not exist yet)."""
+        """Where this model's export lives (it may not exist yet); the model's files are
+        hashed for it once per instance."""
         return self.cache_dir / _cache_key(self.model_path) / _MODEL_FILE
 
     def prepare(self) -> Path:
