@@ -99,9 +99,9 @@ class OnnxEmbedder(Embedder):
         #: Whether this instance exported the model (False when it came from the cache).
         self.exported = False
 
-    @property
+    @functools.cached_property
     def max_tokens(self) -> int:  # type: ignore[override]
-        """The model's window (``max_seq_length``): texts are truncated to it."""
+        """The model's window (``max_seq_length``, read once): texts are truncated to it."""
         return _configured_max_seq_length(self.model_path) or 512
 
     @property
@@ -146,11 +146,11 @@ class OnnxEmbedder(Embedder):
         return f"OnnxEmbedder(model={self.model!r}, cache_dir={str(self.cache_dir)!r})"
 
 
-def export_int8(model_path: str, destination: Path) -> dict[str, Any]:
+def export_int8(model_path: str, destination: Path) -> None:
     """Export the model at ``model_path`` to ONNX, quantize its weights to int8, check it
     against the float model on the probe sentences and move it to ``destination``
-    (atomically: a concurrent export by another process leaves one whole file). Returns
-    what was recorded beside it (``meta.json``). Raises :class:`EmbeddingsUnavailable`
+    (atomically: a concurrent export by another process leaves one whole file), with
+    what was checked recorded beside it (``meta.json``). Raises :class:`EmbeddingsUnavailable`
     when torch, transformers or onnx are missing or when the int8 model strays from the
     float one (cosine below :data:`MIN_PROBE_COSINE`)."""
     try:
@@ -208,7 +208,6 @@ def export_int8(model_path: str, destination: Path) -> dict[str, Any]:
         (work / "meta.json").write_text(json.dumps(meta, indent=2), "utf-8")
         os.replace(work / "meta.json", destination.parent / "meta.json")
         os.replace(quantized, destination)
-        return meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
