@@ -137,6 +137,28 @@ def test_switching_models_and_reembed(db_path: Path) -> None:
         assert t.reembed().documents == 0
 
 
+def test_reembed_embeds_many_small_documents_in_few_calls(db_path: Path) -> None:
+    """Switching models on a store of small documents: one embedding call per group of
+    documents, not one (of a text or two) per document; each document still counted."""
+    with open_store(db_path, HashEmbedder(64, "hash-64")) as t:
+        t.add(
+            [
+                TextSource(f"Note {i} about pump {i}.", f"Note {i}", document_id=f"n{i}")
+                for i in range(40)
+            ]
+        )
+    other = HashEmbedder(32, "hash-32")
+    with open_store(db_path, other) as t:
+        seen: list[tuple[int, int]] = []
+        report = t.reembed(progress=lambda done, total: seen.append((done, total)))
+        assert (report.documents, report.chunks_embedded) == (40, 40)
+        assert [len(call) for call in other.calls] == [16, 16, 8]  # batch_size 16, one group
+        assert seen == [(i, 40) for i in range(1, 41)]
+        assert t.store.embedding_counts() == {"hash-64": 40, "hash-32": 40}
+        hit = t.search("note about pump 7", mode="vector", k=1)[0]
+        assert hit.document_id == "n7"
+
+
 def test_embedding_failure_stores_lexical_only_then_reembed_fills_in(db_path: Path) -> None:
     class Flaky(HashEmbedder):
         retries = 1

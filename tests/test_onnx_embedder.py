@@ -76,9 +76,14 @@ def test_int8_vectors_stay_close_to_the_float_models(
     # One character is the hardest case for int8 (about 0.976 here): still the same vector.
     assert cosines[-1] > 0.95, cosines
     assert (np.argmax(ours @ reference.T, axis=1) == np.arange(len(texts))).all()
-    # A text's vector depends on the text alone, not on what it was embedded with.
+    # A text's vector depends on the text alone, not on what it was embedded with nor on
+    # what ran beside it: one text at a time, or three at once, give the same bits.
     alone = np.concatenate([int8.embed([text]) for text in texts])
     np.testing.assert_array_equal(alone, ours)
+    for threads in (1, 3):
+        side_by_side = OnnxEmbedder(cache_dir=export_cache, threads=threads)
+        assert side_by_side.threads == threads
+        np.testing.assert_array_equal(side_by_side.embed(texts), ours)
     assert int8.count_tokens("pumps and valves") == local_embedder.count_tokens("pumps and valves")
     assert int8.max_tokens == local_embedder.max_tokens == 256
 

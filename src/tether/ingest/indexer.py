@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from tether.embed import Embedder, to_blob
 from tether.errors import (
+    DocumentNotFound,
     EmbeddingError,
     EmbeddingsUnavailable,
     IndexingCancelled,
@@ -24,7 +25,7 @@ from tether.errors import (
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
-from tether.ingest.groups import Group, Placement, Prepared
+from tether.ingest.groups import GROUP_CHUNKS, Group, Placement, Prepared
 from tether.ingest.loaders import (
     LoadedDocument,
     load_text,
@@ -417,31 +418,60 @@ class Indexer:
         return existing
 
     def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
-        """Give every chunk without a vector for the configured model one, a document at a
-        time (each document's vectors land in one transaction)."""
+        """Give every chunk without a vector for the configured model one. Documents are
+        embedded in groups of about :data:`GROUP_CHUNKS` chunks, one embedding call per
+        group (a store of small documents would otherwise pay a call, and a batch of two,
+        per document); each document's vectors land in one transaction of their own."""
         if self.embedder is None:
             raise EmbeddingsUnavailable("no embedder is configured; nothing to re-embed with")
         model = self.embedder.model
         documents = self.store.documents_missing_embeddings(model)
         done = embedded = 0
-        for document_id in documents:
-            chunks = self.store.chunks_of(document_id)
-            title = self.store.get_document(document_id).title
-            before = len(self.store.vectors_for_hashes(model, (c.content_hash for c in chunks)))
-            known, warning = self._known_vectors([(title, c) for c in chunks])
+        for group in self._reembed_groups(documents):
+            hashes = {c.content_hash for _, _, chunks in group for c in chunks}
+            before = len(self.store.vectors_for_hashes(model, hashes))
+            known, warning = self._known_vectors(
+                [(title, c) for _, title, chunks in group for c in chunks]
+            )
             if warning is not None:
                 raise EmbeddingError(warning)
-            vectors, problem = self._chunk_vectors(chunks, known)
-            if vectors is None:
-                raise EmbeddingError(problem or f"could not embed document {document_id!r}")
-            rows = [(c.id, vectors.dims, blob)
-                    for c, blob in zip(chunks, vectors.blobs, strict=True)]  # fmt: skip
-            self.committed(functools.partial(self._store_vectors, model, document_id, chunks, rows))
-            embedded += len({c.content_hash for c in chunks}) - before
-            done += 1
-            if progress:
-                progress(done, len(documents))
+            for document_id, _, chunks in group:
+                vectors, problem = self._chunk_vectors(chunks, known)
+                if vectors is None:
+                    raise EmbeddingError(problem or f"could not embed document {document_id!r}")
+                rows = [(c.id, vectors.dims, blob)
+                        for c, blob in zip(chunks, vectors.blobs, strict=True)]  # fmt: skip
+                self.committed(
+                    functools.partial(self._store_vectors, model, document_id, chunks, rows)
+                )
+                done += 1
+                if progress:
+                    progress(done, len(documents))
+            embedded += len(hashes) - before
         return ReembedReport(model=model, documents=done, chunks_embedded=embedded)
+
+    def _reembed_groups(
+        self, documents: list[str]
+    ) -> Iterator[list[tuple[str, str, list[StoredChunk]]]]:
+        """``(document id, title, chunks)`` in groups of at least :data:`GROUP_CHUNKS`
+        chunks (the last may be smaller), read as they are needed."""
+        group: list[tuple[str, str, list[StoredChunk]]] = []
+        count = 0
+        for document_id in documents:
+            try:
+                title = self.store.get_document(document_id).title
+            except DocumentNotFound:
+                continue  # deleted since the list was read
+            chunks = self.store.chunks_of(document_id)
+            if not chunks:
+                continue
+            group.append((document_id, title, chunks))
+            count += len(chunks)
+            if count >= GROUP_CHUNKS:
+                yield group
+                group, count = [], 0
+        if group:
+            yield group
 
     def _store_vectors(
         self,
