@@ -334,7 +334,7 @@ class Indexer:
         if self.embedder is None or not group:
             return [(p, None, None) for p in group]
         all_chunks = [(p.loaded.title, c) for p in group for c in p.chunks]
-        known, warning = self._known_vectors(all_chunks)
+        known, _, warning = self._known_vectors(all_chunks)
         out = []
         for prepared in group:
             if warning is not None:
@@ -428,9 +428,7 @@ class Indexer:
         documents = self.store.documents_missing_embeddings(model)
         done = embedded = 0
         for group in self._reembed_groups(documents):
-            hashes = {c.content_hash for _, _, chunks in group for c in chunks}
-            before = len(self.store.vectors_for_hashes(model, hashes))
-            known, warning = self._known_vectors(
+            known, fresh, warning = self._known_vectors(
                 [(title, c) for _, title, chunks in group for c in chunks]
             )
             if warning is not None:
@@ -447,7 +445,7 @@ class Indexer:
                 done += 1
                 if progress:
                     progress(done, len(documents))
-            embedded += len(hashes) - before
+            embedded += fresh
         return ReembedReport(model=model, documents=done, chunks_embedded=embedded)
 
     def _reembed_groups(
@@ -487,10 +485,11 @@ class Indexer:
 
     def _known_vectors(
         self, chunks: Sequence[tuple[str, NewChunk | StoredChunk]]
-    ) -> tuple[dict[str, tuple[int, bytes]], str | None]:
+    ) -> tuple[dict[str, tuple[int, bytes]], int, str | None]:
         """(dims, vector) by content hash for ``(document title, chunk)`` pairs: reused
         when any stored chunk with the same hash has one for this model (across documents
-        and re-indexes), embedded otherwise, each distinct text once."""
+        and re-indexes), embedded otherwise, each distinct text once; with how many texts
+        were embedded, and the warning when embedding failed."""
         assert self.embedder is not None
         model = self.embedder.model
         known = self.store.vectors_for_hashes(model, (c.content_hash for _, c in chunks))
@@ -504,10 +503,10 @@ class Indexer:
                 fresh = self.embedder.embed(list(todo.values()))
             except EmbeddingError as exc:
                 logger.warning("stored without vectors (lexical only until re-embedded): %s", exc)
-                return known, f"embedding failed, stored for lexical search only: {exc}"
+                return known, 0, f"embedding failed, stored for lexical search only: {exc}"
             dims = fresh.shape[1]
             known.update((h, (dims, to_blob(v))) for h, v in zip(todo, fresh, strict=True))
-        return known, None
+        return known, len(todo), None
 
     def _chunk_vectors(
         self, chunks: Sequence[NewChunk | StoredChunk], known: dict[str, tuple[int, bytes]]
