@@ -4,10 +4,13 @@
 
 Indexes the SciFact corpus with embeddings off (about 9,300 chunks) into a temporary store:
 all of it in one workspace, and 20 of its documents again in a small workspace whose
-session has them attached. Then times the store's scoped lexical search (the top 300 by
-bm25, as hybrid search asks for) for every test claim in three scopes, against the floor:
-FTS5 ranking the whole index with no scope at all (one statement, nothing joined). Prints
-p50/p95 ms and the ratio to the floor: the cost of keeping the scope inside SQL.
+session has them attached. Then times the store's scoped lexical search (the top
+``--k`` by bm25; by default hybrid search's lexical depth for a top 10, 100 with RRF) for
+every test claim in three scopes, against the floor: FTS5 ranking the whole index with no
+scope at all (one statement, nothing joined). Prints p50/p95 ms, the ratio to the floor
+(the cost of keeping the scope inside SQL), and how many chunks bm25 scored per claim:
+FTS5 reads a scored chunk's length from its docsize table, one statement each, counted
+through SQLite's trace hook (a count of work, which this machine's noise does not move).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from tether import Settings, Tether, TextSource
 from tether.models import Scope
 from tether.retrieve.fts import compile_match
 
-K = 300
 FLOOR_SQL = (
     "SELECT rowid, bm25(rag_chunks_fts, 1.0, 1.0) AS r FROM rag_chunks_fts"
     " WHERE rag_chunks_fts MATCH :match ORDER BY r, rowid LIMIT :k"
@@ -34,6 +36,23 @@ FLOOR_SQL = (
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def scored(conn: sqlite3.Connection, run, matches: list[str]) -> float:
+    """Chunks bm25 scored per match (mean): FTS5's reads of its docsize table on ``conn``."""
+    reads = 0
+
+    def count(sql: str) -> None:
+        nonlocal reads
+        reads += "_docsize" in sql
+
+    conn.set_trace_callback(count)
+    try:
+        for match in matches:
+            run(match)
+    finally:
+        conn.set_trace_callback(None)
+    return reads / len(matches)
 
 
 def timed(run, matches: list[str], rounds: int = 2) -> list[float]:
@@ -65,7 +84,16 @@ def documents_and_matches(dataset: Path) -> tuple[list[dict], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dataset", type=Path, nargs="?", default=DEFAULT_DATASET)
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=Settings().rag.depths(10)[0],
+        help="chunks asked for (default: hybrid's lexical depth for a top 10)",
+    )
     args = parser.parse_args()
+    if args.k < 1:
+        parser.error("--k must be >= 1")
+    k = args.k
     docs, matches = documents_and_matches(args.dataset)
     settings = Settings(rag={"embeddings": {"enabled": False}, "chunk_by": "chars"})
     with (
@@ -79,23 +107,32 @@ def main() -> None:
               workspace_id="small", session_id="chat")  # fmt: skip
         chunks = t.store.counts()["rag_chunks"]
         print(f"SciFact: {len(docs):,} documents, {chunks:,} chunks; {len(matches)} claims;"
-              f" top {K} by bm25")  # fmt: skip
+              f" top {k} by bm25")  # fmt: skip
         conn = sqlite3.connect(t.store.location)
-        floor = timed(lambda m: conn.execute(FLOOR_SQL, {"match": m, "k": K}).fetchall(), matches)
+
+        def floor_run(m: str) -> None:
+            conn.execute(FLOOR_SQL, {"match": m, "k": k}).fetchall()
+
+        floor = timed(floor_run, matches)
         floor_p50 = percentile(floor, 0.5)
-        rows = [("FTS5 alone, no scope (the floor)", floor)]
+        rows = [("FTS5 alone, no scope (the floor)", floor, scored(conn, floor_run, matches))]
         for label, scope in (
             ("workspace: all 9k chunks in scope", Scope.workspace("scifact")),
             ("workspace: 20 documents", Scope.workspace("small")),
             ("session: 20 documents attached", Scope.session("chat")),
         ):
-            rows.append((label, timed(lambda m, s=scope: t.store.search_lexical_scores(s, m, K),
-                                      matches)))  # fmt: skip
-        print(f"{'scope':<36} {'p50 ms':>7} {'p95 ms':>7} {'p50 / floor':>11}")
-        for label, times in rows:
+
+            def run(m: str, s: Scope = scope) -> None:
+                t.store.search_lexical_scores(s, m, k)
+
+            with t.store.db.read() as store_conn:  # the connection the store's reads use
+                work = scored(store_conn, run, matches)
+            rows.append((label, timed(run, matches), work))
+        print(f"{'scope':<36} {'p50 ms':>7} {'p95 ms':>7} {'p50 / floor':>11} {'scored':>7}")
+        for label, times, work in rows:
             p50 = percentile(times, 0.5)
             print(f"{label:<36} {p50:>7.2f} {percentile(times, 0.95):>7.2f}"
-                  f" {p50 / floor_p50:>10.2f}x")  # fmt: skip
+                  f" {p50 / floor_p50:>10.2f}x {work:>7,.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -85,6 +85,17 @@ def test_it_ranks_the_chunks_holding_a_rare_term_by_their_exact_scores(
     assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
     # ... which here are the exact top 5 (chunks holding only common terms rank lower).
     assert [cid for cid, _ in found] == [cid for cid, _ in exact(t, match, scope)[:5]]
+    # Each chunk holding a rare term was scored once: bm25 reads a chunk's length from
+    # FTS5's docsize table, one statement per scored chunk.
+    lookups: list[str] = []
+    with t.store.db.read() as conn:
+        conn.set_trace_callback(lambda sql: lookups.append(sql) if "_docsize" in sql else None)
+        try:
+            rows = t.store._rare_first(conn, scope, match, 5, 5, DOCS, True, None, None)
+        finally:
+            conn.set_trace_callback(None)
+    assert rows == [(cid, -score) for cid, score in found]
+    assert len(lookups) == len(holding(t, "scarce") | holding(t, "unique"))
     # The hits path returns the same chunks and scores, with their text.
     hits = t.store.search_lexical(scope, match, 5)
     assert [h.chunk_id for h in hits] == [cid for cid, _ in found]
@@ -136,3 +147,44 @@ def test_a_small_store_keeps_the_exact_plan(tether: Tether) -> None:
     with tether.store.db.read() as conn:
         found = tether.store._rare_first(conn, Scope.global_(), match, 1, 1, 30, True, None, None)
     assert found is None
+
+
+def test_a_part_cut_short_by_the_scope_is_read_to_the_end(
+    tether: Tether, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rank-first window of ``(rare) NOT (common)`` (k=3 in a scope holding 91% of
+    the store: the best 5 of the whole index) holds the other workspace's four best
+    rare-only chunks and only one of this scope's two: the part is read again inside the
+    scope, and both are found, with their exact scores."""
+    rng = random.Random(11)
+    for i in range(200):
+        workspace = "other" if i >= 185 else "big"
+        words = ["common"] * rng.randint(1, 3) + ["filler"] * rng.randint(5, 30)
+        if i % 2:
+            words += ["usual"]
+        if i in (20, 21):  # a rare term among common ones
+            words += ["unique"]
+        rng.shuffle(words)
+        tether.add(text=" ".join(words), workspace_id=workspace, document_id=f"d{i}")
+    # Rare-only chunks: the other workspace's are shorter, so they rank first.
+    for i, (workspace, text) in enumerate(
+        [("other", "scarce scarce scarce zebra")] * 4
+        + [("big", "scarce scarce scarce yak yak"), ("big", "scarce scarce yak yak yak yak")]
+    ):
+        tether.add(text=text, workspace_id=workspace, document_id=f"rare{i}")
+    monkeypatch.setattr(_search, "RARE_FIRST_MIN_CHUNKS", 0)
+    match = compile_match("common usual filler scarce unique often seldom")
+    assert match is not None
+    scope = Scope.workspace("big")
+    with tether.store.db.read() as conn:
+        total = conn.execute("SELECT count(*) FROM rag_chunks").fetchone()[0]
+        share, _ = tether.store._scope_size(conn, scope, None, None)
+        depth = _search._depth(share, 3)
+        assert depth == 5
+        found = tether.store._rare_first(conn, scope, match, 3, depth, total, True, None, None)
+    assert found is not None, "the rare-first plan ran"
+    reference = exact(tether, match, scope)[:3]
+    yak = holding(tether, "yak")
+    assert len(yak & {cid for cid, _ in reference}) == 2, "both rare-only chunks rank"
+    assert [cid for cid, _ in found] == [cid for cid, _ in reference]
+    assert [-bm25 for _, bm25 in found] == pytest.approx([s for _, s in reference], abs=1e-9)

@@ -21,7 +21,6 @@ from tether.store.sql import (
     fts_phrase,
     hits_sql,
     lexical_search_sql,
-    match_scores_sql,
     match_terms,
     scope_chunk_count_sql,
     scope_documents_sql,
@@ -47,8 +46,6 @@ RARE_FIRST_MIN_CHUNKS = 5_000
 RARE_FIRST_MIN_TERMS = 7
 #: A query term held by at most this share of the store's chunks is rare.
 RARE_SHARE = 0.03
-#: Up to this many candidates are rescored by id; more, by scoring every rare match.
-RESCORE_BY_ID = 16
 
 
 class SearchMixin(SQLiteMixin):
@@ -130,42 +127,52 @@ class SearchMixin(SQLiteMixin):
         filters: Filters | None,
         exclusions: Exclusions | None,
     ) -> list[Any] | None:
-        """The rank-first plan over the chunks that hold a rare query term, or None where
-        it does not apply (a small store, a short query, no mix of rare and common terms)
-        or finds fewer than ``k`` in scope (the plans after it run then).
+        """The ``k`` best in scope among the chunks that hold a rare query term, each
+        with its exact bm25 for the whole query; None where the plan does not apply (a
+        small store, a short query, no mix of rare and common terms) or finds fewer than
+        ``k`` in scope (the plans after it run then).
 
         Where FTS5's time goes for a long OR query is bm25: every chunk that holds any
         term is scored (on SciFact a claim's terms match 40% of the store), and most of
-        those hold only common terms. So the first statement matches ``(rare) AND
-        (query)``: only chunks holding a rare term (at most :data:`RARE_SHARE` of the store
-        each), ranked by bm25 over the query's phrases, where each rare term is a phrase
-        twice. The second gives every such chunk's bm25 over the rare terms alone, and the
-        difference is each candidate's exact bm25 for the query: the ``k`` returned are
-        ranked by their exact scores, from the best ``depth`` by the first ranking. What
-        is left out are the chunks that hold only common terms, which rank low."""
+        those hold only common terms. So this plan scores only the chunks that hold a
+        rare term (at most :data:`RARE_SHARE` of the store each), in two statements that
+        split them: ``(rare) AND (common)`` and ``(rare) NOT (common)``. FTS5's bm25 sums
+        over every phrase of the expression, whatever the operators, and each expression
+        holds each of the query's phrases once: so each chunk is scored once, with its
+        exact bm25 for the query. What is left out are the chunks that hold only common
+        terms, which rank low in a long query."""
         if total < RARE_FIRST_MIN_CHUNKS:
             return None
         terms = match_terms(match)
         if len(terms) < RARE_FIRST_MIN_TERMS:
             return None
-        rare = [t for t in terms if self._is_rare(conn, t, total)]
-        if not rare or len(rare) == len(terms):
+        is_rare = [self._is_rare(conn, t, total) for t in terms]
+        if all(is_rare) or not any(is_rare):
             return None
-        rare_match = " OR ".join(fts_phrase(t) for t in rare)
-        sql, params = lexical_search_sql(
-            scope, f"({rare_match}) AND ({match})", k, ids_only=True, filters=filters,
-            exclusions=exclusions, depth=depth,
-        )  # fmt: skip
-        first = conn.execute(sql, params).fetchall()
-        if len(first) < k:
+        rare = " OR ".join(fts_phrase(t) for t, r in zip(terms, is_rare, strict=True) if r)
+        common = " OR ".join(fts_phrase(t) for t, r in zip(terms, is_rare, strict=True) if not r)
+        found: list[Any] = []
+        for part in (f"({rare}) AND ({common})", f"({rare}) NOT ({common})"):
+            sql, params = lexical_search_sql(
+                scope, part, k, ids_only=True, filters=filters, exclusions=exclusions,
+                depth=depth, count_ranked=True,
+            )  # fmt: skip
+            rows = conn.execute(sql, params).fetchall()
+            if len(rows) < k and (not rows or rows[0][-1] >= depth):
+                # The scope may hold more of this part's matches past ``depth``.
+                sql, params = lexical_search_sql(
+                    scope, part, k, ids_only=True, filters=filters, exclusions=exclusions
+                )
+                found += conn.execute(sql, params).fetchall()
+            else:
+                found += (row[:2] for row in rows)
+        if len(found) < k:
             return None
-        among = [cid for cid, _ in first] if len(first) <= RESCORE_BY_ID else None
-        rare_scores = dict(conn.execute(*match_scores_sql(rare_match, among)).fetchall())
-        exact = sorted(((cid, bm25 - rare_scores[cid]) for cid, bm25 in first), key=_by_rank)
+        best = sorted(found, key=_by_rank)[:k]
         if ids_only:
-            return exact
-        rows = {row[0]: row for row in self._select_in_batches([c for c, _ in exact], hits_sql)}
-        return [(*rows[cid], bm25) for cid, bm25 in exact]
+            return best
+        rows = {row[0]: row for row in self._select_in_batches([c for c, _ in best], hits_sql)}
+        return [(*rows[cid], bm25) for cid, bm25 in best]
 
     def _is_rare(self, conn: sqlite3.Connection, term: str, total: int) -> bool:
         """Whether at most :data:`RARE_SHARE` of the store's chunks hold ``term``. It only

@@ -113,6 +113,7 @@ def lexical_search_sql(
     filters: Filters | None = None,
     exclusions: Exclusions | None = None,
     depth: int | None = None,
+    count_ranked: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """SQL for an FTS5 bm25 search of ``match`` (already compiled, safe FTS5) inside ``scope``.
 
@@ -132,6 +133,8 @@ def lexical_search_sql(
       come back the scope may hold more matches further down: run the scope-first plan
       (:meth:`~tether.store.sqlite.SQLiteStore.search_lexical` does). Right for a scope
       that holds most of the store, where testing each match costs more than it saves.
+      With ``count_ranked``, each row ends with how many matches were ranked: fewer than
+      ``depth`` means the whole index was, and the rows are all the scope's matches.
     """
     where, params = scope_sql(scope, filters, exclusions)
     w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
@@ -159,9 +162,13 @@ def lexical_search_sql(
             LIMIT :depth"""
         scoped = f"WHERE {where}"
         params["depth"] = int(depth)
+    if count_ranked and depth is not None:
+        columns += ", ranked.rank_score, (SELECT count(*) FROM ranked)"
+    else:
+        columns += ", ranked.rank_score"
     sql = f"""
         WITH ranked AS MATERIALIZED ({ranked})
-        SELECT {columns}, ranked.rank_score
+        SELECT {columns}
         FROM ranked
         JOIN rag_chunks c ON c.id = ranked.id
         JOIN rag_documents d ON d.id = c.document_id
