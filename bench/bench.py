@@ -57,6 +57,8 @@ SECTIONS = ("index", "embed", "retrieval")
 DIMS = 384
 K = 10
 MODEL_NAME = "bench-random-384"
+PAIRED_TETHER = "paired: tether search(mode=lexical)"
+PAIRED_BM25S = "paired: bm25s (tokenize + retrieve)"
 ONE_MILLION = 1_000_000
 
 # module -> pip package, per section
@@ -900,8 +902,16 @@ class ScaleResult:
 
 
 def run_tether(
-    data: Synthetic, n: int, workdir: Path, args: argparse.Namespace, res: ScaleResult
+    data: Synthetic,
+    n: int,
+    workdir: Path,
+    args: argparse.Namespace,
+    res: ScaleResult,
+    paired: dict[str, Callable[..., Any]] | None = None,
 ) -> dict[str, list[list[int]]]:
+    """Build tether's store at scale ``n`` and time its three modes. With ``paired``, the
+    store stays open: ``paired["lexical"]`` answers a query in lexical mode, and
+    ``paired["close"]`` closes and removes the store (the caller's job then)."""
     from tether import Embedder, Scope, Settings, Tether
 
     class PrecomputedEmbedder(Embedder):
@@ -981,9 +991,17 @@ def run_tether(
     res.add("vector", Latency("tether VectorIndex.search (raw)", ms, "no SQL to fetch hit rows"))
     rss1 = rss_mb()
     res.builds[-1]["rss_delta_mb"] = rss1 - rss0
-    t.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    def close() -> None:
+        t.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    if paired is None:
+        close()
+    else:
+        paired["lexical"] = lambda q: t.search(q, scope="global", k=K, mode="lexical")
+        paired["close"] = close
     return ids
 
 
@@ -1031,7 +1049,15 @@ def run_vector_refs(data: Synthetic, n: int, res: ScaleResult) -> dict[str, list
     return ids
 
 
-def run_bm25s(data: Synthetic, n: int, res: ScaleResult) -> list[list[int]]:
+def run_bm25s(
+    data: Synthetic,
+    n: int,
+    res: ScaleResult,
+    tether_lexical: Callable[[str], Any] | None = None,
+    rounds: int = 0,
+) -> list[list[int]]:
+    """Build bm25s at scale ``n`` and time it; with ``tether_lexical`` and ``rounds``, also
+    time both side by side (:func:`paired_lexical`)."""
     import bm25s
 
     texts = data.texts[:n]
@@ -1063,7 +1089,35 @@ def run_bm25s(data: Synthetic, n: int, res: ScaleResult) -> list[list[int]]:
     ms, out = timed(query, data.queries[1:])
     res.add("lexical", Latency("bm25s (tokenize + retrieve)", ms, "numpy backend, 1 thread"))
     log(f"  bm25s: p50 {np.percentile(ms, 50):.2f} ms")
+    if tether_lexical is not None and rounds > 0:
+        paired_lexical(tether_lexical, query, data.queries[1:], rounds, res)
     return out
+
+
+def paired_lexical(
+    ours: Callable[[str], Any],
+    theirs: Callable[[str], Any],
+    queries: Sequence[str],
+    rounds: int,
+    res: ScaleResult,
+) -> None:
+    """tether's lexical search and bm25s timed query by query, one right after the
+    other (which goes first alternates), for ``rounds`` passes: both see the machine in
+    the same state. Timed one after the other, minutes apart, their ratio moves with
+    the machine's speed, which here changes by up to 1.7x from minute to minute."""
+    ms: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for r in range(rounds):
+        for i, q in enumerate(queries):
+            order = (("ours", ours), ("theirs", theirs))
+            for name, fn in order if (i + r) % 2 == 0 else order[::-1]:
+                started = time.perf_counter()
+                fn(q)
+                ms[name].append((time.perf_counter() - started) * 1000)
+    note = f"interleaved query by query with the other, {rounds} rounds"
+    res.add("lexical", Latency(PAIRED_TETHER, ms["ours"], note))
+    res.add("lexical", Latency(PAIRED_BM25S, ms["theirs"], note))
+    log(f"  paired: tether p50 {np.percentile(ms['ours'], 50):.2f} ms,"
+        f" bm25s p50 {np.percentile(ms['theirs'], 50):.2f} ms")  # fmt: skip
 
 
 def run_langchain(data: Synthetic, n: int, nq: int, res: ScaleResult) -> dict[str, list[list[int]]]:
@@ -1154,11 +1208,16 @@ def bench_retrieval_scale(
 ) -> ScaleResult:
     res = ScaleResult(n)
     log(f"retrieval @ {scale_label(n)} chunks")
-    tether_ids = run_tether(data, n, workdir, args, res)
+    paired: dict[str, Callable[..., Any]] = {}
+    tether_ids = run_tether(data, n, workdir, args, res, paired if args.paired_rounds else None)
     collect()
     ref = run_vector_refs(data, n, res)
     collect()
-    bm25s_ids = run_bm25s(data, n, res)
+    try:
+        bm25s_ids = run_bm25s(data, n, res, paired.get("lexical"), args.paired_rounds)
+    finally:
+        if "close" in paired:
+            paired["close"]()
     collect()
 
     nq = args.queries
@@ -1209,6 +1268,7 @@ def scale_ratios(res: ScaleResult) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     pairs = {
         "lexical tether/bm25s": ("lexical", "tether", "bm25s"),
+        "lexical tether/bm25s paired": ("lexical", PAIRED_TETHER, PAIRED_BM25S),
         "lexical tether/langchain-BM25": ("lexical", "tether", "langchain"),
         "vector tether/numpy": ("vector", "tether search", "numpy"),
         "vector tether-raw/numpy": ("vector", "tether VectorIndex", "numpy"),
@@ -1437,6 +1497,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="timed queries per system and scale (default 100; --quick: 30)",
     )
     p.add_argument(
+        "--paired-rounds",
+        type=int,
+        default=3,
+        help="passes of tether lexical and bm25s timed query by query side by side (0: none)",
+    )
+    p.add_argument(
         "--langchain-queries-1m",
         type=int,
         default=30,
@@ -1531,6 +1597,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         )
     if not 1 <= args.min_words <= args.max_words:
         p.error("need 1 <= --min-words <= --max-words")
+    if args.paired_rounds < 0:
+        p.error("--paired-rounds must be >= 0")
     if ("index" in args.sections or "embed" in args.sections) and not args.corpus.is_file():
         p.error(
             f"SciFact corpus not found at {args.corpus}; pass --corpus PATH/corpus.jsonl or"
