@@ -187,8 +187,9 @@ def run_tether(b: Bench, db: Path, settings: Settings, model: str, workspace: st
     table = dict(zip(b.claims.texts, b.claims.vectors, strict=True))
     prefix = f"{workspace}:"
     rag = settings.rag
+    lexical_depth, vector_depth = rag.depths(b.k)  # what a hybrid search for the top k reads
     notes = {
-        "hybrid": f"{rag.fusion} of FTS5 top-{rag.lexical_depth} + vector top-{rag.k_vector}",
+        "hybrid": f"{rag.fusion} of FTS5 top-{lexical_depth} + vector top-{vector_depth}",
         "lexical": "FTS5 bm25, porter unicode61", "vector": "exact cosine, in-memory matrix",
     }  # fmt: skip
     with Tether(db=db, settings=settings, embedder=LookupEmbedder(model, table)) as t:
