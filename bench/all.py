@@ -20,7 +20,8 @@ another, so that no section's memory, threads or caches carry into the next:
    ms, hybrid <= 7 ms): SciFact chunked by characters (``rag.chunk_by = "chars"``: 9,283
    chunks), each system asked for its top 100 (at 100 this harness gives the nDCG@10 of
    that issue's table: bm25s 0.680, LanceDB FTS 0.684, tether lexical 0.689); its store is
-   ``--chars-store``, or indexed into ``--out`` first (about 10 minutes);
+   ``--chars-store``, or indexed into ``--out`` first (about 10 minutes; ``--quick``
+   skips the section without one);
 2. ``scale``: :mod:`bench` (``bench.py``): lexical indexing, embedding against a plain
    ``SentenceTransformer.encode``, and retrieval at 10k, 100k and 1M synthetic chunks
    against bm25s, numpy, faiss and LangChain;
@@ -361,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.store is None and set(sections) & STORE_SECTIONS:
             index_scifact(args.dataset, store)
         chars_store = args.chars_store or out / "scifact-chars.db"
-        if args.chars_store is None and "scifact-chars" in sections:
+        # A smoke check does not spend 10 minutes indexing a second corpus.
+        skip_chars = args.quick and args.chars_store is None
+        if not skip_chars and args.chars_store is None and "scifact-chars" in sections:
             index_scifact(args.dataset, chars_store, chunk_by="chars")
         if "backends" in sections:  # its writer writes into the store it keeps
             for suffix in ("", "-wal"):
@@ -372,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
         outputs: dict[str, str] = {}
         failed = []
         for name in sections:
+            if name == "scifact-chars" and skip_chars:
+                log("scifact-chars: skipped, --quick without --chars-store")
+                outputs[name] = "skipped: --quick indexes no second corpus (give --chars-store)"
+                continue
             if name == "gpu" and not cuda_available():
                 log("gpu: skipped, torch sees no CUDA GPU here")
                 outputs[name] = "skipped: torch sees no CUDA GPU on this machine"
