@@ -32,11 +32,12 @@ def test_scifact_lines_compare_with_the_peers_and_check_the_goals(bench_all: Mod
         row("tether", "hybrid", 6.0, 0.72), row("tether", "lexical", 5.0, 0.68),
         row("LanceDB", "hybrid", 24.0, 0.71), row("bm25s", "lexical", 0.5, 0.66),
     ], "meta": {"chunks": 9283, "k_chunks": 100}}  # fmt: skip
-    goals = {g.what: g for g in bench_all.scifact_goals(data)}
-    assert (
-        goals["SciFact lexical p50 (absolute), 9,283 chunks, top 100"].met is False
-    )  # 5 ms > 4 ms
-    assert goals["SciFact hybrid p50 (absolute), 9,283 chunks, top 100"].met is True
+    # Any setup: no line against the issue's table, which measured another.
+    assert not any("issue's table" in g.what for g in bench_all.scifact_goals(data))
+    goals = {g.what: g for g in bench_all.scifact_goals(data, issue_setup=True)}
+    setup = "9,283 chunks, top 100"
+    assert goals[f"SciFact lexical p50 (absolute), {setup}"].met is False  # 5 ms > 4 ms
+    assert goals[f"SciFact hybrid p50 (absolute), {setup}"].met is True
     # The peers against the issue's table (LanceDB hybrid 14 ms, bm25s 0.28 ms then): no goal.
     then = goals["LanceDB hybrid p50 against the issue's table, 9,283 chunks, top 100"]
     assert then.ratio == pytest.approx(24.0 / 14.0) and then.met is None
