@@ -31,7 +31,8 @@ another, so that no section's memory, threads or caches carry into the next:
 5. ``backends``: :mod:`backends`: SQLite against PostgreSQL (pgserver), SciFact quality
    and latency and N readers + 1 writer (on a copy of the store: its writer writes).
 
-stdout: the summary (one line per goal: tether, the peer, their ratio, the goal, met or
+stdout: the machine (CPU, usable cores, the SIMD features that move these numbers, the
+commit), the summary (one line per goal: tether, the peer, their ratio, the goal, met or
 not), then every section's own tables. ``--out DIR`` keeps each section's JSON and
 output, and ``summary.json``.
 """
@@ -40,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -322,6 +325,38 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+#: CPU features that move these numbers: BLAS kernels (AVX2, AVX-512) and int8 dot
+#: products in one instruction (VNNI, AMX), which the onnx-int8 runtime's speed hangs on.
+SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def machine(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The machine a run measured: absolute numbers hold only for it (compare ratios)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    model, flags = platform.processor() or "unknown CPU", set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            model = value.strip()
+        elif key.strip() == "flags":
+            flags = set(value.split())
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, text=True,
+                            capture_output=True, check=False).stdout.strip()  # fmt: skip
+    return {"cpu": model, "cores": usable, "simd": [f for f in SIMD_FLAGS if f in flags],
+            "commit": commit or None}  # fmt: skip
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    simd = ", ".join(info["simd"]) or "none of " + ", ".join(SIMD_FLAGS)
+    return (f"machine: {info['cpu']}, {info['cores']} usable cores, SIMD: {simd};"
+            f" tether commit {info['commit'] or 'unknown'}")  # fmt: skip
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -371,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                 if Path(f"{store}{suffix}").is_file():
                     shutil.copyfile(f"{store}{suffix}", out / f"backends.db{suffix}")
         lines = commands(args, store, chars_store, out)
+        measured_on = machine()
         goals: list[Goal] = []
         outputs: dict[str, str] = {}
         failed = []
@@ -396,13 +432,15 @@ def main(argv: list[str] | None = None) -> int:
             (out / f"backends.db{suffix}").unlink(missing_ok=True)
         header = ["measure", "tether", "peer", "ratio", "ratio of", "goal", "met"]
         print("== Summary: tether against its peers (ratio = tether / peer, of time or speed)")
+        print(machine_line(measured_on))
         print(table(header, [g.cells() for g in goals]))
         if failed:
             print(f"\nsections that failed: {', '.join(failed)} (their stderr is in --out)")
         for name in sections:
             print(f"\n\n== {name}: {' '.join(Path(c).name for c in lines[name][1:2])}\n")
             print(outputs.get(name, "").rstrip())
-        summary = {"argv": sys.argv, "goals": [asdict(g) for g in goals], "failed": failed}
+        summary = {"argv": sys.argv, "machine": measured_on, "goals": [asdict(g) for g in goals],
+                   "failed": failed}  # fmt: skip
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return 1 if failed else 0
 

@@ -104,3 +104,25 @@ def test_gpu_lines_read_bench_gpu_embed(bench_all: ModuleType) -> None:
     assert bench_all.gpu_goals(gpu)[2].met is False
     del gpu["quality"]
     assert len(bench_all.gpu_goals(gpu)) == 2
+
+
+def test_the_summary_names_the_machine_its_absolute_numbers_hold_for(
+    bench_all: ModuleType,
+) -> None:
+    cpuinfo = (
+        "processor\t: 0\nmodel name\t: AMD EPYC 9R14\n"
+        "flags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n"
+        "processor\t: 1\nmodel name\t: AMD EPYC 9R14\n"
+        "flags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n"
+    )
+    info = bench_all.machine(cpuinfo)
+    assert info["cpu"] == "AMD EPYC 9R14"
+    assert info["simd"] == ["avx2", "avx512f", "avx512_vnni"]  # in SIMD_FLAGS' order
+    assert info["cores"] >= 1
+    line = bench_all.machine_line(info)
+    assert line.startswith("machine: AMD EPYC 9R14, ")
+    assert "SIMD: avx2, avx512f, avx512_vnni;" in line
+    # A CPU with none of them says so, rather than printing an empty list.
+    bare = bench_all.machine("model name\t: Old CPU\nflags\t\t: fpu sse2\n")
+    assert bare["simd"] == []
+    assert "SIMD: none of avx2, " in bench_all.machine_line(bare)
