@@ -140,6 +140,9 @@ def sign_in(page: Any, world: dict[str, Any], who: str) -> None:
 
 
 def expect() -> Any:
+    # Assertions keep their own 5 s default, which ``set_default_timeout`` does not move:
+    # each waits on real retrievals behind uvicorn while Chromium renders, on 2 cores.
+    playwright_api.expect.set_options(timeout=30_000)
     return playwright_api.expect
 
 

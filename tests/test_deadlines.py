@@ -157,25 +157,27 @@ def test_a_hung_endpoint_costs_one_budget_not_one_timeout_per_step_and_retry(
 def test_the_steps_share_the_budget_and_the_degradation_says_how_long_the_model_took(
     fake: FakeOpenAI, make_tether: MakeTether
 ) -> None:
-    # One attempt may take 5 s, but all the steps together only 1 s.
-    t = make_tether(llm={"timeout": 5.0, "retrieval_budget": 1.0}, decide="llm",
+    # One attempt may take 5 s, but all the steps together only 2 s.
+    t = make_tether(llm={"timeout": 5.0, "retrieval_budget": 2.0}, decide="llm",
                     enable_query_rewrite=True, enable_llm_rerank=True)  # fmt: skip
     fake.inject(Fault.delay(0.6), HUNG)  # the decision is slow, the rewrite never comes
     fake.script_chat(json.dumps({"retrieve": True, "reason": "a how-to"}))
 
     result, elapsed = timed(lambda: t.retrieve(QUESTION))
 
-    assert elapsed < 2.0
+    assert elapsed < 3.0
     assert result.debug["decision"]["by"] == "llm"  # answered within the budget
     rewrite, rerank = model_degradations(result)
     assert rewrite.startswith("query rewrite failed, original query only: ")
     assert "no answer within 5s" not in rewrite  # the per-attempt timeout never came
-    assert "when the retrieval's 1 s model budget ran out" in rewrite
-    assert 0.2 <= waited(rewrite) <= 0.5  # what the decision left of the budget
-    assert rerank.startswith("LLM rerank skipped, heuristic order kept: ")
+    assert "when the retrieval's 2 s model budget ran out" in rewrite
     steps = result.debug["model_budget"]["steps"]
-    assert 0.55 <= steps["decide"] < 1.0 and steps["rerank"] == "skipped"
-    assert result.debug["model_budget"]["spent"] <= 1.1
+    assert 0.55 <= steps["decide"] < 1.5 and steps["rerank"] == "skipped"
+    # The rewrite waited what the decision left of the budget (give or take a timer's
+    # wake-up on a loaded machine), not its own 5 s.
+    assert abs(waited(rewrite) - (2.0 - steps["decide"])) <= 0.15
+    assert rerank.startswith("LLM rerank skipped, heuristic order kept: ")
+    assert result.debug["model_budget"]["spent"] <= 2.2
     assert result.queries == (QUESTION,) and result.grounded
 
 
@@ -183,16 +185,16 @@ def test_retries_do_not_multiply_the_wait_beyond_the_budget(
     fake: FakeOpenAI, make_tether: MakeTether
 ) -> None:
     # Four attempts of 0.5 s and their backoff would hold the rewrite for over 3 s.
-    t = make_tether(llm={"timeout": 0.5, "max_retries": 3, "retrieval_budget": 1.2},
+    t = make_tether(llm={"timeout": 0.5, "max_retries": 3, "retrieval_budget": 2.0},
                     enable_query_rewrite=True)  # fmt: skip
     fake.outage = HUNG
 
     result, elapsed = timed(lambda: t.retrieve(QUESTION))
 
-    assert elapsed < 2.4
+    assert elapsed < 3.2
     (rewrite,) = model_degradations(result)
-    assert "when the retrieval's 1.2 s model budget ran out" in rewrite
-    assert 1.1 <= waited(rewrite) <= elapsed + 0.01
+    assert "when the retrieval's 2 s model budget ran out" in rewrite
+    assert 1.9 <= waited(rewrite) <= elapsed + 0.01
     assert 2 <= len(fake.requests_to(CHAT)) <= 3  # a retry ran, within the budget
 
 
@@ -214,7 +216,7 @@ def test_models_that_answer_in_time_are_not_cut_short(
     assert result.debug["rerank"]["method"] == "llm"
     budget = result.debug["model_budget"]
     assert set(budget["steps"]) == {"decide", "rewrite", "rerank"}
-    assert 0.6 <= budget["spent"] < 1.0
+    assert 0.6 <= budget["spent"] < 3.0  # three 0.2 s answers, far inside the budget
 
 
 # == the retrieval's own timeout ===============================================================
@@ -236,7 +238,7 @@ def test_a_slow_model_is_skipped_within_the_retrieval_timeout_not_raised(
     rewrite, rerank, judge = model_degradations(result)
     # The model gets the timeout less the local stages' reserve (0.25 s).
     assert "when the 0.75 s of the retrieval's 1 s timeout kept for the model ran out" in rewrite
-    assert 0.6 <= waited(rewrite) <= 0.8
+    assert 0.6 <= waited(rewrite) <= 1.0  # about the 0.75 s kept for it, not its 10 s
     assert rerank.startswith("LLM rerank skipped, heuristic order kept: ")
     assert judge.startswith("LLM judge skipped, local judgment used: ")
     budget = result.debug["model_budget"]

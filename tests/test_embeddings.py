@@ -218,14 +218,18 @@ def test_reader_never_sees_a_partly_embedded_document(db_path: Path) -> None:
     with open_store(db_path, Slow()) as writer:
         thread = threading.Thread(target=watch)
         thread.start()
+        # The reader samples before the write and after it, however slow the machine.
+        deadline = time.monotonic() + 30
         try:
-            time.sleep(0.05)
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.01)
             writer.add(text=text, title="Big", document_id="big")
-            time.sleep(0.05)
+            total = len(writer.chunks("big"))
+            while (total, total) not in seen and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
             stop.set()
             thread.join(timeout=10)
-        total = len(writer.chunks("big"))
     assert total > 8
     assert seen <= {(0, 0), (total, total)}, seen
     assert (0, 0) in seen and (total, total) in seen

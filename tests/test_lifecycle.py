@@ -635,7 +635,9 @@ def test_caller_thread_responsive_while_a_large_pdf_indexes(
     assert busy_iterations >= 5  # the loop above really ran alongside the job
     assert found == 50
     assert statistics.median(latencies) < 0.2, latencies
-    assert max(latencies) < 1.5, latencies
+    # No search waited for the job (which embeds for many seconds); one slow search is
+    # a loaded machine's pause, not a lock, so the bound is loose.
+    assert max(latencies) < 5.0, latencies
 
     (result,) = job.wait(60)
     assert job.status == "succeeded"
@@ -890,10 +892,11 @@ def watching(
     *,
     force_polling: bool,
     on_first_pass: Callable[[], None] | None = None,
+    settle: float = 0.1,
 ) -> Iterator[list[SyncReport]]:
     """``LibrarySync.watch`` on a thread, live (a sentinel file written after the first
     pass has been indexed) when the block starts; stopped cleanly when it ends."""
-    lib = t.library(root, settle=0.1, backoff=0)
+    lib = t.library(root, settle=settle, backoff=0)
     stop = threading.Event()
     passes: list[SyncReport] = []
     errors: list[BaseException] = []
@@ -920,7 +923,7 @@ def watching(
             if row is not None and row.status == "indexed":
                 return True
             write(root / "ready.md", f"# Ready\n\nSentinel {time.monotonic()}.")
-            time.sleep(0.5)
+            time.sleep(max(0.5, 2 * settle))  # long enough to settle before it is rewritten
             return False
 
         wait_until(sentinel_indexed, step=0)
@@ -959,9 +962,16 @@ def test_watch_follows_creations_edits_renames_and_deletions(
 
         edit(new, "# New\n\nA fresh note on tonalite and trondhjemite, edited.")
         wait_until(lambda: store.search("trondhjemite", scope="global", mode="lexical"))
-        edited = registry_by_name(store, root)["new.md"]
+        # The search sees the edit once the document is written; the registry row takes
+        # the new hash after, in its own transaction: wait for that too.
+        edited = wait_until(
+            lambda: (
+                (r := indexed_row(store, root, "new.md")) is not None
+                and r.content_hash != row.content_hash
+                and r
+            )
+        )
         assert edited.document_id == document_id
-        assert edited.content_hash != row.content_hash
         assert [d.id for d in store.documents() if d.title == "New"] == [document_id]
 
         moved = root / "moved.md"
@@ -975,7 +985,10 @@ def test_watch_follows_creations_edits_renames_and_deletions(
         wait_until(lambda: any(p.renamed == [(str(new), str(moved))] for p in passes))
 
         moved.unlink()
-        wait_until(lambda: document_id not in {d.id for d in store.documents()})
+        # The document goes first, its registry row in a second transaction, and the
+        # pass reports the deletion at its end: wait for the report, which covers both.
+        wait_until(lambda: any(p.deleted == [str(moved)] for p in passes))
+        assert document_id not in {d.id for d in store.documents()}
         assert "moved.md" not in registry_by_name(store, root)
         assert store.search("trondhjemite", scope="global", mode="lexical") == []
     store.store.fts_integrity_check()
@@ -1006,7 +1019,7 @@ def test_watch_indexes_a_file_created_while_the_first_pass_finishes(
         on_first_pass=lambda: write(early, "# Early\n\nArrived during the first pass."),
     ):
         assert early.exists()
-        wait_until(lambda: indexed_row(store, root, "early.md"), timeout=2)
+        wait_until(lambda: indexed_row(store, root, "early.md"))
 
 
 # -- 6. CLI ---------------------------------------------------------------------------------
@@ -1302,15 +1315,17 @@ def test_watch_never_indexes_a_file_half_written(store: Tether, root: Path) -> N
     until it holds still: it is indexed once, complete."""
     target = root / "slow.md"
     parts = [f"Part {i} of the slow report on basalt." for i in range(12)]
-    with watching(store, root, force_polling=False) as passes:
+    # A settle window of 1 s, far above the writer's pauses of 0.03 s: a loaded machine
+    # may stretch one of them, and the window must still hold.
+    with watching(store, root, force_polling=False, settle=1.0) as passes:
         with target.open("w") as fh:
             fh.write("# Slow report\n\n")
             for part in parts:
                 fh.write(part + "\n")
                 fh.flush()
-                time.sleep(0.03)  # faster than the 0.1 s settle window
+                time.sleep(0.03)  # faster than the settle window
         row = wait_until(lambda: indexed_row(store, root, "slow.md"))
-        time.sleep(0.5)  # any later pass would show up below
+        time.sleep(1.5)  # any later pass (after another settle window) would show up below
     indexed_in = [p for p in passes if str(target) in p.indexed]
     assert len(indexed_in) == 1, [p.to_dict() for p in passes]
     text = " ".join(c.content for c in store.chunks(row.document_id))

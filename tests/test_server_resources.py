@@ -133,7 +133,7 @@ def _upload_folders(uploads: Path) -> list[Path]:
 
 def _no_upload_folders_left(uploads: Path) -> None:
     """Upload folders are removed once indexing ends (a job's, just after it)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while _upload_folders(uploads):
         assert time.monotonic() < deadline, _upload_folders(uploads)
         time.sleep(0.02)
@@ -207,8 +207,10 @@ def test_an_upload_job_is_followed_by_polling_and_by_its_event_stream(
 def test_a_queued_job_is_cancelled_by_a_writer_never_by_a_reader(
     tmp_path: Path, uploads: Path, serve: Callable[[Tether], Any]
 ) -> None:
-    embedder = SlowQueryEmbedder(delay=2.0)
-    embedder.slow = True  # the first job embeds for a while; one worker: the next one waits
+    # The first job embeds for 4 s (one worker: the next one waits in the queue), time
+    # for three HTTP calls on a loaded machine to find it still queued.
+    embedder = SlowQueryEmbedder(delay=4.0)
+    embedder.slow = True
     settings = make_settings(index_workers=1)
     with Tether(db=tmp_path / "slow.db", settings=settings, embedder=embedder) as t:
         keys = _keys(t)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -278,13 +279,20 @@ def test_replacement_is_atomic_for_a_concurrent_reader(db_path: Path) -> None:
                 if len(hits) != expected[version]:
                     problems.append(f"v{version} with {len(hits)} chunks")
                 seen.append((version, len(hits)))
+                ready.set()
 
+    ready = threading.Event()
     thread = threading.Thread(target=read)
     thread.start()
     try:
-        for i in range(40):
+        # The reader opens its own store first; on a loaded machine that can outlast a
+        # fixed number of writes, so write until it has read both versions (or 30 s).
+        assert ready.wait(30) or problems, "the reader never read"
+        i, deadline = 0, time.monotonic() + 30
+        while i < 40 or ({v for v, _ in seen} != {1, 2} and time.monotonic() < deadline):
             result = writer.add(text=texts[1 + i % 2], title="Flux", document_id="flux")
             assert result[0].status == "replaced"
+            i += 1
     finally:
         stop.set()
         thread.join(timeout=30)
