@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -54,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+import bench as kit  # noqa: E402  (the machine's description, shared with bench.py)
+
 DEFAULT_DATASET = BENCH.parent.parent / "shared/datasets/scifact"
 SECTIONS = ("scifact", "scifact-k100", "scifact-chars", "scale", "stall", "vectors", "backends",
             "gpu")  # fmt: skip
@@ -325,36 +326,17 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-#: CPU features that move these numbers: BLAS kernels (AVX2, AVX-512) and int8 dot
-#: products in one instruction (VNNI, AMX), which the onnx-int8 runtime's speed hangs on.
-SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
-
-
 def machine(cpuinfo: str | None = None) -> dict[str, Any]:
     """The machine a run measured: absolute numbers hold only for it (compare ratios)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            cpuinfo = ""
-    model, flags = platform.processor() or "unknown CPU", set()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            model = value.strip()
-        elif key.strip() == "flags":
-            flags = set(value.split())
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, text=True,
-                            capture_output=True, check=False).stdout.strip()  # fmt: skip
-    return {"cpu": model, "cores": usable, "simd": [f for f in SIMD_FLAGS if f in flags],
-            "commit": commit or None}  # fmt: skip
+    return {"cpu": kit.cpu_model(cpuinfo) or "unknown CPU", "cores": kit.usable_cores(),
+            "simd": kit.cpu_features(cpuinfo), **kit.git_state()}  # fmt: skip
 
 
 def machine_line(info: dict[str, Any]) -> str:
-    simd = ", ".join(info["simd"]) or "none of " + ", ".join(SIMD_FLAGS)
+    simd = ", ".join(info["simd"]) or "none of " + ", ".join(kit.SIMD_FLAGS)
+    changed = " (src/ changed since)" if info.get("src_changed_files") else ""
     return (f"machine: {info['cpu']}, {info['cores']} usable cores, SIMD: {simd};"
-            f" tether commit {info['commit'] or 'unknown'}")  # fmt: skip
+            f" tether commit {info['commit'] or 'unknown'}{changed}")  # fmt: skip
 
 
 def log(message: str) -> None:

@@ -297,8 +297,9 @@ def quiet_libraries() -> None:
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": _cpu_model(),
+        "cpu_affinity": usable_cores(),
+        "cpu_model": cpu_model(),
+        "cpu_features": cpu_features(),
         "ram_gib": _ram_gib(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
@@ -322,12 +323,37 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def _cpu_model() -> str | None:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or None
+#: CPU features that move these numbers: BLAS kernels (AVX2, AVX-512) and int8 dot
+#: products in one instruction (VNNI, AMX), which the onnx-int8 runtime's speed hangs on.
+SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def usable_cores() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _cpuinfo_field(name: str, cpuinfo: str | None) -> str | None:
+    """The first ``name`` field of ``/proc/cpuinfo`` (or of the ``cpuinfo`` text given)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def cpu_model(cpuinfo: str | None = None) -> str | None:
+    return _cpuinfo_field("model name", cpuinfo) or platform.processor() or None
+
+
+def cpu_features(cpuinfo: str | None = None) -> list[str]:
+    """Which of :data:`SIMD_FLAGS` the CPU has, in that order."""
+    flags = set((_cpuinfo_field("flags", cpuinfo) or "").split())
+    return [flag for flag in SIMD_FLAGS if flag in flags]
 
 
 def _ram_gib() -> float | None:
@@ -1635,7 +1661,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         blas_text = blas
     report.emit(
-        f"machine: {info['cpu_count']} cores ({info['cpu_affinity']} usable), {info['cpu_model']},"
+        f"machine: {info['cpu_count']} cores ({info['cpu_affinity']} usable), {info['cpu_model']}"
+        f" ({', '.join(info['cpu_features']) or 'none of ' + ', '.join(SIMD_FLAGS)}),"
         f" {info['ram_gib']} GiB RAM; {info['platform']}"
     )
     report.emit(

@@ -962,15 +962,14 @@ def test_watch_follows_creations_edits_renames_and_deletions(
 
         edit(new, "# New\n\nA fresh note on tonalite and trondhjemite, edited.")
         wait_until(lambda: store.search("trondhjemite", scope="global", mode="lexical"))
+
         # The search sees the edit once the document is written; the registry row takes
         # the new hash after, in its own transaction: wait for that too.
-        edited = wait_until(
-            lambda: (
-                (r := indexed_row(store, root, "new.md")) is not None
-                and r.content_hash != row.content_hash
-                and r
-            )
-        )
+        def rehashed() -> Any:
+            now = indexed_row(store, root, "new.md")
+            return now if now is not None and now.content_hash != row.content_hash else None
+
+        edited = wait_until(rehashed)
         assert edited.document_id == document_id
         assert [d.id for d in store.documents() if d.title == "New"] == [document_id]
 
