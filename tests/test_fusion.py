@@ -294,7 +294,7 @@ def best_scores(pairs: list[tuple[int, float]]) -> dict[int, float]:
 def reference_zscores(
     lists: list[list[tuple[int, float]]], weights: list[float]
 ) -> tuple[dict[int, float], list[float]]:
-    """The fused scores, sum_i w_i * (z_i(d) + lift_i) or w_i * -3 where d is absent, and
+    """The fused scores, sum_i w_i * max(z_i(d) + lift_i, -3) or w_i * -3 where d is absent, and
     the lifts. z from each list's best score per item, 0 in a list without spread; lift_i
     = top - ceiling_i where a list's ceiling (sqrt(n - 1), 0 without spread) is below top,
     the largest z in a list with a positive weight (0 if none)."""
@@ -319,7 +319,8 @@ def reference_zscores(
     out: dict[int, float] = {}
     for z, lift, w in zip(zs, lifts, weights, strict=True):
         for item in union:
-            out[item] = out.get(item, 0.0) + w * (z[item] + lift if item in z else ZSCORE_FLOOR)
+            own = max(z[item] + lift, ZSCORE_FLOOR) if item in z else ZSCORE_FLOOR
+            out[item] = out.get(item, 0.0) + w * own
     return out, lifts
 
 
@@ -520,6 +521,36 @@ def test_zscore_the_best_of_a_list_outranks_everything_weaker_on_both(
                 assert position[item] < position[rival], (item, rival, fused)
             else:  # at least as high (higher when the other's best is a tie of several)
                 assert scores[item] >= scores[rival] - 1e-9
+
+
+@given(
+    other=other_list,
+    below=st.integers(0, 10_000).map(float),
+    code_score=whole,
+    first=st.booleans(),
+    fusion=st.sampled_from(["zscore", "rrf"]),
+)
+def test_a_lists_only_match_leads_when_the_other_list_holds_it_last(
+    other: list[tuple[int, float]], below: float, code_score: float, first: bool, fusion: str
+) -> None:
+    """The only lexical match (a part number) that the vector list also holds, at its
+    very bottom however far below: it still ranks with the vector list's best and above
+    everything else, and first when its list is given first. A small store puts every
+    chunk in the vector list, so "held last" is as common as "missing"."""
+    code = 0
+    lowest = min(s for _, s in other)
+    held = [*other, (code, lowest - below)]
+    lists = [[(code, code_score)], held] if first else [held, [(code, code_score)]]
+    if fusion == "zscore":
+        fused = zscore_fusion(lists)
+    else:
+        rankings = [[i for i, _ in sorted(pairs, key=lambda p: -p[1])] for pairs in lists]
+        ordered = [sorted(s for _, s in pairs)[::-1] for pairs in lists]
+        fused = reciprocal_rank_fusion(rankings, scores=ordered)
+    scores = dict(fused)
+    assert all(scores[code] >= scores[rival] - 1e-9 for rival, _ in other), fused
+    if first:
+        assert fused[0][0] == code, fused
 
 
 @given(

@@ -30,8 +30,17 @@ class CodeBlindEmbedder(HashEmbedder):
     holding a digit as the store's most common word, so the vector side finds the pump
     notes, not the code."""
 
+    reads_codes_as = "pump"
+
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        return super().embed_batch([re.sub(r"\w*\d\w*", " pump ", text) for text in texts])
+        word = f" {self.reads_codes_as} "
+        return super().embed_batch([re.sub(r"\w*\d\w*", word, text) for text in texts])
+
+
+class StatusMinded(CodeBlindEmbedder):
+    """Reads a code as "status": for it a code is the status notes' topic."""
+
+    reads_codes_as = "status"
 
 
 # 30 notes that say "pump" 1 to 30 times: the vector side ranks them by how often, with a
@@ -119,6 +128,42 @@ def test_zscore_debug_accounts_for_each_score(tmp_path: Path, coded: list[TextSo
                 expected += weight * ZSCORE_FLOOR
                 continue
             z = (ranks[key] - moments["mean"]) / moments["std"] if moments["std"] else 0.0
-            expected += weight * (z + moments["lift"])
+            expected += weight * max(z + moments["lift"], ZSCORE_FLOOR)
         # (to 0.01: debug rounds the moments to 6 decimals, and the vector std is ~1e-3)
         assert hit.score == pytest.approx(expected, abs=1e-2)
+
+
+# A small store: the vector list holds every chunk, so the one chunk holding a code is in
+# it too, at its bottom, far below 60 near-equal notes (z about -7.7). Before the fix that
+# cost it more than being missing (-3), and z-score fusion ranked three status notes first.
+STATUS_NOTES = [
+    TextSource(f"Status update {day}: the team met, the build is green, nothing blocks us.",
+               f"status {day}")
+    for day in range(1, 61)
+]  # fmt: skip
+GARDEN_NOTE = TextSource(
+    "Garden shed inventory: the irrigation controller ZX-9047 waters the tomato beds at"
+    " dawn, and the spare hose reel hangs behind the door.",
+    "garden",
+)
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "zscore"])
+def test_a_code_the_vector_list_holds_last_is_still_the_first_hybrid_hit(
+    tmp_path: Path, fusion: str
+) -> None:
+    settings = make_settings(fusion=fusion)
+    embedder = StatusMinded(dims=2048, model="status-minded")
+    with Tether(db=tmp_path / "t.db", settings=settings, embedder=embedder) as t:
+        t.add([*STATUS_NOTES, GARDEN_NOTE], workspace_id="notes")
+
+        def search(mode: str):
+            return t.search("ZX-9047", scope="workspace", workspace_id="notes", mode=mode,
+                            k=3)  # fmt: skip
+
+        lexical, hybrid = search("lexical"), search("hybrid")
+        vector = t.search("ZX-9047", scope="workspace", workspace_id="notes", mode="vector",
+                          k=61)  # fmt: skip
+    assert [h.title for h in lexical] == ["garden"]
+    assert len(vector) == 61 and vector[-1].title == "garden"  # held, at the bottom
+    assert hybrid[0].title == "garden", [h.title for h in hybrid]

@@ -305,8 +305,8 @@ class Searcher:
         fused = zscore_fusion([lexical, vector], weights=weights)
         lifts = zscore_lifts([lexical, vector], weights=weights)
         debug: dict[str, Any] = {"method": "zscore", "weights": weights}
-        # A hit's score: the sum of weight * ((s - mean) / std + lift), std 0 counting as z 0,
-        # and weight * -3 for a side that lacks it.
+        # A hit's score: the sum of weight * max((s - mean) / std + lift, -3), std 0 counting
+        # as z 0, and weight * -3 for a side that lacks it.
         sides = zip(("lexical", "vector"), (lexical, vector), lifts, strict=True)
         for side, ranked, lift in sides:
             moments = _moments([s for _, s in ranked])
