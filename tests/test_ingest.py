@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import random
 import re
+import textwrap
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, assume, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -901,6 +902,40 @@ def test_split_span_prefers_paragraph_breaks(size: int, overlap: int) -> None:
     text = "\n\n".join(paragraphs)
     spans = list(split_span(text, 0, len(text), size, overlap))
     assert [text[s:e] for s, e in spans] == paragraphs
+
+
+_SENTENCE = st.lists(_WORD, min_size=3, max_size=12).map(" ".join).map(lambda s: s + ".")
+
+
+@PROPERTY
+@given(
+    st.lists(_SENTENCE, min_size=20, max_size=80),
+    st.integers(20, 90),
+    st.integers(250, 1000),
+    st.booleans(),
+)
+def test_split_span_ends_at_sentences_even_across_wrapped_lines(
+    sentences: list[str], wrap: int, size: int, bullets: bool
+) -> None:
+    """Text wrapped at a fixed width (PDF lines, hard-wrapped Markdown): a single line
+    break says nothing, so a chunk ends where a sentence does, never at a line break in
+    the middle of one, while every sentence is shorter than a chunk. A list item's start
+    is a boundary too."""
+    assume(max(map(len, sentences)) < size * 3 // 4)
+    prose = " ".join(f"- {s}" if bullets and i % 3 == 0 else s for i, s in enumerate(sentences))
+    text = "\n".join(textwrap.wrap(prose, wrap, break_long_words=False))
+    spans = list(split_span(text, 0, len(text), size, size // 6))
+    check_spans(text, 0, len(text), size, size // 6, spans)
+    assume(len(spans) > 1)
+    for _, e in spans:
+        assert text[e - 1] == "." or text[e:].lstrip().startswith("- "), text[:e][-60:]
+
+
+def test_a_sentence_longer_than_the_window_is_cut_at_a_space() -> None:
+    text = "Short one. " + " ".join(["word"] * 400) + "."
+    spans = list(split_span(text, 0, len(text), 300, 0))
+    assert text[spans[0][0] : spans[0][1]] != "Short one."  # not a tiny chunk before it
+    assert all(0 < e - s <= 300 for s, e in spans)
 
 
 @pytest.mark.parametrize("overlap", [0, 40, 100])

@@ -32,6 +32,13 @@ _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*\s")
+#: Where a chunk may end besides a paragraph break: after a sentence, or at a line break
+#: that starts a block (a list item, a heading, a fence, a table row) or follows a colon.
+_BOUNDARY = re.compile(
+    r"[.!?…][\"')\]]*\s"
+    r"|:[ \t]*\n"
+    r"|\n(?=[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|#{1,6}[ \t]|```|~~~|\|))"
+)
 
 
 @dataclass(frozen=True)
@@ -120,10 +127,13 @@ def split_span(
 ) -> Iterator[tuple[int, int]]:
     """Character spans of at most ``size`` covering ``text[start:end]``.
 
-    Cuts at the last paragraph break, else line break, else sentence end, else space in the
-    second half of the window; a hard cut only for a word longer than half a chunk. Each
-    span after the first starts up to ``overlap`` characters before the previous one ended,
-    at a sentence or word boundary.
+    A span ends where a sentence or a block does, so that an answer stays with its
+    condition: at the last paragraph break, else the last sentence end or block start
+    (a list item, a heading, a code fence, a table row, the line after a colon) in the
+    second half of the window, else the last of those in its first half past an eighth;
+    only a sentence longer than that falls back to a line break, then a space, and a
+    word longer than half a chunk to a hard cut. Each span after the first starts up to
+    ``overlap`` characters before the previous one ended, at a sentence or word boundary.
     """
     return _split(text, start, end, lambda pos, _: pos + size, lambda _, cut: cut - overlap)
 
@@ -146,7 +156,7 @@ def _split(
             if stop > pos:
                 yield pos, stop
             return
-        cut = _best_cut(text, pos + (hi - pos) // 2, hi)
+        cut = _best_cut(text, pos, hi)
         yield pos, _trim_end(text, pos, cut)
         pos = _skip_space(text, _overlap_start(text, max(pos + 1, back(pos, cut)), cut), end)
 
@@ -163,17 +173,22 @@ def _trim_end(text: str, start: int, end: int) -> int:
     return end
 
 
-def _best_cut(text: str, lo: int, hi: int) -> int:
-    window = text[lo:hi]
-    for separator in ("\n\n", "\n"):
-        at = window.rfind(separator)
-        if at != -1:
-            return lo + at + len(separator)
-    sentence_ends = [m.end() for m in _SENTENCE_END.finditer(window)]
-    if sentence_ends:
-        return lo + sentence_ends[-1]
+def _best_cut(text: str, pos: int, hi: int) -> int:
+    """Where a chunk starting at ``pos`` that may reach ``hi`` ends (see :func:`split_span`)."""
+    middle = pos + (hi - pos) // 2
+    window = text[middle:hi]
+    at = window.rfind("\n\n")
+    if at != -1:
+        return middle + at + 2
+    for lo in (middle, pos + (hi - pos) // 8):
+        ends = [m.end() for m in _BOUNDARY.finditer(text, lo, hi) if m.end() < hi]
+        if ends:
+            return ends[-1]
+    at = window.rfind("\n")
+    if at != -1:
+        return middle + at + 1
     at = max(window.rfind(" "), window.rfind("\t"))
-    return lo + at + 1 if at != -1 else hi
+    return middle + at + 1 if at != -1 else hi
 
 
 def _overlap_start(text: str, lo: int, cut: int) -> int:

@@ -17,15 +17,23 @@ time with the embedding model's tokenizer (a part of a chunk counts its share of
 by characters); headers and chunks stored without a count are estimated at one token
 per 4 characters, rounded up (English text with a WordPiece or BPE tokenizer runs at 4
 to 5). A chunk that does not fit is skipped and smaller later ones may still fit; if
-not even the best chunk fits, it is cut at a word boundary to the budget.
+not even the best chunk fits, it is cut at its last sentence end within the budget (a
+word boundary when one sentence is longer than that).
+
+A chunk whose text stops inside a sentence (a page ended there, or the next section
+began) is finished first (:func:`finish_sentences`): the words up to the sentence's end
+are taken from the document's next chunk, so no passage ends on "damaged by heat above
+60 degrees" without the condition that follows.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from tether.models import Citation
+from tether.models import Citation, Hit
 from tether.retrieve.rerank import Candidate
 
 
@@ -185,14 +193,76 @@ def build_context(
 
 
 def _truncate(c: Candidate, budget: int) -> Candidate:
-    """``c`` cut at a word boundary so that its passage fits ``budget`` tokens."""
+    """``c`` cut at its last sentence end (else a word boundary) so that its passage
+    fits ``budget`` tokens."""
     header = estimate_tokens(_header(1, [c])) + 1
     room = max(1, budget - header)
     total = c.token_count or estimate_tokens(c.hit.text)
     keep = int(len(c.hit.text) * min(1.0, room / max(total, 1)))
     text = c.hit.text[:keep]
-    if " " in text[keep // 2 :]:
-        text = text[: text.rfind(" ")]
-    text = text.rstrip() + " …"
+    ends = [m.end() for m in _SENTENCE_END.finditer(text + " ")]
+    if ends and ends[-1] > keep // 3:
+        text = text[: ends[-1]].rstrip()
+    else:
+        if " " in text[keep // 2 :]:
+            text = text[: text.rfind(" ")]
+        text = text.rstrip() + " …"
     hit = replace(c.hit, text=text, char_end=c.hit.char_start + len(text))
     return replace(c, hit=hit, token_count=max(1, room - 1))
+
+
+#: A sentence's end: its stop and any closing quote or bracket, then a space (or the end).
+_SENTENCE_END = re.compile(r"[.!?…:;][\"')\]]*(?=\s)")
+#: How far a chunk is followed into the next one for the end of its sentence.
+MAX_TAIL_CHARS = 400
+
+
+def ends_a_sentence(text: str) -> bool:
+    """Whether ``text`` stops at a sentence's end (or a closing bracket or fence)."""
+    return bool(_SENTENCE_END.search(text.rstrip() + " ", max(0, len(text.rstrip()) - 3)))
+
+
+def finish_sentences(
+    candidates: Sequence[Candidate], lookup: Callable[[Sequence[int]], dict[int, Hit]]
+) -> list[Candidate]:
+    """``candidates``, each one that stops inside a sentence extended to that sentence's
+    end (at most :data:`MAX_TAIL_CHARS` more) with the text of its document's next chunk.
+
+    ``lookup`` returns hits for chunk ids (the store's ``hits_for_chunks``). A document's
+    chunks are written in one transaction, in order, so the next chunk's id is one more;
+    the hit is used only when it is that document's next ordinal, else the candidate is
+    left as it is. A next chunk in another section ends the sentence where it was.
+    """
+    open_ended = [c for c in candidates if not ends_a_sentence(c.hit.text)]
+    if not open_ended:
+        return list(candidates)
+    following = lookup([c.hit.chunk_id + 1 for c in open_ended])
+    finished = {}
+    for c in open_ended:
+        after = following.get(c.hit.chunk_id + 1)
+        if after is None or after.document_id != c.hit.document_id:
+            continue
+        if after.ordinal != c.hit.ordinal + 1 or after.section_title != c.hit.section_title:
+            continue
+        finished[c.hit.chunk_id] = _extended(c, after)
+    return [finished.get(c.hit.chunk_id, c) for c in candidates]
+
+
+def _extended(c: Candidate, after: Hit) -> Candidate:
+    """``c`` with the start of ``after`` up to its first sentence end, if one is near."""
+    overlap = max(0, c.hit.char_end - after.char_start)
+    if len(after.text) != after.char_end - after.char_start or overlap > len(after.text):
+        return c
+    rest = after.text[overlap:]
+    end = _SENTENCE_END.search(rest[:MAX_TAIL_CHARS] + " ")
+    if end is None:
+        return c
+    gap = max(0, after.char_start - c.hit.char_end)  # whitespace between the two chunks
+    if gap > 2:  # a blank line or more: a block ended there
+        return c
+    tail = " " * gap + rest[: end.end()]  # (so that offsets stay exact)
+    hit = replace(c.hit, text=c.hit.text + tail, char_end=c.hit.char_end + len(tail))
+    tokens = None
+    if c.token_count is not None:
+        tokens = c.token_count + math.ceil(len(tail) / max(1, len(c.hit.text)) * c.token_count)
+    return replace(c, hit=hit, token_count=tokens)
