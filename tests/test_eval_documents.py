@@ -62,7 +62,9 @@ def test_the_report_measures_every_kind(tmp_path: Path) -> None:
     assert data["rates"]["answerable"] == 1.0
     assert data["answer_page_in_context"] == 1.0 and data["hit_at_1"] == 1.0
     assert set(data["quality"]) == {"hyphen_breaks", "header_footer_lines", "over_window",
-                                    "toc_chunks"}  # fmt: skip
+                                    "toc_chunks", "boilerplate_chunks",
+                                    "open_passages"}  # fmt: skip
+    assert data["lost"] == {"not_retrieved": 0, "ranked_below": 0, "judged_out": 0}
     rows = data["thresholds"]
     assert [r["answerable"] for r in rows] == sorted((r["answerable"] for r in rows), reverse=True)
     assert [r["unanswerable"] for r in rows] == sorted(r["unanswerable"] for r in rows)
@@ -74,7 +76,7 @@ def test_the_report_measures_every_kind(tmp_path: Path) -> None:
 
 def test_missing_manuals_and_bad_sets_are_clear_errors(tmp_path: Path) -> None:
     questions, _ = question_set(tmp_path)
-    with pytest.raises(InvalidArgument, match="fetch the manuals"):
+    with pytest.raises(InvalidArgument, match="fetch the documents first"):
         grounding_on_documents(questions, tmp_path / "nowhere", settings=make_settings())
     bad = tmp_path / "bad.json"
     bad.write_text("[]", encoding="utf-8")
@@ -134,3 +136,87 @@ def test_the_oracle_judge_reads_the_judge_prompt_as_tether_writes_it(tmp_path: P
     assert missing == {"answerable": False, "passages": []}
     other = json.loads(oracle.reply(_prompt("What colour is the card?", shown)[-1]["content"]))
     assert other["answerable"] is False
+
+
+def docset(tmp_path: Path) -> Path:
+    """A documentation set (version 2): HTML and Markdown files, one session."""
+    folder = tmp_path / "docs-set"
+    (folder / "docs").mkdir(parents=True)
+    page = (
+        "<html><head><title>{t}</title></head><body><nav><a href='/'>Home</a> › Guide</nav>"
+        "<main><h1>{t}</h1><p>{body}</p></main><footer>© Example docs</footer></body></html>"
+    )
+    (folder / "docs" / "install.html").write_text(page.format(
+        t="Install", body="Run the installer with the --prefix option to choose the folder."
+    ), encoding="utf-8")  # fmt: skip
+    (folder / "docs" / "backup.md").write_text(
+        "# Backup\n\nSnapshots are kept for 30 days unless the retention flag says otherwise.\n",
+        encoding="utf-8",
+    )
+    (folder / "docs" / "network.md").write_text(
+        "# Network\n\nThe daemon listens on port 7070 by default.\n", encoding="utf-8"
+    )
+    data = {
+        "version": 2, "workspace": "example", "description": "test set",
+        "session": {"id": "setup", "documents": ["install", "network"]},
+        "documents": [{"name": n, "file": f"docs/{n}.{ext}", "title": n.title()}
+                      for n, ext in (("install", "html"), ("backup", "md"), ("network", "md"))],
+        "questions": [
+            {"id": "a1", "kind": "answerable", "scope": "session", "document": "install",
+             "question": "How do I pick the folder the installer writes to?",
+             "answer": "with the --prefix option"},
+            {"id": "a2", "kind": "answerable", "scope": "workspace", "document": "backup",
+             "question": "How long are snapshots kept?", "answer": "kept for 30 days"},
+            {"id": "u1", "kind": "unanswerable", "scope": "session",
+             "question": "Which TLS cipher suites does the daemon accept?",
+             "absent_terms": ["cipher"]},
+            {"id": "x1", "kind": "cross_scope", "scope": "session", "document": "backup",
+             "question": "How long are snapshots retained?", "answer": "kept for 30 days"},
+        ],
+    }  # fmt: skip
+    (folder / "questions.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def test_a_documentation_set_is_asked_in_its_session_and_workspace(tmp_path: Path) -> None:
+    folder = docset(tmp_path)
+    report = grounding_on_documents(folder / "questions.json", settings=make_settings())
+    data = report.to_dict()
+    assert data["name"] == "docs-set" and data["documents"] == 3
+    assert data["questions"] == {"answerable": 2, "unanswerable": 1, "cross_scope": 1}
+    outcomes = {o.id: o for o in report.outcomes}
+    assert outcomes["a1"].grounded and outcomes["a1"].answer_page_in_context
+    assert outcomes["a1"].answer_text_cited
+    assert outcomes["a2"].grounded and outcomes["a2"].answer_text_cited  # asked in the workspace
+    assert data["rates"]["answerable"] == 1.0
+    # Every answerable question grounded on its answer: nothing was lost anywhere.
+    assert data["lost"] == {"not_retrieved": 0, "ranked_below": 0, "judged_out": 0}
+
+
+def test_a_set_naming_a_missing_session_is_a_clear_error(tmp_path: Path) -> None:
+    folder = docset(tmp_path)
+    data = json.loads((folder / "questions.json").read_text(encoding="utf-8"))
+    del data["session"]
+    (folder / "questions.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InvalidArgument, match="session the set does not have"):
+        grounding_on_documents(folder / "questions.json", settings=make_settings())
+
+
+def test_tether_eval_grounding_puts_several_sources_side_by_side(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tether.cli import app
+
+    question_set(tmp_path)
+    folder = docset(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", str(tmp_path), str(folder), "--grounding"])
+    assert result.exit_code == 0, result.output
+    assert "side by side" in result.output
+    assert tmp_path.name[:10] in result.output and "docs-set" in result.output
+    assert "lost: not retrieved" in result.output
+    as_json = runner.invoke(app, ["eval", str(tmp_path), str(folder), "--grounding", "--json"])
+    sources = json.loads(as_json.stdout)["sources"]
+    assert [s["questions"]["answerable"] for s in sources] == [2, 2]
+    several = runner.invoke(app, ["eval", str(tmp_path), str(folder)])
+    assert several.exit_code == 2 and "side by side with --grounding" in several.output

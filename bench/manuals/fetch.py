@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,16 +53,15 @@ EXIT_CHECKSUM = 4
 
 
 @dataclass(frozen=True)
-class Manual:
-    name: str  # short name; the PDF is stored as DEST/<name>.pdf
+class DebPin:
+    """A Debian package pinned by exact version and .deb checksum (also used by bench/docsets)."""
+
+    name: str  # short name, used in messages and temporary directory names
     package: str
     version: str
     arch: str  # "all" or the architecture the .deb sha256 was taken from
     pool_path: str  # path below a Debian mirror root (for manual downloads)
     deb_sha256: str
-    member: str  # path of the PDF inside the package (.pdf or .pdf.gz)
-    pdf_sha256: str  # sha256 of the (decompressed) PDF
-    pages: int
 
     @property
     def deb_filename(self) -> str:
@@ -74,6 +74,13 @@ class Manual:
         if self.arch == "all":
             return f"{self.package}={self.version}"
         return f"{self.package}:{self.arch}={self.version}"
+
+
+@dataclass(frozen=True)
+class Manual(DebPin):
+    member: str  # path of the PDF inside the package (.pdf or .pdf.gz)
+    pdf_sha256: str  # sha256 of the (decompressed) PDF
+    pages: int  # the PDF is stored as DEST/<name>.pdf
 
 
 # Debian 12 (bookworm), pinned in November 2026 from deb.debian.org; see README.md.
@@ -156,7 +163,7 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def manual_download_hint(m: Manual) -> str:
+def manual_download_hint(m: DebPin) -> str:
     return (
         f"  To fetch it by hand: https://deb.debian.org/debian/{m.pool_path}\n"
         f"  (or, once it has left the archive, "
@@ -165,13 +172,13 @@ def manual_download_hint(m: Manual) -> str:
     )
 
 
-def source_hint(m: Manual) -> str:
+def source_hint(m: DebPin) -> str:
     # pool/main/<prefix>/<source>/<file>
     parts = m.pool_path.split("/")
     return parts[3] if len(parts) > 3 else m.package
 
 
-def apt_download(m: Manual, workdir: Path) -> Path:
+def apt_download(m: DebPin, workdir: Path) -> Path:
     if shutil.which("apt-get") is None:
         raise FetchError(
             f"{m.name}: apt-get is not available on this machine; cannot fetch "
@@ -204,7 +211,7 @@ def apt_download(m: Manual, workdir: Path) -> Path:
     return path
 
 
-def find_local_deb(m: Manual, deb_dir: Path) -> Path:
+def find_local_deb(m: DebPin, deb_dir: Path) -> Path:
     direct = deb_dir / m.deb_filename
     if direct.exists():
         return direct
@@ -230,50 +237,92 @@ def _ar_members(data: bytes):
         pos = start + size + (size & 1)
 
 
-def extract_member_stdlib(deb: Path, member: str) -> bytes:
-    """Read one file out of a .deb without dpkg (data.tar.{xz,gz,bz2} or plain tar)."""
+def extract_members_stdlib(deb: Path, members: Iterable[str]) -> dict[str, bytes]:
+    """Read files out of a .deb without dpkg (data.tar.{xz,gz,bz2} or plain tar)."""
+    wanted = set(members)
     raw = deb.read_bytes()
     for name, payload in _ar_members(raw):
         if not name.startswith("data.tar"):
             continue
         if name.endswith(".zst"):
             raise FetchError(f"{deb.name}: data.tar.zst needs dpkg (not readable with the stdlib)")
+        found: dict[str, bytes] = {}
         with tarfile.open(fileobj=io.BytesIO(payload), mode="r:*") as tar:
             for info in tar.getmembers():
-                if info.name.lstrip("./") == member and info.isfile():
+                path = info.name.lstrip("./")
+                if path in wanted and info.isfile():
                     f = tar.extractfile(info)
                     assert f is not None
-                    return f.read()
-        raise FetchError(f"{deb.name}: {member} not found in the package")
+                    found[path] = f.read()
+        missing = sorted(wanted - set(found))
+        if missing:
+            raise FetchError(f"{deb.name}: {', '.join(missing)} not found in the package")
+        return found
     raise FetchError(f"{deb.name}: no data.tar member")
 
 
-def extract_pdf(m: Manual, deb: Path, workdir: Path) -> bytes:
+def extract_members(
+    pin: DebPin, deb: Path, workdir: Path, members: Iterable[str]
+) -> dict[str, bytes]:
+    """Unpack ``deb`` once and return each member's bytes, gunzipped when it ends in ``.gz``."""
+    members = list(members)
     if shutil.which("dpkg") is not None:
-        root = workdir / f"x-{m.name}"
+        root = workdir / f"x-{pin.name}"
         root.mkdir()
         proc = subprocess.run(["dpkg", "-x", str(deb), str(root)], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise FetchError(f"{m.name}: dpkg -x {deb.name} failed: {proc.stderr.strip()}")
-        path = root / m.member
-        if not path.is_file():
-            raise FetchError(f"{m.name}: {m.member} is not in {deb.name}")
-        data = path.read_bytes()
+            raise FetchError(f"{pin.name}: dpkg -x {deb.name} failed: {proc.stderr.strip()}")
+        raw: dict[str, bytes] = {}
+        for member in members:
+            path = root / member
+            if not path.is_file():
+                raise FetchError(f"{pin.name}: {member} is not in {deb.name}")
+            raw[member] = path.read_bytes()
     else:
-        data = extract_member_stdlib(deb, m.member)
-    if m.member.endswith(".gz"):
-        data = gzip.decompress(data)
-    return data
+        raw = extract_members_stdlib(deb, members)
+    return {k: gzip.decompress(v) if k.endswith(".gz") else v for k, v in raw.items()}
 
 
-def verify_existing(m: Manual, dest: Path) -> tuple[bool, str]:
-    path = dest / f"{m.name}.pdf"
+def extract_pdf(m: Manual, deb: Path, workdir: Path) -> bytes:
+    return extract_members(m, deb, workdir, [m.member])[m.member]
+
+
+def verify_file(path: Path, want_sha256: str) -> tuple[bool, str]:
+    """(ok, why): is ``path`` there with the pinned SHA-256?"""
     if not path.exists():
         return False, "missing"
     got = sha256_file(path)
-    if got != m.pdf_sha256:
-        return False, f"sha256 mismatch (got {got}, want {m.pdf_sha256})"
+    if got != want_sha256:
+        return False, f"sha256 mismatch (got {got}, want {want_sha256})"
     return True, "ok"
+
+
+def verify_existing(m: Manual, dest: Path) -> tuple[bool, str]:
+    return verify_file(dest / f"{m.name}.pdf", m.pdf_sha256)
+
+
+def obtain_deb(pin: DebPin, workdir: Path, deb_dir: Path | None) -> Path:
+    """The pinned .deb, from ``deb_dir`` or downloaded into ``workdir``, its SHA-256 checked."""
+    deb = find_local_deb(pin, deb_dir) if deb_dir else apt_download(pin, workdir)
+    got = sha256_file(deb)
+    if got != pin.deb_sha256:
+        raise FetchError(
+            f"{pin.name}: {deb.name} has sha256 {got}, pinned {pin.deb_sha256}", EXIT_CHECKSUM
+        )
+    return deb
+
+
+def check_extracted(what: str, data: bytes, want_sha256: str) -> None:
+    """Raise (exit code 4) unless ``data`` has the pinned SHA-256; ``what`` names it."""
+    got = hashlib.sha256(data).hexdigest()
+    if got != want_sha256:
+        raise FetchError(f"{what} has sha256 {got}, pinned {want_sha256}", EXIT_CHECKSUM)
+
+
+def write_atomically(out: Path, data: bytes) -> None:
+    partial = out.with_name(out.name + ".part")
+    partial.write_bytes(data)
+    os.replace(partial, out)
 
 
 def fetch_one(m: Manual, dest: Path, deb_dir: Path | None) -> str:
@@ -284,24 +333,11 @@ def fetch_one(m: Manual, dest: Path, deb_dir: Path | None) -> str:
         work = Path(tmp)
         # apt drops privileges to _apt for downloads; let it write here.
         os.chmod(work, 0o755)
-        deb = find_local_deb(m, deb_dir) if deb_dir else apt_download(m, work)
-        got = sha256_file(deb)
-        if got != m.deb_sha256:
-            raise FetchError(
-                f"{m.name}: {deb.name} has sha256 {got}, pinned {m.deb_sha256}", EXIT_CHECKSUM
-            )
+        deb = obtain_deb(m, work, deb_dir)
         data = extract_pdf(m, deb, work)
-        got = hashlib.sha256(data).hexdigest()
-        if got != m.pdf_sha256:
-            raise FetchError(
-                f"{m.name}: extracted {m.member} has sha256 {got}, pinned {m.pdf_sha256}",
-                EXIT_CHECKSUM,
-            )
+        check_extracted(f"{m.name}: extracted {m.member}", data, m.pdf_sha256)
         dest.mkdir(parents=True, exist_ok=True)
-        out = dest / f"{m.name}.pdf"
-        partial = out.with_suffix(".pdf.part")
-        partial.write_bytes(data)
-        os.replace(partial, out)
+        write_atomically(dest / f"{m.name}.pdf", data)
     return "fetched" if why == "missing" else f"replaced ({why})"
 
 

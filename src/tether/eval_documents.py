@@ -1,22 +1,32 @@
-"""Grounding on real documents: does tether cite the answer page when the answer is in
-scope, and say "not grounded" when it is not?
+"""Grounding on real documents: does tether cite the answer when the answer is in scope,
+and say "not grounded" when it is not?
 
-The question set (``bench/manuals/questions.json``, written by reading the manuals) has
-three kinds of question. All manuals go to one workspace; each manual also gets a chat
-session holding it alone:
+A question set is a folder with ``questions.json``, written by reading the documents, in
+one of two layouts:
 
-- ``answerable``: asked in the session of the manual that answers it; right when the
-  result is grounded (and better when a cited page is an answer page);
-- ``unanswerable``: asked in the session of its manual, which does not answer it;
-  right when the result is not grounded;
-- ``cross_scope``: asked in the session of another manual (``asked_in``), while the
-  workspace holds the answer; right when the result is not grounded and suggests the
-  workspace.
+- **PDF manuals** (``bench/manuals``): the PDFs in ``pdfs/<name>.pdf``; every manual goes
+  to one workspace and gets a chat session holding it alone. An answerable question is
+  asked in its manual's session, an unanswerable one in the session of the manual that
+  does not answer it, a cross-scope one in the session of another manual (``asked_in``).
+  The answer is cited when a citation shows one of its ``pages``.
+- **Documentation sets** (``bench/docsets/<set>``, ``"version": 2``): HTML or Markdown
+  files (``file``, relative to the folder) in one workspace, some of them attached to
+  one session; each question says whether it is asked in the ``session`` or the
+  ``workspace``. The answer is cited when a citation is of its document.
 
-Balanced grounding accuracy is the mean of the three rates. The report also counts what
-makes PDF text dirty in the stored chunks: words broken by a line-end hyphen, running
-header and footer lines, chunks over the embedder's window, and table-of-contents
-chunks.
+Three kinds of question: ``answerable`` (right when grounded), ``unanswerable`` (the
+answer is nowhere: right when not grounded) and ``cross_scope`` (asked in a session whose
+workspace holds the answer: right when not grounded and suggesting the workspace).
+Balanced grounding accuracy is the mean of the three rates.
+
+Each answerable question that was not grounded on its answer says where it was lost:
+``not_retrieved`` (no chunk holding the answer among the reranked candidates),
+``ranked_below`` (one was, below the first ``rag.max_chunks``), ``judged_out`` (one was
+among them, and the grounding judgment or the relevance threshold left it out). The
+report also counts what makes stored text dirty: words broken by a line-end hyphen,
+running header and footer lines, chunks over the embedder's window, table-of-contents
+chunks, boilerplate lines repeated across documents (menus, banners, footers), and cited
+passages that stop inside a sentence.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import json
 import re
 import statistics
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,14 +45,111 @@ from typing import Any
 from tether import InvalidArgument, RetrievalResult, Settings, Tether
 from tether.eval import _without_embeddings, embed_missing
 from tether.eval_grounding import closer_elsewhere, judged_right
+from tether.retrieve.context import ends_a_sentence
 
 WORKSPACE = "manuals"
 KINDS = ("answerable", "unanswerable", "cross_scope")
+#: Where an answerable question that was not grounded on its answer was lost.
+LOSSES = ("not_retrieved", "ranked_below", "judged_out")
 #: Thresholds tried on the recorded best relevance of each question.
 THRESHOLDS = (0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 
 _HYPHEN_BREAK = re.compile(r"[a-z]{2,}-\n[a-z]{2,}")
 _DOT_LEADER = re.compile(r"(?:\.\s?){4,}\s*\d+\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question, in either layout: where it is asked and what answers it."""
+
+    id: str
+    kind: str
+    question: str
+    #: ``("session", id)`` or ``("workspace", id)``.
+    asked_in: tuple[str, str]
+    document: str | None = None
+    pages: frozenset[int] = frozenset()
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """A question set and its documents, whichever layout it came in."""
+
+    name: str
+    workspace: str
+    #: Document name -> (file, title).
+    documents: dict[str, tuple[Path, str | None]]
+    #: Session id -> the names of the documents attached to it.
+    sessions: dict[str, list[str]]
+    questions: list[Question]
+    #: Whether answers are cited by page (PDF manuals) or by document.
+    by_page: bool
+
+
+def load_questions(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(f"cannot read the question set {path}: {exc}") from None
+    if not isinstance(data, dict) or "documents" not in data or "questions" not in data:
+        raise InvalidArgument(f"{path} is not a question set (documents, questions)")
+    return data
+
+
+def load_question_set(path: Path, documents_dir: Path | None = None) -> QuestionSet:
+    """The set in ``path`` (a ``questions.json``); the PDF manuals' files are looked for
+    in ``documents_dir`` (default: ``pdfs/`` beside it)."""
+    data = load_questions(path)
+    try:
+        if data.get("version") == 2:
+            return _docset(path, data)
+        return _manuals(path, data, documents_dir or path.parent / "pdfs")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{path} is not a valid question set: {exc!r}") from None
+
+
+def _manuals(path: Path, data: dict[str, Any], pdfs: Path) -> QuestionSet:
+    names = [d["name"] for d in data["documents"]]
+    questions = []
+    for q in data["questions"]:
+        where = q.get("asked_in") if q["kind"] == "cross_scope" else q["document"]
+        questions.append(Question(
+            q["id"], q["kind"], q["question"], ("session", f"manual-{where}"),
+            q.get("document"), frozenset(q.get("pages", ())), q.get("answer"),
+        ))  # fmt: skip
+    return QuestionSet(
+        name=path.parent.name,
+        workspace=WORKSPACE,
+        documents={n: (pdfs / f"{n}.pdf", None) for n in names},
+        sessions={f"manual-{n}": [n] for n in names},
+        questions=questions,
+        by_page=True,
+    )
+
+
+def _docset(path: Path, data: dict[str, Any]) -> QuestionSet:
+    workspace = str(data["workspace"])
+    session = data.get("session") or {}
+    session_id = session.get("id")
+    questions = []
+    for q in data["questions"]:
+        scope = q.get("scope", "session" if session_id else "workspace")
+        if scope == "session" and not session_id:
+            raise ValueError(f"question {q['id']} is asked in a session the set does not have")
+        where = ("session", session_id) if scope == "session" else ("workspace", workspace)
+        questions.append(Question(
+            q["id"], q["kind"], q["question"], where, q.get("document"),
+            frozenset(q.get("pages", ())), q.get("answer"),
+        ))  # fmt: skip
+    return QuestionSet(
+        name=path.parent.name,
+        workspace=workspace,
+        documents={d["name"]: (path.parent / d["file"], d.get("title")) for d in data["documents"]},
+        sessions={session_id: list(session["documents"])} if session_id else {},
+        questions=questions,
+        by_page=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -52,16 +160,23 @@ class QuestionOutcome:
     suggested_scope: str | None
     best_relevance: float
     closer_elsewhere: bool
+    #: Answerable only: a citation shows the answer's page (manuals) or document.
     answer_page_in_context: bool | None
     answer_page_first: bool | None
-    #: Whether an answer page is among the first ``rag.max_chunks`` reranked candidates,
+    #: Whether an answer chunk is among the first ``rag.max_chunks`` reranked candidates,
     #: grounded or not: retrieval apart from the grounding judgment.
     answer_page_ranked: bool | None
     ms: float
+    #: Answerable only: a cited passage holds the answer's words themselves.
+    answer_text_cited: bool | None = None
+    #: Answerable and not cited: where it was lost (one of :data:`LOSSES`).
+    lost: str | None = None
+    #: Cited passages that stop inside a sentence.
+    open_passages: int = 0
 
     @property
     def right(self) -> bool:
-        wider = self.suggested_scope == "workspace"
+        wider = self.suggested_scope in ("workspace", "global")
         return judged_right(self.kind, self.grounded, suggests_wider=wider)
 
 
@@ -74,6 +189,7 @@ class DocumentsReport:
     documents: int
     chunks: int
     settings: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
 
     def rate(self, kind: str) -> float:
         group = [o for o in self.outcomes if o.kind == kind]
@@ -90,6 +206,10 @@ class DocumentsReport:
             if o.kind == "answerable"
         ]  # fmt: skip
         return round(sum(bool(f) for f in found) / len(found), 4) if found else 0.0
+
+    def losses(self) -> dict[str, int]:
+        counted = Counter(o.lost for o in self.outcomes if o.lost)
+        return {loss: counted.get(loss, 0) for loss in LOSSES}
 
     def threshold_table(self) -> list[dict[str, float]]:
         """The balanced accuracy if "grounded" meant best relevance >= t (the result's
@@ -108,7 +228,10 @@ class DocumentsReport:
 
     def to_dict(self) -> dict[str, Any]:
         by_kind = Counter(o.kind for o in self.outcomes)
+        answerable = [o for o in self.outcomes if o.kind == "answerable"]
+        text_cited = [o.answer_text_cited for o in answerable if o.answer_text_cited is not None]
         return {
+            "name": self.name,
             "documents": self.documents,
             "chunks": self.chunks,
             "questions": dict(by_kind),
@@ -117,17 +240,25 @@ class DocumentsReport:
             "answer_page_in_context": self.answer_page_rate(),
             "hit_at_1": self.answer_page_rate(first=True),
             "answer_page_ranked": self.answer_page_rate(ranked=True),
+            "answer_text_cited": round(sum(text_cited) / len(text_cited), 4)
+            if text_cited
+            else None,
+            "lost": self.losses(),
             "best_relevance": {
                 kind: _quartiles([o.best_relevance for o in self.outcomes if o.kind == kind])
                 for kind in KINDS
             },
             "thresholds": self.threshold_table(),
-            "quality": self.quality,
+            "quality": {
+                **self.quality,
+                "open_passages": sum(o.open_passages for o in self.outcomes),
+            },
             "latency_ms_p50": round(statistics.median(o.ms for o in self.outcomes), 1)
             if self.outcomes
             else None,
             "settings": self.settings,
             "wrong": [o.id for o in self.outcomes if not o.right],
+            "lost_ids": {o.id: o.lost for o in self.outcomes if o.lost},
         }
 
 
@@ -137,53 +268,81 @@ def _quartiles(values: list[float]) -> list[float]:
     return [round(v, 3) for v in statistics.quantiles(values, n=4, method="inclusive")]
 
 
-def load_questions(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InvalidArgument(f"cannot read the question set {path}: {exc}") from None
-    if not isinstance(data, dict) or "documents" not in data or "questions" not in data:
-        raise InvalidArgument(f"{path} is not a question set (documents, questions)")
-    return data
-
-
-def index_documents(t: Tether, data: dict[str, Any], pdfs: Path) -> dict[str, str]:
-    """Each manual into the workspace, attached to a session of its own; their ids."""
+def index_documents(t: Tether, qset: QuestionSet) -> dict[str, str]:
+    """Every document into the set's workspace, attached to its sessions; their ids."""
+    attached = {name: sid for sid, names in qset.sessions.items() for name in names}
     ids = {}
-    for document in data["documents"]:
-        name = document["name"]
-        path = pdfs / f"{name}.pdf"
+    for name, (path, _) in qset.documents.items():
         if not path.exists():
             raise InvalidArgument(
-                f"{path} is missing: fetch the manuals first (python3 bench/manuals/fetch.py)"
+                f"{path} is missing: fetch the documents first (bench/manuals/fetch.py for"
+                " the manuals, bench/docsets/fetch.py for a documentation set)"
             )
-        (result,) = t.add(path, workspace_id=WORKSPACE, session_id=f"manual-{name}")
+        (result,) = t.add(path, workspace_id=qset.workspace, session_id=attached.get(name))
         ids[name] = result.document_id or ""
     embed_missing(t)
     return ids
 
 
-def ask(t: Tether, question: dict[str, Any], ids: dict[str, str]) -> QuestionOutcome:
-    kind = question["kind"]
-    asked_in = question.get("asked_in") if kind == "cross_scope" else question["document"]
+def normalized(text: str) -> str:
+    """Text as answers are compared: NFKC, case-folded, without any whitespace (text
+    extractors differ in the spaces they put around markup and font changes)."""
+    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def holds_answer(text: str, answer: str) -> bool:
+    """Whether a chunk holds the answer snippet, or (a snippet split by a chunk boundary)
+    its first or last 40 characters."""
+    chunk, snippet = normalized(text), normalized(answer)
+    if snippet in chunk:
+        return True
+    return len(snippet) > 60 and (snippet[:40] in chunk or snippet[-40:] in chunk)
+
+
+def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> QuestionOutcome:
+    kind, (level, where) = q.kind, q.asked_in
     started = time.perf_counter()
-    result = t.retrieve(question["question"], scope="session", session_id=f"manual-{asked_in}")
+    if level == "session":
+        result = t.retrieve(q.question, scope="session", session_id=where)
+    else:
+        result = t.retrieve(q.question, scope="workspace", workspace_id=where)
     ms = (time.perf_counter() - started) * 1000
-    in_context = first = ranked = None
+    open_passages = sum(1 for c in result.citations if c.text and not ends_a_sentence(c.text))
+    in_context = first = ranked = text_cited = None
+    lost = None
     if kind == "answerable":
-        answer_pages = set(question["pages"])
-        cited = [c for c in result.citations if c.document_id == ids[question["document"]]]
-        in_context = any(answer_pages & set(c.pages) for c in cited)
-        first = bool(result.citations) and bool(answer_pages & set(result.citations[0].pages))
-        top = [cid for cid, _, _ in result.debug.get("ranked", [])][: t.settings.rag.max_chunks]
-        hits = t.store.hits_for_chunks(top)
-        ranked = any(
-            hits[cid].page in answer_pages and hits[cid].document_id == ids[question["document"]]
-            for cid in top
-            if cid in hits
-        )
+        answer_doc = ids[q.document or ""]
+
+        def answers(document_id: str, page: int | None, text: str) -> bool:
+            if document_id != answer_doc:
+                return False
+            if qset.by_page:
+                return page in q.pages
+            return q.answer is None or holds_answer(text, q.answer)
+
+        def cites(c: Any) -> bool:
+            if c.document_id != answer_doc:
+                return False
+            return bool(q.pages & set(c.pages)) if qset.by_page else True
+
+        in_context = any(cites(c) for c in result.citations)
+        first = bool(result.citations) and cites(result.citations[0])
+        if q.answer is not None:
+            text_cited = any(
+                c.document_id == answer_doc and holds_answer(c.text, q.answer)
+                for c in result.citations
+            )
+        order = [cid for cid, _, _ in result.debug.get("ranked", [])]
+        hits = t.store.hits_for_chunks(order)
+        holding = [
+            i for i, cid in enumerate(order)
+            if cid in hits and answers(hits[cid].document_id, hits[cid].page, hits[cid].text)
+        ]  # fmt: skip
+        ranked = bool(holding) and holding[0] < t.settings.rag.max_chunks
+        if not (result.grounded and in_context):
+            lost = "not_retrieved" if not holding else "judged_out" if ranked else "ranked_below"
     return QuestionOutcome(
-        id=question["id"],
+        id=q.id,
         kind=kind,
         grounded=result.grounded,
         suggested_scope=result.suggested_scope,
@@ -193,6 +352,9 @@ def ask(t: Tether, question: dict[str, Any], ids: dict[str, str]) -> QuestionOut
         answer_page_first=first,
         answer_page_ranked=ranked,
         ms=round(ms, 1),
+        answer_text_cited=text_cited,
+        lost=lost,
+        open_passages=open_passages,
     )
 
 
@@ -201,25 +363,47 @@ def _best(result: RetrievalResult) -> float:
 
 
 def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str, int]:
-    """Counts of what makes PDF text dirty, over the stored chunks."""
+    """Counts of what makes stored text dirty, over the stored chunks."""
     counts = Counter(hyphen_breaks=0, header_footer_lines=0, over_window=0, toc_chunks=0)
+    documents_with: Counter[str] = Counter()
+    chunk_lines: list[set[str]] = []
     for document_id in ids.values():
         chunks = t.chunks(document_id)
         pages = {c.page for c in chunks if c.page is not None}
         lines_on: dict[str, set[int]] = {}
+        seen_here: set[str] = set()
         for c in chunks:
             counts["hyphen_breaks"] += len(_HYPHEN_BREAK.findall(c.content))
             if len(_DOT_LEADER.findall(c.content)) >= 3:
                 counts["toc_chunks"] += 1
             if window is not None and c.token_count is not None and c.token_count > window:
                 counts["over_window"] += 1
-            for line in {_shape(x) for x in c.content.splitlines() if x.strip()}:
+            lines = {_shape(x) for x in c.content.splitlines() if x.strip()}
+            chunk_lines.append(lines)
+            seen_here |= lines
+            for line in lines:
                 lines_on.setdefault(line, set()).add(c.page or 0)
+        documents_with.update(seen_here)
         repeated = [
             line for line, on in lines_on.items() if len(pages) >= 4 and len(on) >= len(pages) / 2
         ]
         counts["header_footer_lines"] += len(repeated)
+    counts["boilerplate_chunks"] = _boilerplate_chunks(chunk_lines, documents_with, len(ids))
     return dict(counts)
+
+
+def _boilerplate_chunks(
+    chunk_lines: list[set[str]], documents_with: Counter[str], documents: int
+) -> int:
+    """Chunks holding a line of three words or more that a third of the documents (at
+    least four) repeat word for word: a site's menu, banner, breadcrumb or footer."""
+    if documents < 4:
+        return 0
+    common = {
+        line for line, n in documents_with.items()
+        if n >= max(4, documents / 3) and len(line.split()) >= 3
+    }  # fmt: skip
+    return sum(1 for lines in chunk_lines if lines & common)
 
 
 def _shape(line: str) -> str:
@@ -228,26 +412,28 @@ def _shape(line: str) -> str:
 
 def grounding_on_documents(
     questions: Path,
-    pdfs: Path,
+    documents_dir: Path | None = None,
     *,
     db: str | Path = ":memory:",
     settings: Settings | None = None,
     lexical_only: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> DocumentsReport:
-    """Index the manuals of ``questions`` (PDFs in ``pdfs``) and ask every question;
+    """Index the documents of the set in ``questions`` and ask every question;
+    ``documents_dir`` is where the PDF manuals are (default: ``pdfs/`` beside the set);
     ``lexical_only`` turns embeddings off."""
-    data = load_questions(questions)
+    qset = load_question_set(Path(questions), documents_dir)
     settings = settings if settings is not None else Settings.load()
     if lexical_only:
         settings = _without_embeddings(settings)
     with Tether(db=db, settings=settings) as t:
-        ids = index_documents(t, data, pdfs)
+        ids = index_documents(t, qset)
         outcomes = []
-        for done, question in enumerate(data["questions"], start=1):
-            outcomes.append(ask(t, question, ids))
+        for done, question in enumerate(qset.questions, start=1):
+            outcomes.append(ask(t, qset, question, ids))
             if progress:
-                progress(done, len(data["questions"]))
+                progress(done, len(qset.questions))
         window = getattr(t.embedder, "max_tokens", None) or 256
         chunks = sum(len(t.chunks(i)) for i in ids.values())
-        return DocumentsReport(outcomes, text_quality(t, ids, window), len(ids), chunks)
+        quality = text_quality(t, ids, window)
+        return DocumentsReport(outcomes, quality, len(ids), chunks, name=qset.name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -26,11 +26,19 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from tether.eval import EvalProgress, EvalReport, PipelineReport
+    from tether.eval_documents import DocumentsReport
     from tether.eval_grounding import GroundingReport
 
 
 def eval_(
-    directory: Annotated[Path, typer.Argument(help="BEIR-format dataset directory.")],
+    directories: Annotated[
+        list[Path],
+        typer.Argument(
+            help="BEIR-format dataset directory; with --grounding, one or more of those or"
+            " of question-set folders (questions.json), measured side by side.",
+            show_default=False,
+        ),
+    ],
     split: Annotated[str, typer.Option(help="qrels split to score.")] = "test",
     db: Annotated[
         str | None,
@@ -87,10 +95,15 @@ def eval_(
     if grounding:
         if pipeline:
             fail("--pipeline and --grounding are separate evaluations; give one", code=2)
-        _grounding(directory, split, db, config, lexical_only, (claims, distractors), as_json)
+        sample = (claims, distractors)
+        _grounding_sources(directories, split, db, config, lexical_only, sample, as_json)
         return
     if claims is not None or distractors is not None:
         fail("--claims and --distractors go with --grounding", code=2)
+    if len(directories) != 1:
+        fail("give one dataset directory (several are measured side by side with --grounding)",
+             code=2)  # fmt: skip
+    (directory,) = directories
     try:
         with progress_bar() as bar:
             result = beir.run(
@@ -114,8 +127,8 @@ def eval_(
         out.print(_threshold_table(result.report.pipeline))
 
 
-def _grounding(
-    directory: Path,
+def _grounding_sources(
+    directories: list[Path],
     split: str,
     db: str | None,
     config: Path | None,
@@ -123,14 +136,36 @@ def _grounding(
     sample: tuple[int | None, int | None],
     as_json: bool,
 ) -> None:
+    """Each folder's grounding report; with several folders, one table side by side."""
+    reports = [
+        _grounding(directory, split, db, config, lexical_only, sample, as_json=False,
+                   show=len(directories) == 1 and not as_json)
+        for directory in directories
+    ]  # fmt: skip
+    if as_json:
+        data = [report.to_dict() for report in reports]
+        print_json(data[0] if len(data) == 1 else {"sources": data})
+    elif len(reports) > 1:
+        out.print(_side_by_side(directories, reports))
+
+
+def _grounding(
+    directory: Path,
+    split: str,
+    db: str | None,
+    config: Path | None,
+    lexical_only: bool,
+    sample: tuple[int | None, int | None],
+    *,
+    as_json: bool,
+    show: bool,
+) -> GroundingReport | DocumentsReport:
     # loaded only when evaluating
     from tether.eval_grounding import DEFAULT_CLAIMS, DEFAULT_DISTRACTORS, grounding
 
-    if (directory / "questions.json").is_file():  # real documents (bench/manuals)
-        _documents_grounding(directory, db, config, lexical_only, as_json)
-        return
+    if (directory / "questions.json").is_file():  # real documents (bench/manuals, docsets)
+        return _documents_grounding(directory, db, config, lexical_only, show)
     claims, distractors = sample
-
     try:
         with progress_bar() as bar:
             report = grounding(
@@ -147,44 +182,90 @@ def _grounding(
         fail(error_message(exc))
     if report.unindexed:
         err.print(f"note: {report.unindexed} documents could not be indexed", highlight=False)
-    if as_json:
-        print_json(report.to_dict())
-        return
-    _print_grounding(report)
+    if show:
+        _print_grounding(report)
+    return report
 
 
 def _documents_grounding(
-    directory: Path, db: str | None, config: Path | None, lexical_only: bool, as_json: bool
-) -> None:
-    """Grounding on real documents: ``DIR/questions.json`` with its PDFs in
-    ``DIR/pdfs`` (``bench/manuals``: fetch them with its ``fetch.py``)."""
+    directory: Path, db: str | None, config: Path | None, lexical_only: bool, show: bool
+) -> DocumentsReport:
+    """Grounding on real documents: ``DIR/questions.json`` and its documents (the PDF
+    manuals in ``DIR/pdfs``, a documentation set's files beside it)."""
     from tether.eval_documents import grounding_on_documents
 
     try:
         with progress_bar() as bar:
             task = bar.add_task(f"Asking {directory.name}", total=None)
             report = grounding_on_documents(
-                directory / "questions.json", directory / "pdfs",
+                directory / "questions.json",
                 db=db if db is not None else ":memory:", settings=Settings.load(config),
                 lexical_only=lexical_only,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )  # fmt: skip
     except TetherError as exc:
         fail(error_message(exc))
+    if not show:
+        return report
     data = report.to_dict()
-    if as_json:
-        print_json(data)
-        return
     table = folded_table("measure", "value")
-    for name in ("balanced_accuracy", "answer_page_in_context", "hit_at_1", "answer_page_ranked"):
-        table.add_row(name.replace("_", " "), f"{data[name]:.4f}")
-    for kind, rate in data["rates"].items():
-        table.add_row(f"right on {kind.replace('_', '-')}", f"{rate:.4f}")
-    for name, count in data["quality"].items():
-        table.add_row(name.replace("_", " "), str(count))
+    for label, value in _document_rows(data):
+        table.add_row(label, value)
     asked = ", ".join(f"{n} {kind.replace('_', '-')}" for kind, n in data["questions"].items())
     say(f"{data['documents']} documents, {data['chunks']} chunks; questions: {asked}")
     out.print(table)
+    return report
+
+
+def _document_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The measures of a real-document report, labelled as the side-by-side table has them."""
+    rates = data["rates"]
+    rows = [
+        ("balanced accuracy", f"{data['balanced_accuracy']:.4f}"),
+        ("right on answerable (grounded)", f"{rates['answerable']:.4f}"),
+        ("right on unanswerable (refused)", f"{rates['unanswerable']:.4f}"),
+        ("right on cross-scope (refused, wider)", f"{rates['cross_scope']:.4f}"),
+        ("answer cited (page / file)", f"{data['answer_page_in_context']:.4f}"),
+        ("answer cited first", f"{data['hit_at_1']:.4f}"),
+        ("answer in the first max_chunks ranked", f"{data['answer_page_ranked']:.4f}"),
+    ]
+    if data.get("answer_text_cited") is not None:
+        rows.append(("answer's words in a cited passage", f"{data['answer_text_cited']:.4f}"))
+    for loss, n in data["lost"].items():
+        rows.append((f"lost: {loss.replace('_', ' ')}", str(n)))
+    for name, count in data["quality"].items():
+        rows.append((name.replace("_", " "), str(count)))
+    rows.append(("latency p50 (ms)", f"{data['latency_ms_p50']}"))
+    return rows
+
+
+def _side_by_side(
+    directories: list[Path], reports: list[GroundingReport | DocumentsReport]
+) -> Table:
+    """One row per measure, one column per source; '-' where a source has no such measure
+    (a BEIR-derived set has no pages to cite)."""
+    from tether.eval_grounding import GroundingReport
+
+    columns: list[dict[str, str]] = []
+    for report in reports:
+        if isinstance(report, GroundingReport):
+            kinds = report.kinds
+            columns.append({
+                "balanced accuracy": f"{report.balanced_accuracy:.4f}",
+                "right on answerable (grounded)": f"{kinds['answerable'].right:.4f}",
+                "right on unanswerable (refused)": f"{kinds['unanswerable'].right:.4f}",
+                "right on cross-scope (refused, wider)": f"{kinds['cross_scope'].right:.4f}",
+            })  # fmt: skip
+        else:
+            columns.append(dict(_document_rows(report.to_dict())))
+    labels = list(dict.fromkeys(label for column in columns for label in column))
+    table = Table(title="grounding, side by side")
+    table.add_column("measure")
+    for directory in directories:
+        table.add_column(directory.name or str(directory), justify="right")
+    for label in labels:
+        table.add_row(label, *(column.get(label, "-") for column in columns))
+    return table
 
 
 def _one_bar_a_stage(bar: Progress) -> EvalProgress:

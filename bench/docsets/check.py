@@ -1,0 +1,518 @@
+#!/usr/bin/env python3
+"""Validate a ``bench/docsets/<set>`` question set against its fetched documents.
+
+Usage::
+
+    python3 bench/docsets/fetch.py SET_DIR                  # once, to get SET_DIR/docs/
+    python3 bench/docsets/check.py SET_DIR                  # full check
+    python3 bench/docsets/check.py SET_DIR --schema-only    # no documents needed
+
+The format is described in ``bench/docsets/README.md``. Checks:
+
+* ``manifest.json`` is well formed (``fetch.py``'s loader) and ``questions.json`` follows
+  the schema: version 2, ``workspace``, ``session`` (id, documents), ``documents`` (name,
+  file, title), ``questions`` with the fields of their kind; unique ids; known documents;
+  the documents are exactly the manifest's files, with ``file`` = ``docs/<name>.<html|md>``;
+  the session is a non-empty proper subset of them;
+* counts: at least 34 answerable (24 asked in the session, 6 in the workspace), 16
+  unanswerable (with both scopes), 16 cross-scope;
+* an answerable question asked in the session has its document in the session; a
+  cross-scope question is asked in the session and its document is not in the session;
+  the answer snippet is shorter than 160 characters and not pasted into the question;
+
+and, unless ``--schema-only``:
+
+* every document has the SHA-256 of the manifest;
+* every snippet occurs in its document's text, and in the page's main content: not only in
+  navigation, sidebars, breadcrumbs, headers or footers (HTML), nor only across a block
+  boundary such as a heading and the paragraph under it;
+* a cross-scope snippet occurs in no session document;
+* an unanswerable question's ``absent_terms`` occur in no document of the workspace.
+
+Text of a document: for HTML, the visible text from the stdlib ``html.parser`` (``<head>``,
+``<script>``, ``<style>`` and the like skipped; block tags give line breaks); for Markdown,
+the file's text. Matching: NFKC, whitespace collapsed, case-folded; as a fallback, all
+whitespace ignored. Absent terms are matched on the whitespace-collapsed text, at word
+boundaries when the term is made of plain words.
+
+Exit status 0 when everything passes, 1 on any failure, 2 on bad usage or missing inputs.
+Standard library only; Python 3.11+.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import fetch  # noqa: E402  (this folder's fetch.py, stdlib only)
+from fetch import DocSet  # noqa: E402
+
+KINDS = ("answerable", "unanswerable", "cross_scope")
+SCOPES = ("session", "workspace")
+MAX_ANSWER = 160
+MIN_ANSWERABLE = 34
+MIN_ANSWERABLE_SESSION = 24
+MIN_ANSWERABLE_WORKSPACE = 6
+MIN_UNANSWERABLE = 16
+MIN_CROSS = 16
+TOP_KEYS = {"version", "description", "workspace", "session", "documents", "questions"}
+ID_RE = re.compile(r"[A-Za-z0-9._-]+")
+BASE = {"id", "kind", "scope", "question"}
+FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional)
+    "answerable": (BASE | {"document", "answer"}, {"note"}),
+    "unanswerable": (BASE | {"absent_terms", "note"}, set()),
+    "cross_scope": (BASE | {"document", "answer"}, {"note"}),
+}
+
+# --- HTML text ----------------------------------------------------------------------------
+
+SKIP_TAGS = {"head", "script", "style", "noscript", "template", "svg", "iframe", "object"}
+VOID_TAGS = {
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+    "source", "track", "wbr",
+}  # fmt: skip
+BLOCK_TAGS = {
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog",
+    "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3",
+    "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
+    "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr", "ul",
+}  # fmt: skip
+CHROME_TAGS = {"nav", "header", "footer", "aside"}
+CHROME_ROLES = {"navigation", "contentinfo", "complementary", "banner", "search"}
+# A class token or id that says "navigation, sidebar, breadcrumb, footer, related links".
+CHROME_WORD = re.compile(
+    r"(?:^|[-_])nav(?:$|[-_])|navigation|navbar|sidebar|breadcrumb|footer|related", re.I
+)
+BLOCK_SEP = "\x1e"  # marks a block boundary while the text is assembled
+
+
+def is_chrome(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    if tag in CHROME_TAGS:
+        return True
+    a = {k: (v or "") for k, v in attrs}
+    if a.get("role", "").strip().lower() in CHROME_ROLES:
+        return True
+    tokens = a.get("class", "").split() + a.get("id", "").split()
+    return any(CHROME_WORD.search(t) for t in tokens)
+
+
+class PageText(HTMLParser):
+    """Visible text of a page, all of it and without the page chrome (menus, sidebars...)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.all: list[str] = []
+        self.main: list[str] = []
+        self._stack: list[tuple[str, bool, bool]] = []  # (tag, skipped, chrome)
+        self._skip = 0
+        self._chrome = 0
+
+    def _break(self) -> None:
+        self.all.append(BLOCK_SEP)
+        self.main.append(BLOCK_SEP)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in BLOCK_TAGS:
+            self._break()
+        if tag in VOID_TAGS:
+            return
+        skipped = tag in SKIP_TAGS
+        chrome = is_chrome(tag, attrs)
+        self._stack.append((tag, skipped, chrome))
+        self._skip += skipped
+        self._chrome += chrome
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in BLOCK_TAGS:
+            self._break()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in BLOCK_TAGS:
+            self._break()
+        if not any(t == tag for t, _, _ in self._stack):
+            return  # a stray end tag
+        while self._stack:  # close what the page left open (<li>, <p>) on the way
+            t, skipped, chrome = self._stack.pop()
+            self._skip -= skipped
+            self._chrome -= chrome
+            if t == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        self.all.append(data)
+        if not self._chrome:
+            self.main.append(data)
+
+
+@dataclass
+class Text:
+    """A document's text, normalized for matching."""
+
+    full: str  # everything visible
+    main: str  # without the page chrome
+    blocks: list[str] = field(default_factory=list)  # main content, one entry per block
+
+
+def norm(text: str) -> str:
+    """The format's matching form: NFKC, runs of whitespace as one space, case-folded."""
+    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()
+
+
+def contains(haystack: str, needle: str, *, spaced: bool = False) -> bool:
+    """Does normalized ``needle`` occur in normalized ``haystack``? Unless ``spaced``, also
+    accept a match that ignores whitespace altogether (the format's fallback)."""
+    if needle in haystack:
+        return True
+    return not spaced and needle.replace(" ", "") in haystack.replace(" ", "")
+
+
+def html_text(markup: str) -> Text:
+    parser = PageText()
+    parser.feed(markup)
+    parser.close()
+    full = "".join(parser.all).replace(BLOCK_SEP, "\n")
+    main_raw = "".join(parser.main)
+    blocks = [norm(b) for b in main_raw.split(BLOCK_SEP) if b.strip()]
+    return Text(norm(full), norm(main_raw.replace(BLOCK_SEP, "\n")), blocks)
+
+
+def document_text(path: Path, fmt: str) -> Text:
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    if fmt == "html":
+        return html_text(raw)
+    t = norm(raw)
+    return Text(t, t, [t])
+
+
+# --- checks -------------------------------------------------------------------------------
+
+
+class Report:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.stats: Counter[str] = Counter()
+        self.shared: list[str] = []  # snippets that also occur in another document
+
+    def err(self, msg: str) -> None:
+        self.errors.append(msg)
+
+
+@dataclass
+class QuestionSet:
+    workspace: str = ""
+    session_id: str = ""
+    session: list[str] = field(default_factory=list)
+    documents: dict[str, dict] = field(default_factory=dict)
+    questions: list[dict] = field(default_factory=list)
+
+
+def _is_text(value: object, minimum: int = 1) -> bool:
+    return isinstance(value, str) and len(value.strip()) >= minimum
+
+
+def check_top(data: object, ds: DocSet, rep: Report) -> QuestionSet:
+    qs = QuestionSet()
+    if not isinstance(data, dict):
+        rep.err("questions.json: the top level must be an object")
+        return qs
+    for key in sorted(TOP_KEYS - set(data)):
+        rep.err(f"questions.json: missing key {key!r}")
+    for key in sorted(set(data) - TOP_KEYS):
+        rep.err(f"questions.json: unknown key {key!r}")
+    if data.get("version") != 2:
+        rep.err(f"questions.json: version must be 2 (got {data.get('version')!r})")
+    if not _is_text(data.get("description"), 10):
+        rep.err("questions.json: 'description' must be a real description")
+    if _is_text(data.get("workspace")):
+        qs.workspace = data["workspace"]
+    else:
+        rep.err("questions.json: 'workspace' must be a non-empty string")
+
+    suffix = ds.suffix
+    manifest_names = [f.name for f in ds.files]
+    docs = data.get("documents")
+    if not isinstance(docs, list) or not docs:
+        rep.err("questions.json: 'documents' must be a non-empty list")
+        docs = []
+    for i, d in enumerate(docs):
+        if not isinstance(d, dict) or set(d) != {"name", "file", "title"}:
+            rep.err(f"documents[{i}]: must be an object with exactly name, file, title")
+            continue
+        name = d["name"]
+        if name in qs.documents:
+            rep.err(f"documents[{i}]: duplicate name {name!r}")
+        if name not in manifest_names:
+            rep.err(f"documents[{i}]: {name!r} is not a file of manifest.json")
+        if d["file"] != f"docs/{name}.{suffix}":
+            rep.err(f"documents[{i}]: file must be 'docs/{name}.{suffix}' (got {d['file']!r})")
+        if not _is_text(d["title"]):
+            rep.err(f"documents[{i}]: 'title' must be a non-empty string")
+        qs.documents[str(name)] = d
+    for name in manifest_names:
+        if name not in qs.documents:
+            rep.err(f"manifest file {name!r} is not listed in documents")
+
+    session = data.get("session")
+    if not isinstance(session, dict) or set(session) != {"id", "documents"}:
+        rep.err("questions.json: 'session' must be an object with exactly id, documents")
+        return qs
+    if _is_text(session["id"]):
+        qs.session_id = session["id"]
+    else:
+        rep.err("session: 'id' must be a non-empty string")
+    members = session["documents"]
+    if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+        rep.err("session: 'documents' must be a list of document names")
+        return qs
+    for name in sorted({m for m in members if members.count(m) > 1}):
+        rep.err(f"session: document {name!r} listed twice")
+    for name in members:
+        if name not in qs.documents:
+            rep.err(f"session: unknown document {name!r}")
+    qs.session = list(dict.fromkeys(members))
+    if not 0 < len(qs.session) < len(qs.documents):
+        rep.err(
+            f"session: holds {len(qs.session)} of {len(qs.documents)} documents "
+            "(must be a non-empty proper subset)"
+        )
+    return qs
+
+
+def check_question(q: object, i: int, qs: QuestionSet, seen: set[str], rep: Report) -> None:
+    if not isinstance(q, dict):
+        rep.err(f"questions[{i}]: not an object")
+        return
+    qid = q.get("id")
+    if not isinstance(qid, str) or not ID_RE.fullmatch(qid):
+        rep.err(f"questions[{i}]: 'id' must be a string of [A-Za-z0-9._-]")
+        return
+    if qid in seen:
+        rep.err(f"{qid}: duplicate id")
+    seen.add(qid)
+    kind = q.get("kind")
+    if kind not in FIELDS:
+        rep.err(f"{qid}: kind {kind!r} not one of {KINDS}")
+        return
+    required, optional = FIELDS[kind]
+    missing = required - set(q)
+    extra = set(q) - required - optional
+    if missing:
+        rep.err(f"{qid}: missing field(s) {sorted(missing)}")
+    if extra:
+        rep.err(f"{qid}: field(s) {sorted(extra)} not allowed for kind {kind}")
+    if missing:
+        return
+    scope = q["scope"]
+    if scope not in SCOPES:
+        rep.err(f"{qid}: scope {scope!r} not one of {SCOPES}")
+    elif kind == "cross_scope" and scope != "session":
+        rep.err(f"{qid}: a cross_scope question is asked in the session (scope 'session')")
+    if not _is_text(q["question"], 10):
+        rep.err(f"{qid}: 'question' must be a real question")
+    if "note" in q and not _is_text(q["note"]):
+        rep.err(f"{qid}: 'note' must be a non-empty string")
+    if kind == "unanswerable":
+        terms = q["absent_terms"]
+        if not isinstance(terms, list) or not terms or not all(_is_text(t) for t in terms):
+            rep.err(f"{qid}: 'absent_terms' must be a non-empty list of non-empty strings")
+        qs.questions.append(q)
+        return
+    doc, answer = q["document"], q["answer"]
+    if doc not in qs.documents:
+        rep.err(f"{qid}: unknown document {doc!r}")
+    elif kind == "answerable" and scope == "session" and doc not in qs.session:
+        rep.err(f"{qid}: asked in the session but its document {doc!r} is not in the session")
+    elif kind == "cross_scope" and doc in qs.session:
+        rep.err(f"{qid}: cross-scope, but its document {doc!r} is in the session")
+    if not _is_text(answer):
+        rep.err(f"{qid}: 'answer' must be a non-empty string")
+    elif len(answer) >= MAX_ANSWER:
+        rep.err(f"{qid}: answer is {len(answer)} characters (limit < {MAX_ANSWER})")
+    elif isinstance(q["question"], str) and contains(norm(q["question"]), norm(answer)):
+        rep.err(f"{qid}: the answer snippet is pasted verbatim into the question")
+    qs.questions.append(q)
+
+
+def check_counts(qs: QuestionSet, rep: Report) -> Counter[tuple[str, str]]:
+    per: Counter[tuple[str, str]] = Counter(
+        (q["kind"], q["scope"]) for q in qs.questions if q.get("scope") in SCOPES
+    )
+    kinds = Counter(q["kind"] for q in qs.questions)
+    wants = (
+        (kinds["answerable"], MIN_ANSWERABLE, "answerable questions"),
+        (per["answerable", "session"], MIN_ANSWERABLE_SESSION, "answerable, asked in the session"),
+        (per["answerable", "workspace"], MIN_ANSWERABLE_WORKSPACE, "answerable, in the workspace"),
+        (kinds["unanswerable"], MIN_UNANSWERABLE, "unanswerable questions"),
+        (per["unanswerable", "session"], 1, "unanswerable, asked in the session"),
+        (per["unanswerable", "workspace"], 1, "unanswerable, asked in the workspace"),
+        (kinds["cross_scope"], MIN_CROSS, "cross_scope questions"),
+    )
+    for got, minimum, what in wants:
+        if got < minimum:
+            rep.err(f"too few questions: {what}: {got} (need at least {minimum})")
+    return per
+
+
+def load_texts(ds: DocSet, rep: Report) -> dict[str, Text] | None:
+    texts: dict[str, Text] = {}
+    missing: list[str] = []
+    for f in ds.files:
+        path = ds.path(f)
+        if not path.exists():
+            missing.append(str(path))
+            continue
+        got = fetch.sha256_file(path)
+        if got != f.sha256:
+            rep.err(f"{path}: sha256 {got} differs from the manifest's {f.sha256}")
+        texts[f.name] = document_text(path, ds.format)
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        print(
+            f"error: document(s) not found: {', '.join(missing[:3])}{more}\n"
+            f"  run: python3 {(HERE / 'fetch.py').as_posix()} {ds.root}",
+            file=sys.stderr,
+        )
+        return None
+    return texts
+
+
+def term_pattern(term: str) -> re.Pattern[str]:
+    """Whitespace-collapsed, case-folded; at word boundaries when the term is plain words."""
+    t = norm(term)
+    if re.fullmatch(r"\w+(?: \w+)*", t):
+        return re.compile(rf"\b{re.escape(t)}\b")
+    return re.compile(re.escape(t))
+
+
+def check_snippet(q: dict, texts: dict[str, Text], rep: Report) -> None:
+    qid, doc = q["id"], q["document"]
+    text = texts.get(doc)
+    if text is None:
+        return
+    snippet = norm(q["answer"])
+    if contains(text.main, snippet):
+        rep.stats["snippets found in the main content"] += 1
+        if not contains(text.main, snippet, spaced=True):
+            rep.stats["  of which only when ignoring whitespace"] += 1
+    elif contains(text.full, snippet):
+        rep.err(f"{qid}: snippet occurs in {doc} only in navigation/sidebar/footer text")
+        return
+    else:
+        elsewhere = [n for n, t in texts.items() if contains(t.main, snippet)]
+        rep.err(
+            f"{qid}: snippet not found in {doc}"
+            + (f" (it is in {', '.join(elsewhere[:5])})" if elsewhere else "")
+        )
+        return
+    if not any(contains(b, snippet) for b in text.blocks):
+        rep.err(f"{qid}: snippet spans a block boundary in {doc}; keep it within one block")
+    others = [n for n, t in texts.items() if n != doc and contains(t.main, snippet)]
+    if others:
+        rep.shared.append(f"{qid} (also in {', '.join(others[:3])})")
+
+
+def check_texts(qs: QuestionSet, texts: dict[str, Text], rep: Report) -> None:
+    for q in qs.questions:
+        if q["kind"] == "unanswerable":
+            for term in q["absent_terms"]:
+                if not _is_text(term):
+                    continue
+                pat = term_pattern(term)
+                hits = [n for n, t in texts.items() if pat.search(t.full)]
+                if hits:
+                    rep.err(
+                        f"{q['id']}: absent term {term!r} occurs in {len(hits)} document(s): "
+                        + ", ".join(hits[:5])
+                    )
+                else:
+                    rep.stats["absent terms verified absent from the workspace"] += 1
+            continue
+        if q["document"] not in texts or not _is_text(q["answer"]):
+            continue
+        check_snippet(q, texts, rep)
+        if q["kind"] == "cross_scope":
+            snippet = norm(q["answer"])
+            hits = [n for n in qs.session if n in texts and contains(texts[n].full, snippet)]
+            if hits:
+                rep.err(f"{q['id']}: cross-scope snippet also occurs in session document(s) {hits}")
+            else:
+                rep.stats["cross-scope snippets absent from the session"] += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Validate a bench/docsets question set.")
+    ap.add_argument("set_dir", help="the set's folder (manifest.json, questions.json, docs/)")
+    ap.add_argument(
+        "--schema-only", action="store_true", help="skip the document checks (nothing fetched)"
+    )
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    root = Path(args.set_dir)
+    try:
+        ds = fetch.load_manifest(root)
+    except fetch.ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    qpath = root / "questions.json"
+    try:
+        data = json.loads(qpath.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"error: cannot read {qpath}: {e}", file=sys.stderr)
+        return 2
+
+    rep = Report()
+    qs = check_top(data, ds, rep)
+    seen: set[str] = set()
+    raw_questions = data.get("questions") if isinstance(data, dict) else None
+    if not isinstance(raw_questions, list):
+        rep.err("questions.json: 'questions' must be a list")
+        raw_questions = []
+    for i, q in enumerate(raw_questions):
+        check_question(q, i, qs, seen, rep)
+    per = check_counts(qs, rep)
+    if not args.schema_only:
+        texts = load_texts(ds, rep)
+        if texts is None:
+            return 2
+        check_texts(qs, texts, rep)
+
+    print(
+        f"{qpath}: set {ds.name} ({ds.format}, {ds.pin.apt_spec}), {len(qs.documents)} documents, "
+        f"session {qs.session_id!r} with {len(qs.session)}, workspace {qs.workspace!r}"
+    )
+    print(f"  {'kind':14s} {'session':>8s} {'workspace':>10s} {'total':>6s}")
+    for kind in KINDS:
+        s, w = per[kind, "session"], per[kind, "workspace"]
+        print(f"  {kind:14s} {s:8d} {w:10d} {s + w:6d}")
+    print(
+        f"  {'all':14s} {sum(per[k, 'session'] for k in KINDS):8d} "
+        f"{sum(per[k, 'workspace'] for k in KINDS):10d} {sum(per.values()):6d}"
+    )
+    for key, value in rep.stats.items():
+        print(f"  {key}: {value}")
+    if rep.shared:
+        print(f"  snippets also in another document (allowed): {'; '.join(rep.shared)}")
+    if rep.errors:
+        print(f"FAILED: {len(rep.errors)} problem(s)")
+        for e in rep.errors:
+            print(f"  - {e}")
+        return 1
+    print("OK" + (" (schema only)" if args.schema_only else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
