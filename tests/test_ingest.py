@@ -555,6 +555,59 @@ def test_html_sections_keep_the_text_after_code_in_its_section(tmp_path: Path) -
     assert "# install deps" in text and "Then continue." in text
 
 
+SITE_PAGE = """<!DOCTYPE html><html><head><title>Backups - Acme Docs</title></head><body>
+<a class="skip-link" href="#content">Skip to content</a>
+<div class="cookie-banner">We use cookies to improve your experience. Accept all</div>
+<header><div class="logo">Acme Docs</div><nav><ul><li>Home<li>Guides<li>API</ul></nav></header>
+<div class="breadcrumbs">Acme Docs › Guides › Backups</div>
+<div class="wrapper"><div class="sidebar"><h3>On this page</h3><ul><li>Snapshots</li></ul></div>
+<main id="content"><h1>Backups<a class="headerlink" href="#b">¶</a></h1>
+<p>Snapshots are kept for 30 days.</p>
+<section id="cookies"><h2>Cookies and sessions</h2><p>Session cookies are not backed up.</p>
+<pre>acme backup --keep 30
+  --quiet</pre></section>
+<div class="related-pages">Next: Restores</div>
+</main></div>
+<footer><p>© 2026 Acme. Built with a generator.</p></footer></body></html>
+"""
+
+
+@pytest.mark.parametrize("landmark", ['<main id="content">', '<div role="main">', None])
+def test_html_keeps_the_main_content_only(tmp_path: Path, landmark: str | None) -> None:
+    """Menus, breadcrumbs, banners, sidebars, cookie notes and footers are not content;
+    headings stay section titles and code blocks stay whole, with or without a main
+    landmark (then by the page's other landmarks and class names)."""
+    markup = SITE_PAGE
+    if landmark != '<main id="content">':
+        markup = markup.replace('<main id="content">', landmark or "<div>")
+        markup = markup.replace("</main>", "</div>")
+    doc = load_path(write(tmp_path / "page.html", markup))
+    for boilerplate in ("Skip to content", "We use cookies", "Home", "Guides ›", "On this page",
+                        "Next: Restores", "© 2026", "¶"):  # fmt: skip
+        assert boilerplate not in doc.text, boilerplate
+    assert doc.text.startswith("# Backups\n")
+    assert "Session cookies are not backed up." in doc.text  # a section whose id says cookies
+    assert "acme backup --keep 30\n  --quiet" in doc.text
+    assert section_titles(doc) == ["Backups", "Backups > Cookies and sessions"]
+
+
+def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
+    markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.text == "# Title\n\nBody text stays."
+
+
+def test_html_a_landmark_that_holds_nothing_keeps_the_page(tmp_path: Path) -> None:
+    """A stray "role=main" (in a script, or an empty element) is no reason to drop the
+    page's text."""
+    markup = (
+        "<script>el.setAttribute('role=main')</script><div role='main'></div>"
+        "<h1>Title</h1><p>" + "Body text that is the whole page. " * 10 + "</p>"
+    )
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.text.startswith("# Title") and "whole page" in doc.text
+
+
 def test_example_html_page(tether: Tether) -> None:
     path = EXAMPLES / "data-export.html"
     doc = load_path(path)
@@ -563,6 +616,7 @@ def test_example_html_page(tether: Tether) -> None:
         assert marker not in doc.text
     assert "soil temperature (°C)" in doc.text
     assert "Data > Export" in doc.text
+    assert "Lumen Labs › Support" not in doc.text  # the breadcrumb is navigation
     assert "Exporting Your Sensor Data > Export through the HTTP API" in section_titles(doc)
 
     [result] = tether.add(path)
@@ -927,8 +981,9 @@ def test_split_span_ends_at_sentences_even_across_wrapped_lines(
     spans = list(split_span(text, 0, len(text), size, size // 6))
     check_spans(text, 0, len(text), size, size // 6, spans)
     assume(len(spans) > 1)
-    for _, e in spans:
-        assert text[e - 1] == "." or text[e:].lstrip().startswith("- "), text[:e][-60:]
+    for _, e in spans:  # (a line starting "12. " reads as a numbered item: a block too)
+        item = re.match(r"\s*(- |\d{1,3}\. )", text[e:])
+        assert text[e - 1] == "." or item, text[:e][-60:]
 
 
 def test_a_sentence_longer_than_the_window_is_cut_at_a_space() -> None:

@@ -19,17 +19,16 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from html.parser import HTMLParser
 from pathlib import Path
 
 from tether.errors import EmptyDocument, LoadLimitExceeded, UnreadableFile, UnsupportedFileType
 from tether.ingest.chunking import (
-    Heading,
     Section,
     heading_sections,
     markdown_sections,
     markdown_title,
 )
+from tether.ingest.html import html_document
 from tether.ingest.pdf import read_pdf
 from tether.text import normalize_text
 
@@ -284,123 +283,6 @@ def load_pdf(file: FileBytes) -> LoadedDocument:
         page_labels=pdf.page_labels,
         dropped_pages=pdf.dropped_pages,
     )
-
-
-_BLOCK_TAGS = {
-    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
-    "figure", "footer", "form", "header", "hr", "li", "main", "nav", "ol", "p", "pre",
-    "section", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
-}  # fmt: skip
-_SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "iframe", "object"}
-_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-
-
-# Marks the start of a heading line while the page text is assembled. Sections come from
-# the parser's own headings, never from re-reading the text as Markdown, so a ``# comment``
-# line in a <pre> block or a paragraph starting with "#" is not taken for a heading.
-_HEADING_MARK = "\ue000"
-
-
-class _HTMLText(HTMLParser):
-    """Visible text as Markdown-like lines: headings become ``#`` lines, list items ``- ``."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.out: list[str] = []
-        self.title = ""
-        self._skipping: list[str] = []  # open skip tags (head, script, svg, ...)
-        self._in_title = False
-        self._title_done = False
-        self._heading: int | None = None
-        self._heading_at = 0  # index in ``out`` where the open heading starts
-        self._pre = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _SKIP_TAGS:
-            self._skipping.append(tag)
-        elif tag == "title":
-            # The page title lives in <head>; an <svg><title> (an icon's tooltip) is not it.
-            self._in_title = not self._title_done and all(t == "head" for t in self._skipping)
-        elif self._skipping:
-            return
-        elif tag in _HEADINGS:
-            self._heading = _HEADINGS[tag]
-            self._heading_at = len(self.out)
-            self.out.append("\n\n" + _HEADING_MARK + "#" * self._heading + " ")
-        elif tag == "br" and self._heading is not None:
-            self.out.append(" ")  # a heading stays on one line
-        elif tag == "li":
-            self.out.append("\n- ")
-        elif tag == "pre":
-            self._pre += 1
-            self.out.append("\n\n")
-        elif tag in _BLOCK_TAGS:
-            self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
-        elif tag in {"td", "th"}:
-            self.out.append(" ")
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self._skipping or tag not in {"br", "hr"}:
-            return
-        self.out.append(" " if self._heading is not None else "\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIP_TAGS:
-            if tag in self._skipping:
-                del self._skipping[len(self._skipping) - 1 - self._skipping[::-1].index(tag)]
-        elif tag == "title":
-            if self._in_title:
-                self._title_done = True
-            self._in_title = False
-        elif self._skipping:
-            return
-        elif tag in _HEADINGS:
-            if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
-                del self.out[self._heading_at :]  # an empty heading is no heading
-            self._heading = None
-            self.out.append("\n\n")
-        elif tag == "pre":
-            self._pre = max(0, self._pre - 1)
-            self.out.append("\n\n")
-        elif tag in _BLOCK_TAGS:
-            self.out.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        data = data.replace(_HEADING_MARK, "")
-        if self._in_title:
-            self.title += data
-            return
-        if self._skipping:
-            return
-        if self._pre and self._heading is None:
-            self.out.append(data)
-        else:
-            # Collapse layout whitespace the way a browser does.
-            collapsed = re.sub(r"\s+", " ", data)
-            self.out.append(collapsed)
-
-
-def html_document(markup: str) -> tuple[str, str, list[Heading]]:
-    """(title, text, headings) of an HTML page: visible text with headings as ``#`` lines."""
-    parser = _HTMLText()
-    parser.feed(markup)
-    parser.close()
-    lines = [line.strip() for line in "".join(parser.out).split("\n")]
-    marked = normalize_text("\n".join(lines))
-    headings: list[Heading] = []
-    text_lines: list[str] = []
-    offset = 0
-    for line in marked.split("\n"):
-        if line.startswith(_HEADING_MARK):
-            line = line[len(_HEADING_MARK) :]
-            hashes, _, title = line.partition(" ")
-            title = " ".join(title.split())
-            line = f"{hashes} {title}"
-            headings.append(Heading(offset, offset + len(line) + 1, len(hashes), title))
-        text_lines.append(line)
-        offset += len(line) + 1
-    # The title is character data already decoded by the parser: no second unescape.
-    return " ".join(parser.title.split()), "\n".join(text_lines), headings
 
 
 def load_html(file: FileBytes) -> LoadedDocument:

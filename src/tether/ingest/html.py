@@ -1,0 +1,237 @@
+"""HTML pages as text: the page's main content, with headings as ``#`` lines.
+
+A documentation page or an article carries a site around its content: menus, a
+breadcrumb ("Lumen Labs › Support › Data export"), sidebars, "previous | next" bars, a
+search box, banners, cookie notes and a footer. Indexed as content, those lines make
+chunks of their own and lend every page the same words. What is dropped follows the
+page's own markup, in the order a screen reader would find the main content:
+
+1. the page's main landmark, when it has one (``<main>`` or ``role="main"``): only the
+   text inside it is kept (a page whose landmark holds almost nothing keeps everything:
+   a landmark that is a stray match or empty says nothing);
+2. anywhere, landmarks that are not content: ``<nav>``, ``<header>`` and ``<footer>``
+   outside an article or section (the page's banner and footer), and elements whose
+   ``role`` is navigation, banner, contentinfo, search, menu or complementary;
+3. anywhere but on ``<main>``, ``<article>`` and ``<section>``, elements whose class
+   names them as such (a part of a class name, split at ``-`` and ``_``: nav, navbar,
+   menu, sidebar, breadcrumb, footer, related, cookie, consent, banner, skip,
+   skiplink, searchbox, headerlink), as site generators and themes that do not use
+   landmarks mark them. Ids are not read: a generator makes them from headings ("Cookies").
+
+Headings become section titles (``#`` lines), list items ``- `` lines, and ``<pre>``
+blocks keep their line breaks and indentation whole.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from tether.ingest.chunking import Heading
+from tether.text import normalize_text
+
+_BLOCK_TAGS = {
+    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
+    "figure", "footer", "form", "header", "hr", "li", "main", "nav", "ol", "p", "pre",
+    "section", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+}  # fmt: skip
+_SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "iframe", "object"}
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+#: Elements without an end tag: never pushed on a nesting stack.
+_VOID = {
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+    "source", "track", "wbr",
+}  # fmt: skip
+_NOT_CONTENT_ROLES = {"navigation", "banner", "contentinfo", "search", "menu", "menubar",
+                      "complementary"}  # fmt: skip
+_NOT_CONTENT_NAMES = {
+    "nav", "navbar", "navigation", "menu", "menubar", "sidebar", "sphinxsidebar", "breadcrumb",
+    "breadcrumbs", "footer", "related", "cookie", "cookies", "consent", "banner", "skiplink",
+    "searchbox", "headerlink", "skip",
+}  # fmt: skip
+_NAME_PARTS = re.compile(r"[^a-z0-9]+")
+_MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
+#: A main landmark holding less than this share of the page's text (and little text) is
+#: taken for a stray match, not the page's content.
+_MAIN_SHARE, _MAIN_CHARS = 0.2, 200
+
+# Marks the start of a heading line while the page text is assembled. Sections come from
+# the parser's own headings, never from re-reading the text as Markdown, so a ``# comment``
+# line in a <pre> block or a paragraph starting with "#" is not taken for a heading.
+_HEADING_MARK = "\ue000"
+#: Marks a line of a ``<pre>`` block, whose indentation is kept (code stays code).
+_PRE_LINE = "\ue001"
+
+
+def is_not_content(tag: str, attrs: list[tuple[str, str | None]], *, in_article: bool) -> bool:
+    """Whether an element is a site's navigation, banner or footer, not page content."""
+    if tag == "nav" or (tag in {"header", "footer"} and not in_article):
+        return True
+    values = {name: (value or "").lower() for name, value in attrs}
+    if values.get("role", "").strip() in _NOT_CONTENT_ROLES:
+        return True
+    if tag in {"main", "article", "section"}:  # sectioning content is content, whatever
+        return False  # its class says (ids are never read: they are headings' slugs)
+    return not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(values.get("class", "")))
+
+
+def is_main(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    return tag == "main" or any(n == "role" and (v or "").strip().lower() == "main"
+                                for n, v in attrs)  # fmt: skip
+
+
+class _Nesting:
+    """Open elements below one element (hidden or main): pushed on start tags, popped to
+    the matching start on end tags (as a browser closes an unclosed ``<li>``)."""
+
+    def __init__(self) -> None:
+        self.open: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.open)
+
+    def start(self, tag: str) -> None:
+        if tag not in _VOID:
+            self.open.append(tag)
+
+    def end(self, tag: str) -> None:
+        if tag in self.open:
+            del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
+
+
+class _HTMLText(HTMLParser):
+    """Visible text as Markdown-like lines: headings become ``#`` lines, list items ``- ``;
+    with ``main_only``, only the text inside the page's main landmark."""
+
+    def __init__(self, *, main_only: bool = False) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.title = ""
+        self._hidden = _Nesting()  # an element whose text is not content, and its children
+        self._main = _Nesting()
+        self._main_only = main_only
+        self._articles = _Nesting()  # open <article>/<section>: their header is content
+        self._in_title = False
+        self._title_done = False
+        self._heading: int | None = None
+        self._heading_at = 0  # index in ``out`` where the open heading starts
+        self._pre = 0
+
+    def _shown(self) -> bool:
+        return not self._hidden and (not self._main_only or bool(self._main))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            # The page title lives in <head>; an <svg><title> (an icon's tooltip) is not it.
+            in_head = all(t == "head" for t in self._hidden.open)
+            self._in_title = not self._title_done and in_head
+        if self._hidden:
+            self._hidden.start(tag)
+            return
+        if tag in _SKIP_TAGS or is_not_content(tag, attrs, in_article=bool(self._articles)):
+            self._hidden.start(tag)
+            return
+        if self._main or is_main(tag, attrs):
+            self._main.start(tag)
+        if tag in {"article", "section"}:
+            self._articles.start(tag)
+        if self._shown():
+            self._open(tag)
+
+    def _open(self, tag: str) -> None:
+        if tag in _HEADINGS:
+            self._heading = _HEADINGS[tag]
+            self._heading_at = len(self.out)
+            self.out.append("\n\n" + _HEADING_MARK + "#" * self._heading + " ")
+        elif tag == "br" and self._heading is not None:
+            self.out.append(" ")  # a heading stays on one line
+        elif tag == "li":
+            self.out.append("\n- ")
+        elif tag == "pre":
+            self._pre += 1
+            self.out.append("\n\n" + _PRE_LINE)
+        elif tag in _BLOCK_TAGS:
+            self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
+        elif tag in {"td", "th"}:
+            self.out.append(" ")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if not self._shown() or tag not in {"br", "hr"}:
+            return
+        self.out.append(" " if self._heading is not None else "\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title" and self._in_title:
+            self._title_done = True
+            self._in_title = False
+        if self._hidden:
+            self._hidden.end(tag)
+            return
+        shown = self._shown()
+        self._main.end(tag)
+        self._articles.end(tag)
+        if shown:
+            self._close(tag)
+
+    def _close(self, tag: str) -> None:
+        if tag in _HEADINGS:
+            if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
+                del self.out[self._heading_at :]  # an empty heading is no heading
+            self._heading = None
+            self.out.append("\n\n")
+        elif tag == "pre":
+            self._pre = max(0, self._pre - 1)
+            self.out.append("\n\n")
+        elif tag in _BLOCK_TAGS:
+            self.out.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        data = data.replace(_HEADING_MARK, "").replace(_PRE_LINE, "")
+        if self._in_title:
+            self.title += data
+            return
+        if not self._shown():
+            return
+        if self._pre and self._heading is None:
+            self.out.append(data.replace("\n", "\n" + _PRE_LINE))
+        else:
+            # Collapse layout whitespace the way a browser does.
+            collapsed = re.sub(r"\s+", " ", data)
+            self.out.append(collapsed)
+
+
+def _parse(markup: str, *, main_only: bool) -> _HTMLText:
+    parser = _HTMLText(main_only=main_only)
+    parser.feed(markup)
+    parser.close()
+    return parser
+
+
+def html_document(markup: str) -> tuple[str, str, list[Heading]]:
+    """(title, text, headings) of an HTML page: the visible text of its main content (see
+    the module's docstring), headings as ``#`` lines."""
+    parser = _parse(markup, main_only=False)
+    if _MAIN_LANDMARK.search(markup):
+        main = _parse(markup, main_only=True)
+        kept, whole = len("".join(main.out).strip()), len("".join(parser.out).strip())
+        if kept >= _MAIN_CHARS or kept >= _MAIN_SHARE * whole:
+            parser = main
+    lines = [
+        line.rstrip().replace(_PRE_LINE, "") if line.startswith(_PRE_LINE) else line.strip()
+        for line in "".join(parser.out).split("\n")
+    ]
+    marked = normalize_text("\n".join(lines))
+    headings: list[Heading] = []
+    text_lines: list[str] = []
+    offset = 0
+    for line in marked.split("\n"):
+        if line.startswith(_HEADING_MARK):
+            line = line[len(_HEADING_MARK) :]
+            hashes, _, title = line.partition(" ")
+            title = " ".join(title.split())
+            line = f"{hashes} {title}"
+            headings.append(Heading(offset, offset + len(line) + 1, len(hashes), title))
+        text_lines.append(line)
+        offset += len(line) + 1
+    # The title is character data already decoded by the parser: no second unescape.
+    return " ".join(parser.title.split()), "\n".join(text_lines), headings
