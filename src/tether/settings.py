@@ -133,6 +133,12 @@ class RerankSettings(BaseModel):
     llm_candidates: int = Field(
         20, ge=2, le=50, description="candidates an LLM rerank scores (the rest keep order)"
     )
+    model_path: str | None = Field(
+        None,
+        description="a local cross-encoder or NLI model that reads question and passage"
+        " together (a sentence-transformers CrossEncoder folder, or a folder with an ONNX"
+        " export and tokenizer.json): its probability becomes each candidate's relevance",
+    )
 
 
 class RagSettings(BaseModel):

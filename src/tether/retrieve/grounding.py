@@ -4,12 +4,13 @@ evidence is made of)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from tether.models import Filters, Scope
+from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
 from tether.retrieve.evidence import (
     Evidence,
     QuestionTerms,
@@ -31,6 +32,8 @@ class Judged:
     terms: QuestionTerms
     evidence: dict[int, Evidence]
     vectors: bool
+    #: Each candidate's probability from the cross-encoder, when one is configured.
+    model: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,18 @@ def agreed(found: Candidates) -> float | None:
 class Grounder:
     """Evidence for the candidates of one store's searches (blocking: call in a thread)."""
 
-    def __init__(self, store: Store, settings: Settings, searcher: Searcher) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        searcher: Searcher,
+        scorer: PassageScorer | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.searcher = searcher
+        path = settings.rag.rerank.model_path
+        self.scorer = scorer or (CrossEncoderScorer(path) if path else None)
 
     def candidates(
         self,
@@ -100,6 +111,11 @@ class Grounder:
                     token_count=row.token_count,
                 )
             )
+        if self.scorer is not None and candidates:
+            scores = self.scorer.score_pairs(question, [c.hit.text for c in candidates])
+            judged.model = {c.hit.chunk_id: p for c, p in zip(candidates, scores, strict=True)}
+            pairs = zip(candidates, scores, strict=True)
+            candidates = [replace(c, relevance=p, match=p) for c, p in pairs]
         return candidates, judged
 
     def question_terms(self, question: str, scope: Scope, filters: Filters | None) -> QuestionTerms:

@@ -534,6 +534,9 @@ class Pipeline:
             "agreement": None if run.agreed is None else round(run.agreed, 4),
             "evidence": {cid: e.to_dict() for cid, e in judged.evidence.items()},
         }
+        if judged.model:
+            run.debug["relevance"]["definition"] = "cross-encoder"
+            run.debug["grounding"]["model"] = {cid: round(p, 4) for cid, p in judged.model.items()}
         return ranked
 
     async def _judge(self, run: Run, ranked: list[Candidate]) -> Verdict | None:
