@@ -38,6 +38,9 @@ def test_ends_a_sentence() -> None:
     assert ends_a_sentence("Options:")
     assert not ends_a_sentence("damaged by heat above 60 degrees")
     assert not ends_a_sentence("version 2.1")
+    for block in ("| --name | string | the name |", "- a list item", "```\nls -l", "    code",
+                  "## Heading"):  # fmt: skip
+        assert ends_a_sentence(f"Some prose.\n{block}"), block
 
 
 def test_a_candidate_is_left_alone_when_the_next_chunk_is_not_its_continuation(

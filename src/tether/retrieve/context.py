@@ -213,13 +213,23 @@ def _truncate(c: Candidate, budget: int) -> Candidate:
 
 #: A sentence's end: its stop and any closing quote or bracket, then a space (or the end).
 _SENTENCE_END = re.compile(r"[.!?…:;][\"')\]]*(?=\s)")
+#: A line that is a block of its own, not a sentence: a table row, a list item, a
+#: heading, a fence, or indented code.
+_BLOCK_LINE = re.compile(r"\s*(?:\||[-*+•]\s|\d{1,3}[.)]\s|#{1,6}\s|```|~~~)|\t| {4}")
 #: How far a chunk is followed into the next one for the end of its sentence.
 MAX_TAIL_CHARS = 400
 
 
 def ends_a_sentence(text: str) -> bool:
-    """Whether ``text`` stops at a sentence's end (or a closing bracket or fence)."""
-    return bool(_SENTENCE_END.search(text.rstrip() + " ", max(0, len(text.rstrip()) - 3)))
+    """Whether ``text`` stops at a sentence's end, or at the end of a block that is not
+    prose: a table row, a list item, a heading, a line of code (inside a fence, or
+    indented) or a fence."""
+    text = text.rstrip()
+    if _SENTENCE_END.search(text + " ", max(0, len(text) - 3)):
+        return True
+    last = text.rsplit("\n", 1)[-1]
+    in_fence = (text.count("```") + text.count("~~~")) % 2 == 1
+    return in_fence or bool(_BLOCK_LINE.match(last))
 
 
 def finish_sentences(
