@@ -591,6 +591,18 @@ def test_html_keeps_the_main_content_only(tmp_path: Path, landmark: str | None) 
     assert section_titles(doc) == ["Backups", "Backups > Cookies and sessions"]
 
 
+def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
+    markup = (
+        "# Guide\n\n<!-- This file is generated: edit the other repository.\n"
+        "Pull requests here are overwritten. -->\nVisible text.\n\n"
+        "```html\n<!-- a comment in code stays -->\n```\n"
+    )
+    doc = load_path(write(tmp_path / "guide.md", markup))
+    assert "generated" not in doc.text and "overwritten" not in doc.text
+    assert "Visible text." in doc.text
+    assert "<!-- a comment in code stays -->" in doc.text
+
+
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
     markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
     doc = load_path(write(tmp_path / "page.html", markup))

@@ -247,9 +247,22 @@ def _front_matter_title(text: str) -> tuple[str | None, str]:
     return (match.group(1) if match else None), rest
 
 
+# A fenced code block (kept as it is), or an HTML comment outside one (not rendered: a
+# maintainer's note such as "this file is generated, edit the other repository").
+_FENCE_OR_COMMENT = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|<!--.*?(?:-->|\Z)", re.M | re.S)
+
+
+def _without_comments(text: str) -> str:
+    """Markdown text without its HTML comments, which a reader never sees."""
+    if "<!--" not in text:
+        return text
+    return _FENCE_OR_COMMENT.sub(lambda m: m.group(0) if m.group(1) else "", text)
+
+
 def load_markdown(file: FileBytes) -> LoadedDocument:
     whole = normalize_text(_decode_text(file))
     meta_title, body = _front_matter_title(whole)
+    body = _without_comments(body)
     text = body if body is whole else normalize_text(body)  # (without front matter: done)
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")

@@ -23,6 +23,11 @@ combines three measured signals:
     little (in a one-page note every word is rare): below :data:`BACKGROUND_CHUNKS`
     chunks the weights lean towards equal shares and the missing share is scaled down.
 
+``distinctive``
+    a question that names a code or a rare word (:mod:`tether.retrieve.distinctive`)
+    which occurs nowhere in the scope is not answered there: every candidate's evidence
+    is multiplied by :data:`DISTINCTIVE_ABSENT_FACTOR`, below any useful threshold.
+
 Words that phrase a question rather than name its subject ("how *long* does it
 *take*", "what does it *mean*": :data:`PHRASING`) are not evidence terms.
 
@@ -89,6 +94,11 @@ class Weights:
 #: 0.5 x coverage); telling answerable from unanswerable wants coverage to weigh more.
 MATCH_COVERAGE = 0.5
 
+#: What a candidate's evidence is multiplied by when a distinctive term of the question
+#: (a code, a rare word) occurs nowhere in the scope: the passage may be on the topic, it
+#: cannot be the answer. The order of the candidates is kept.
+DISTINCTIVE_ABSENT_FACTOR = 0.25
+
 #: Fitted on the pooled grounding questions with vectors (chunk cosine of
 #: all-MiniLM-L6-v2, coverage, missing, agreement): see the module docstring.
 CALIBRATED = Weights(cosine=1.132, coverage=1.132, missing=-0.849, agreement=0.34, bias=-1.34)
@@ -107,6 +117,9 @@ class QuestionTerms:
     #: Their share of the total weight (0..1), scaled down in a store of fewer than
     #: :data:`BACKGROUND_CHUNKS` chunks.
     missing: float
+    #: The question's distinctive terms (codes, rare words: see
+    #: :mod:`tether.retrieve.distinctive`) that occur nowhere in the scope.
+    distinctive_absent: tuple[str, ...] = ()
 
     @property
     def total(self) -> float:
@@ -237,9 +250,10 @@ def evidence(
         + weights.agreement * (agreed or 0.0)
         + weights.bias
     )
-    return Evidence(
-        evidence=1.0 / (1.0 + math.exp(-logit)), cosine=cosine, coverage=coverage, window=window
-    )
+    value = 1.0 / (1.0 + math.exp(-logit))
+    if terms.distinctive_absent:
+        value *= DISTINCTIVE_ABSENT_FACTOR
+    return Evidence(evidence=value, cosine=cosine, coverage=coverage, window=window)
 
 
 def explain(
@@ -257,7 +271,11 @@ def explain(
     if best.cosine is not None:
         where += f", cosine {best.cosine:.2f}"
     absent = ""
-    if terms.absent:
+    if terms.distinctive_absent:
+        names = ", ".join(repr(t) for t in terms.distinctive_absent[:6])
+        one = len(terms.distinctive_absent) == 1
+        absent = f"; the question names {names}, which occur{'s' if one else ''} nowhere in scope"
+    elif terms.absent:
         names = ", ".join(repr(t) for t in terms.absent[:6])
         absent = f"; {names} occur{'s' if len(terms.absent) == 1 else ''} nowhere in scope"
     verdict = (

@@ -4,6 +4,7 @@ evidence is made of)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from tether.models import Filters, Scope
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
+from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
 from tether.retrieve.evidence import (
     Evidence,
     QuestionTerms,
@@ -68,6 +70,7 @@ class Grounder:
         self.searcher = searcher
         path = settings.rag.rerank.model_path
         self.scorer = scorer or (CrossEncoderScorer(path) if path else None)
+        self.common_words = CommonWords.packaged()
 
     def candidates(
         self,
@@ -119,10 +122,32 @@ class Grounder:
         return candidates, judged
 
     def question_terms(self, question: str, scope: Scope, filters: Filters | None) -> QuestionTerms:
+        """The question's weighted terms in ``scope``, with its distinctive terms (codes,
+        rare words) that the scope lacks."""
+        codes = code_terms(question)
         stats = self.store.term_statistics(
-            search_terms(question), scope, filters, self.searcher.exclusions()
+            [*search_terms(question), *codes], scope, filters, self.searcher.exclusions()
         )
-        return question_terms(question, stats)
+        terms = question_terms(question, stats)
+        absent = [c for c in codes if not stats.in_scope.get(c, False)]
+        absent += self.rare_words_absent(terms.absent, scope, filters)
+        return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
+
+    def rare_words_absent(
+        self, absent: Sequence[str], scope: Scope, filters: Filters | None
+    ) -> list[str]:
+        """The rare words among ``absent`` (question words the scope lacks) that the scope
+        lacks in every inflected form too: the index matches whole words, so "detach"
+        is absent from a scope that says "detached"."""
+        rare = self.common_words.rare(absent)
+        if not rare:
+            return []
+        forms = {word: word_forms(word) for word in rare}
+        stats = self.store.term_statistics(
+            sorted({f for group in forms.values() for f in group}), scope, filters,
+            self.searcher.exclusions(),
+        )  # fmt: skip
+        return [w for w, group in forms.items() if not any(stats.in_scope.get(f) for f in group)]
 
     def closer_elsewhere(
         self,

@@ -530,6 +530,7 @@ class Pipeline:
         run.debug["grounding"] = {
             "why": explain(judged.terms, best_evidence, run.min_relevance, grounded=grounded),
             "absent_terms": list(judged.terms.absent),
+            "distinctive_absent": list(judged.terms.distinctive_absent),
             "missing": round(judged.terms.missing, 4),
             "agreement": None if run.agreed is None else round(run.agreed, 4),
             "evidence": {cid: e.to_dict() for cid, e in judged.evidence.items()},

