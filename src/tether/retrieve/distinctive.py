@@ -108,7 +108,7 @@ class CommonWords:
         stems |= {stem + "e" for stem in stems}
         stems |= {
             word[len(p) :] for p in _PREFIXES if word.startswith(p) and len(word) > len(p) + 3
-        }  # noqa: E501
+        }
         return any(stem in words for stem in stems)
 
     def rare(self, terms: Iterable[str]) -> list[str]:
