@@ -568,7 +568,8 @@ SITE_PAGE = """<!DOCTYPE html><html><head><title>Backups - Acme Docs</title></he
   --quiet</pre></section>
 <div class="related-pages">Next: Restores</div>
 </main></div>
-<footer><p>© 2026 Acme. Built with a generator.</p></footer></body></html>
+<footer><p>© 2026 Acme. Built with a generator.</p></footer>
+<div id="footer">Last updated 2026-11-01 by the site generator</div></body></html>
 """
 
 
@@ -583,7 +584,7 @@ def test_html_keeps_the_main_content_only(tmp_path: Path, landmark: str | None) 
         markup = markup.replace("</main>", "</div>")
     doc = load_path(write(tmp_path / "page.html", markup))
     for boilerplate in ("Skip to content", "We use cookies", "Home", "Guides ›", "On this page",
-                        "Next: Restores", "© 2026", "¶"):  # fmt: skip
+                        "Next: Restores", "© 2026", "¶", "Last updated"):  # fmt: skip
         assert boilerplate not in doc.text, boilerplate
     assert doc.text.startswith("# Backups\n")
     assert "Session cookies are not backed up." in doc.text  # a section whose id says cookies

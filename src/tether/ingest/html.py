@@ -16,7 +16,8 @@ page's own markup, in the order a screen reader would find the main content:
    names them as such (a part of a class name, split at ``-`` and ``_``: nav, navbar,
    menu, sidebar, breadcrumb, footer, related, cookie, consent, banner, skip,
    skiplink, searchbox, headerlink), as site generators and themes that do not use
-   landmarks mark them. Ids are not read: a generator makes them from headings ("Cookies").
+   landmarks mark them; an id only when it is one of those names whole (``footer``,
+   ``sidebar``): a generator makes ids from headings, and "Cookies" is content.
 
 Headings become section titles (``#`` lines), list items ``- `` lines, and ``<pre>``
 blocks keep their line breaks and indentation whole.
@@ -49,6 +50,11 @@ _NOT_CONTENT_NAMES = {
     "breadcrumbs", "footer", "related", "cookie", "cookies", "consent", "banner", "skiplink",
     "searchbox", "headerlink", "skip",
 }  # fmt: skip
+#: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
+#: make ids from headings, and a section titled "Cookies" is content).
+_NOT_CONTENT_IDS = {"nav", "navbar", "navigation", "menu", "sidebar", "breadcrumb",
+                    "breadcrumbs", "footer", "site-footer", "site-header", "cookie-banner",
+                    "searchbox"}  # fmt: skip
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
 #: A main landmark holding less than this share of the page's text (and little text) is
@@ -71,7 +77,9 @@ def is_not_content(tag: str, attrs: list[tuple[str, str | None]], *, in_article:
     if values.get("role", "").strip() in _NOT_CONTENT_ROLES:
         return True
     if tag in {"main", "article", "section"}:  # sectioning content is content, whatever
-        return False  # its class says (ids are never read: they are headings' slugs)
+        return False  # its class says
+    if values.get("id", "").strip() in _NOT_CONTENT_IDS:
+        return True
     return not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(values.get("class", "")))
 
 
