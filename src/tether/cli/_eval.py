@@ -137,11 +137,11 @@ def _grounding_sources(
     as_json: bool,
 ) -> None:
     """Each folder's grounding report; with several folders, one table side by side."""
+    show = len(directories) == 1 and not as_json
     reports = [
-        _grounding(directory, split, db, config, lexical_only, sample, as_json=False,
-                   show=len(directories) == 1 and not as_json)
+        _grounding(directory, split, db, config, lexical_only, sample, show=show)
         for directory in directories
-    ]  # fmt: skip
+    ]
     if as_json:
         data = [report.to_dict() for report in reports]
         print_json(data[0] if len(data) == 1 else {"sources": data})
@@ -157,7 +157,6 @@ def _grounding(
     lexical_only: bool,
     sample: tuple[int | None, int | None],
     *,
-    as_json: bool,
     show: bool,
 ) -> GroundingReport | DocumentsReport:
     # loaded only when evaluating
