@@ -93,3 +93,37 @@ def test_a_question_whose_codes_the_scope_holds_is_grounded(tmp_path: Path, ques
         result = t.retrieve(question, scope="workspace", workspace_id="lumen")
     assert result.grounded, result.debug["grounding"]["why"]
     assert result.debug["grounding"]["distinctive_absent"] == []
+
+
+def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:
+    from tether.retrieve.distinctive import code_cores
+
+    assert code_cores("Rad53-dependent") == ["Rad53"]
+    assert code_cores("Fz/PCP-dependent") == ["Fz", "PCP"]
+    assert code_cores("CVE-2024-1234") == []  # an identifier: matched whole
+    assert code_terms("Is 0-dimensional anti-interleukin-2 therapy safe?") == []
+
+
+def test_a_misspelt_rare_word_is_not_absent() -> None:
+    from tether.retrieve.distinctive import misspelt
+
+    texts = ["The tumour microenvironment recruits a methyltransferase that translocates."]
+    assert misspelt("microenviroment", texts)  # a letter dropped
+    assert misspelt("methyltrasnferase", texts)  # two letters swapped
+    assert misspelt("tanslocates", texts)
+    assert not misspelt("zigbee", texts)
+    assert not misspelt("mitochondria", texts)
+
+
+def test_a_question_about_a_gene_the_scope_names_in_a_compound_is_grounded(
+    tmp_path: Path,
+) -> None:
+    abstract = (
+        "Checkpoint kinase Rad53 arrests the cell cycle after DNA damage. Rad53 activation"
+        " requires the adaptor protein and stops replication origins from firing."
+    )
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(TextSource(abstract, "Rad53"), workspace_id="papers")
+        result = t.retrieve("Does Rad53-dependent arrest stop replication origins firing?",
+                            scope="workspace", workspace_id="papers")  # fmt: skip
+    assert result.debug["grounding"]["distinctive_absent"] == []

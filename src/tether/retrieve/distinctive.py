@@ -11,12 +11,15 @@ of term count:
   written as they are searched for: ``--listen-addr``, ``SESSION_COOKIE_MAX_AGE``,
   ``config.json``, ``VolumeDriver.Capabilities``, ``asn1_dup_node``, ``IDN2_TOO_BIG_LABEL``,
   ``v2.3``, ``CVE-2024-1234``, ``LoRaWAN``. A code is looked up whole in the scope (the
-  full-text index matches its parts as a phrase). Words joined by hyphens alone
-  ("auto-reload", "BER-only") are prose, not codes: their words are looked up one by one;
+  full-text index matches its parts as a phrase), or by its code parts when the rest are
+  plain words ("Rad53-dependent" by ``Rad53``). Lower-case words and numbers joined by
+  hyphens ("auto-reload", "0-dimensional") are prose, not codes;
 - **rare words**: words outside a general English vocabulary (the WordPiece vocabulary
   of the packaged all-MiniLM-L6-v2 tokenizer, about 23,000 whole words, with common
   suffixes and prefixes taken off): product and project names, jargon ("zigbee",
-  "uvicorn", "alembic", "soname"). Without the packaged model no word counts as rare.
+  "uvicorn", "alembic", "soname"). Without the packaged model no word counts as rare. A
+  rare word one typing slip away from a word of the passages found for the question
+  ("microenviroment") is taken as misspelt, not absent.
 """
 
 from __future__ import annotations
@@ -52,8 +55,12 @@ def code_terms(question: str) -> list[str]:
     found: list[str] = []
     for match in _CODE.finditer(question):
         code = match.group(0).rstrip(".:/-")
-        if len(code) > 1 and code not in found and code.lower() not in _NOT_CODES:
-            found.append(code)
+        if len(code) < 2 or code in found or code.lower() in _NOT_CODES:
+            continue
+        parts = [p for p in re.split(r"[-/]", code) if p]
+        if code[0] != "-" and all(p.isdigit() or (p.isalpha() and p.islower()) for p in parts):
+            continue  # words and numbers joined: "0-dimensional", "anti-interleukin-2"
+        found.append(code)
     return found
 
 
@@ -66,6 +73,54 @@ def word_forms(word: str) -> set[str]:
         forms |= {stem + ending for ending in ("s", "es", "ed", "d", "e", "ing", "er", "ers",
                                                "ion", "ions", "ment", "or")}  # fmt: skip
     return {f for f in forms if len(f) > 1}
+
+
+def code_cores(code: str) -> list[str]:
+    """The parts of a code joined by ``-`` or ``/`` that are codes themselves, when some of
+    its parts are plain words: "Rad53-dependent" is about ``Rad53``, and a scope that
+    says "Rad53" but never "Rad53-dependent" still holds it. Empty when every part is
+    plain (nothing to look up apart) or none is (an identifier to match whole:
+    ``CVE-2024-1234``)."""
+    parts = [p for p in re.split(r"[-/]", code) if p]
+    plain = [p for p in parts if p.isalpha() and p.islower()]
+    if not plain or len(plain) == len(parts):
+        return []
+    return [p for p in parts if p not in plain and not p.isdigit()]
+
+
+def misspelt(word: str, texts: Iterable[str]) -> bool:
+    """Whether ``word`` is one slip (one letter changed, added, dropped, or two swapped;
+    two for a word of eight letters or more) from a word of ``texts`` that starts with
+    the same letter: a typing error, not a term the texts lack."""
+    word = word.lower()
+    limit = 2 if len(word) >= 8 else 1
+    seen: set[str] = set()
+    for text in texts:
+        for other in re.findall(r"[^\W\d_]+", text.lower()):
+            if other in seen or other[:1] != word[:1] or abs(len(other) - len(word)) > limit:
+                continue
+            seen.add(other)
+            if _distance(word, other, limit) <= limit:
+                return True
+    return False
+
+
+def _distance(a: str, b: str, limit: int) -> int:
+    """The optimal string alignment distance of ``a`` and ``b`` (a swap of two adjacent
+    letters counts one), or ``limit + 1`` once it must exceed ``limit``."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], previous2[j - 2] + 1)
+        if min(row) > limit:
+            return limit + 1
+        previous2, previous = previous, row
+    return previous[-1]
 
 
 class CommonWords:

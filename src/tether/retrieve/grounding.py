@@ -12,7 +12,13 @@ import numpy as np
 
 from tether.models import Filters, Scope
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
-from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
+from tether.retrieve.distinctive import (
+    CommonWords,
+    code_cores,
+    code_terms,
+    misspelt,
+    word_forms,
+)
 from tether.retrieve.evidence import (
     Evidence,
     QuestionTerms,
@@ -90,7 +96,8 @@ class Grounder:
         vectors = self.searcher.vectors if question_vector is not None else None
         if vectors is not None:
             cosines = vectors.cosines(question_vector, [cid for cid, _ in top])
-        terms = self.question_terms(question, scope, filters)
+        texts = [row.hit.text for row in rows.values()]
+        terms = self.question_terms(question, scope, filters, candidate_texts=texts)
         priorities = self.settings.policy.priorities
         candidates, judged = [], Judged(terms, {}, vectors=bool(cosines))
         for chunk_id, fused in top:
@@ -121,16 +128,29 @@ class Grounder:
             candidates = [replace(c, relevance=p, match=p) for c, p in pairs]
         return candidates, judged
 
-    def question_terms(self, question: str, scope: Scope, filters: Filters | None) -> QuestionTerms:
+    def question_terms(
+        self,
+        question: str,
+        scope: Scope,
+        filters: Filters | None,
+        *,
+        candidate_texts: Sequence[str] = (),
+    ) -> QuestionTerms:
         """The question's weighted terms in ``scope``, with its distinctive terms (codes,
-        rare words) that the scope lacks."""
-        codes = code_terms(question)
-        stats = self.store.term_statistics(
-            [*search_terms(question), *codes], scope, filters, self.searcher.exclusions()
-        )
+        rare words) that the scope lacks. A rare word one typing slip away from a word
+        of ``candidate_texts`` (the passages found for it) is taken as misspelt, not
+        absent."""
+        codes = {code: code_cores(code) for code in code_terms(question)}
+        lookups = [*search_terms(question), *codes, *(c for cores in codes.values() for c in cores)]
+        stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
         terms = question_terms(question, stats)
-        absent = [c for c in codes if not stats.in_scope.get(c, False)]
-        absent += self.rare_words_absent(terms.absent, scope, filters)
+        absent = [
+            code for code, cores in codes.items()
+            if not stats.in_scope.get(code, False)
+            and not (cores and all(stats.in_scope.get(c, False) for c in cores))
+        ]  # fmt: skip
+        rare = self.rare_words_absent(terms.absent, scope, filters)
+        absent += [w for w in rare if not misspelt(w, candidate_texts)]
         return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
 
     def rare_words_absent(
