@@ -37,9 +37,11 @@ def test_ends_a_sentence() -> None:
     assert ends_a_sentence('He said "stop."')
     assert ends_a_sentence("Options:")
     assert not ends_a_sentence("damaged by heat above 60 degrees")
-    assert not ends_a_sentence("version 2.1")
+    assert not ends_a_sentence("First line.\nthe cell is damaged by heat above")
+    assert not ends_a_sentence("the fix ships in version 2.1 of the")
     for block in ("| --name | string | the name |", "- a list item", "```\nls -l", "    code",
-                  "## Heading"):  # fmt: skip
+                  "## Heading", "$ idn2 --register fußball", "See <https://example.org/x>",
+                  "--quiet Silent operation"):  # fmt: skip
         assert ends_a_sentence(f"Some prose.\n{block}"), block
 
 

@@ -222,14 +222,31 @@ MAX_TAIL_CHARS = 400
 
 def ends_a_sentence(text: str) -> bool:
     """Whether ``text`` stops at a sentence's end, or at the end of a block that is not
-    prose: a table row, a list item, a heading, a line of code (inside a fence, or
-    indented) or a fence."""
+    prose: a table row, a list item, a heading, a fence, a line of code (inside a fence,
+    indented, or any line that does not read as words: a command, a URL, options)."""
     text = text.rstrip()
     if _SENTENCE_END.search(text + " ", max(0, len(text) - 3)):
         return True
     last = text.rsplit("\n", 1)[-1]
     in_fence = (text.count("```") + text.count("~~~")) % 2 == 1
-    return in_fence or bool(_BLOCK_LINE.match(last))
+    if in_fence or _BLOCK_LINE.match(last) or last.lstrip()[:1] in _COMMAND_STARTS:
+        return True
+    if "://" in last:
+        return True
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    return not _reads_as_prose(text[ends[-1] if ends else 0 :])
+
+
+#: A line starting so is a command, a prompt, markup or an option: it ends a block.
+_COMMAND_STARTS = frozenset("$><-*#|{}[")
+
+
+def _reads_as_prose(fragment: str) -> bool:
+    """Whether the words after the last sentence end read as a sentence (four or more,
+    most of them plain words), not code, a command or a row of options."""
+    words = fragment.split()
+    plain = sum(1 for w in words if w.strip(".,;:!?()\"'’”“").isalpha())
+    return len(words) >= 4 and plain >= 0.7 * len(words)
 
 
 def finish_sentences(
