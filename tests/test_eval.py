@@ -214,7 +214,11 @@ def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pipeline = hybrid["pipeline"]
     assert pipeline["ndcg@10"] >= PIPELINE_NDCG_BAR, pipeline
     assert pipeline["ndcg@10"] > hybrid["ndcg@10"], hybrid
-    assert pipeline["context_recall"] >= 0.7, pipeline
+    # (0.74 before a question naming a rare word or a code that no abstract mentions stopped
+    # being grounded by one on its topic; SciFact's claims often name a drug or a gene the
+    # answering abstract spells otherwise: 0.66 since, the price of that rule, which the
+    # real-document sets need. See the README's Evaluation.)
+    assert pipeline["context_recall"] >= 0.64, pipeline
     assert pipeline["skipped"] == 0 and pipeline["mean_context_chunks"] <= 8, pipeline
     assert hybrid["queries"] == 300 and hybrid["documents"] == 5183
     assert hybrid["ndcg@10"] >= RRF_NDCG_BAR, hybrid
