@@ -586,10 +586,14 @@ def test_html_keeps_the_main_content_only(tmp_path: Path, landmark: str | None) 
     for boilerplate in ("Skip to content", "We use cookies", "Home", "Guides ›", "On this page",
                         "Next: Restores", "© 2026", "¶", "Last updated"):  # fmt: skip
         assert boilerplate not in doc.text, boilerplate
-    assert doc.text.startswith("# Backups\n")
+    # Without any main landmark the page-level <header> stays (simple pages keep their
+    # <h1> there): the site's name comes with it, its menu does not.
+    start = "Acme Docs\n\n# Backups\n" if landmark is None else "# Backups\n"
+    assert doc.text.startswith(start)
     assert "Session cookies are not backed up." in doc.text  # a section whose id says cookies
     assert "acme backup --keep 30\n  --quiet" in doc.text
-    assert section_titles(doc) == ["Backups", "Backups > Cookies and sessions"]
+    titles = ["Backups", "Backups > Cookies and sessions"]
+    assert section_titles(doc) == ([None, *titles] if landmark is None else titles)
 
 
 def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
@@ -602,6 +606,15 @@ def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
     assert "generated" not in doc.text and "overwritten" not in doc.text
     assert "Visible text." in doc.text
     assert "<!-- a comment in code stays -->" in doc.text
+
+
+def test_html_a_page_header_keeps_its_title(tmp_path: Path) -> None:
+    markup = (
+        "<body><header><h1>Release notes</h1><nav><a href='/'>Home</a> › Notes</nav></header>"
+        "<p>Version 2 drops Python 3.8.</p><footer>© Example</footer></body>"
+    )
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.text == "# Release notes\n\nVersion 2 drops Python 3.8."
 
 
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ page's own markup, in the order a screen reader would find the main content:
 1. the page's main landmark, when it has one (``<main>`` or ``role="main"``): only the
    text inside it is kept (a page whose landmark holds almost nothing keeps everything:
    a landmark that is a stray match or empty says nothing);
-2. anywhere, landmarks that are not content: ``<nav>``, ``<header>`` and ``<footer>``
-   outside an article or section (the page's banner and footer), and elements whose
-   ``role`` is navigation, banner, contentinfo, search, menu or complementary;
+2. anywhere, landmarks that are not content: ``<nav>``, ``<footer>`` outside an article
+   or section (the page's footer), and elements whose ``role`` is navigation, banner,
+   contentinfo, search, menu or complementary (a page-level ``<header>`` without that
+   role stays: simple pages put their ``<h1>`` in it);
 3. anywhere but on ``<main>``, ``<article>`` and ``<section>``, elements whose class
    names them as such (a part of a class name, split at ``-`` and ``_``: nav, navbar,
    menu, sidebar, breadcrumb, footer, related, cookie, consent, banner, skip,
@@ -71,7 +72,9 @@ _PRE_LINE = "\ue001"
 
 def is_not_content(tag: str, attrs: list[tuple[str, str | None]], *, in_article: bool) -> bool:
     """Whether an element is a site's navigation, banner or footer, not page content."""
-    if tag == "nav" or (tag in {"header", "footer"} and not in_article):
+    # A page-level <header> is a banner, but simple pages keep their <h1> in it: it stays
+    # (its menus are <nav>, dropped anyway); a page-level <footer> holds no title.
+    if tag == "nav" or (tag == "footer" and not in_article):
         return True
     values = {name: (value or "").lower() for name, value in attrs}
     if values.get("role", "").strip() in _NOT_CONTENT_ROLES:
