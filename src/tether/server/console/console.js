@@ -160,6 +160,7 @@ function signOut(message) {
 }
 
 async function viewSignin() {
+  const seq = routeSeq;  // a later route (a click while this one loads) wins
   const notice = state.notice;
   const input = h("input", { type: "password", id: "api-key", name: "key", autocomplete: "off", required: true });
   const problem = h("div");
@@ -191,7 +192,7 @@ async function viewSignin() {
     }
   });
   const wrap = h("div", { class: "signin" }, form);
-  main.replaceChildren(wrap);
+  show(seq, wrap);
   input.focus();
   try {
     const me = await api("/v1/me", { key: null });  // a loopback server without keys
@@ -248,13 +249,14 @@ function mayWrite(workspaceId) {
 }
 
 async function viewLibrary(params) {
+  const seq = routeSeq;  // a later route (a click while this one loads) wins
   await loadScopes();
   const selected = {
     workspace: params.get("workspace") || (state.workspaces[0] ? state.workspaces[0].id : GLOBAL),
     session: params.get("session"),
   };
   const content = h("div");
-  main.replaceChildren(h("div", { class: "layout" }, scopeTree(selected), content));
+  show(seq, h("div", { class: "layout" }, scopeTree(selected), content));
   const title = selected.session
     ? `Session ${selected.session} (workspace ${selected.workspace})`
     : selected.workspace === GLOBAL ? "Global library" : `Workspace ${selected.workspace}`;
@@ -407,12 +409,13 @@ async function registryCard() {
 // -- one document and its chunks ----------------------------------------------------------------
 
 async function viewDocument(id, params) {
-  main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  const seq = routeSeq;  // a later route (a click while this one loads) wins
+  show(seq, h("p", { class: "muted" }, "Loading…"));
   let shown;
   try {
     shown = await api(`/v1/documents/${encodeURIComponent(id)}?chunks=true`);
   } catch (err) {
-    main.replaceChildren(h("h1", {}, "Document"), errorBox(err));
+    show(seq, h("h1", {}, "Document"), errorBox(err));
     return;
   }
   const d = shown.document;
@@ -455,7 +458,7 @@ async function viewDocument(id, params) {
         h("td", {}, pageOf(c)), h("td", { class: "num" }, c.token_count ?? ""),
         h("td", { class: "num small" }, `${c.char_start}–${c.char_end}`),
         h("td", {}, h("details", {}, h("summary", {}, c.text.slice(0, 110) + (c.text.length > 110 ? "…" : "")), h("div", { class: "chunktext" }, c.text))))))))));
-  main.replaceChildren(...parts);
+  show(seq, ...parts);
   if (citedChunk) document.getElementById("cited").scrollIntoView({ block: "start" });
 }
 
@@ -499,6 +502,7 @@ function scopeFieldset(prefix, legend, initial) {
 }
 
 async function viewDebug(params) {
+  const seq = routeSeq;  // a later route (a click while this one loads) wins
   await loadScopes();
   const firstWs = state.workspaces[0] ? state.workspaces[0].id : null;
   const firstSession = firstWs && state.sessions[firstWs] ? state.sessions[firstWs][0].id : null;
@@ -559,7 +563,7 @@ async function viewDebug(params) {
     run.disabled = false;
   };
   form.addEventListener("submit", (event) => { event.preventDefault(); submit(); });
-  main.replaceChildren(form, results);
+  show(seq, form, results);
   question.focus();
 }
 
@@ -722,6 +726,7 @@ function isoFromLocal(value) {
 }
 
 async function viewAudit(params) {
+  const seq = routeSeq;  // a later route (a click while this one loads) wins
   const outcome = h("select", { id: "a-outcome" }, h("option", { value: "" }, "any"),
     OUTCOMES.map((o) => h("option", { value: o, selected: params.get("outcome") === o }, o)));
   const since = h("input", { type: "datetime-local", id: "a-since", value: params.get("since") || "" });
@@ -743,7 +748,7 @@ async function viewAudit(params) {
     event.preventDefault();
     location.hash = `#/audit${query({ outcome: outcome.value, since: since.value, until: until.value, limit: limit.value })}`;
   });
-  main.replaceChildren(form, h("section", { class: "card" }, table));
+  show(seq, form, h("section", { class: "card" }, table));
   let entries;
   try {
     entries = await api(`/v1/audit${query({ outcome: outcome.value, limit: limit.value, retrieval_id: retrieval,
@@ -781,7 +786,16 @@ async function viewAudit(params) {
 
 // -- routing -----------------------------------------------------------------------------------
 
+// Each route() is one view being built: awaiting the API, an earlier one may finish after
+// a later one began (a link clicked while the library loads); only the latest renders.
+let routeSeq = 0;
+
+function show(seq, ...nodes) {
+  if (seq === routeSeq) main.replaceChildren(...nodes);
+}
+
 async function route() {
+  const seq = ++routeSeq;
   const hash = location.hash.slice(1) || "/library";
   const [path, search] = hash.split("?");
   const params = new URLSearchParams(search || "");
@@ -798,6 +812,7 @@ async function route() {
       }
     }
   }
+  if (seq !== routeSeq) return;  // a later route began while this one signed in
   for (const link of document.querySelectorAll("nav a")) {
     link.setAttribute("aria-current", link.dataset.view === (view === "document" ? "library" : view) ? "page" : "false");
   }
@@ -809,8 +824,9 @@ async function route() {
     else await viewLibrary(params);
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) return;  // signOut showed the sign-in
-    main.replaceChildren(errorBox(err));
+    show(seq, errorBox(err));
   }
+  if (seq !== routeSeq) return;
   document.title = `${{ library: "Library", document: "Document", debug: "Retrieval debugger", audit: "Audit log", signin: "Sign in" }[view] || "Library"} · tether console`;
 }
 
