@@ -87,18 +87,15 @@ def zscore_fusion(
     *,
     weights: Sequence[float] | None = None,
 ) -> list[tuple[K, float]]:
-    """Fuse scored lists by standardized score:
-    ``score(d) = sum_i w_i * max(z_i(d) + lift_i, FLOOR)``.
+    """Fuse scored lists by score: ``score(d) = sum_i w_i * max(z_i(d) + lift_i, FLOOR)``.
 
     Each list's scores (higher is better) are standardized with that list's own mean and
     standard deviation, ``z = (s - mean) / std``, so a BM25 list and a cosine list, whose
     raw scales have nothing in common, become comparable: "how far above this query's
     typical candidate" in each method's own units. An item absent from a list gets
-    :data:`ZSCORE_FLOOR` from it, and an item a list holds never gets less than that
-    floor from it: being listed at the bottom of a list is no worse than being missing
-    from it. Without that, a store small enough for the vector list to hold every chunk
-    buries the one chunk holding a part number, which the lexical side alone finds and
-    the vector side lists last, several deviations below its mean. This is
+    :data:`ZSCORE_FLOOR` from it, and an item a list holds never less (listed last is no
+    worse than missing: in a small store the vector list holds every chunk, the one with
+    a part number last, deviations below its mean, which the lexical side alone finds). This is
     distribution-based score fusion (as in Qdrant's DBSF), clipped below only: clipping
     the top at 3 sigma would erase the gap between the best candidates.
 
