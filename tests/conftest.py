@@ -85,10 +85,14 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 def make_settings(**rag: object) -> Settings:
     """Settings with ``rag`` overrides; a test that sets ``chunk_size`` or
     ``chunk_overlap`` means characters (``chunk_by = "chars"``), as chunks are otherwise
-    sized in the configured model's tokens even with embeddings off."""
+    sized in the configured model's tokens even with embeddings off. Servers over them
+    have no per-key request rate."""
     if ("chunk_size" in rag or "chunk_overlap" in rag) and "chunk_by" not in rag:
         rag = {**rag, "chunk_by": "chars"}
-    return Settings.load(rag=rag) if rag else Settings.load()
+    # No per-key request rate: property tests send hundreds of requests a second with one
+    # key (the rate limit has its own tests, with its own settings).
+    server = {"requests_per_second": 0}
+    return Settings.load(rag=rag, server=server) if rag else Settings.load(server=server)
 
 
 @pytest.fixture(scope="session")

@@ -77,6 +77,7 @@ LOG_COLUMNS = {
     "reason",
     "workspace_id",  # the scope's workspace (an id), so the log reads per workspace in SQL
     "citations",  # [n] -> document and chunk ids, so a draft can be verified later
+    "asked_by",  # the API key that asked (an id), so a global row is shown to its asker
 }
 OUTCOMES = {"grounded", "ungrounded", "skipped", "blocked", "error"}
 # Text that must never be treated as anything but words.
@@ -1842,6 +1843,7 @@ def test_tether_log_cli(pump_store: Tether, db_path: Path, monkeypatch: pytest.M
         "outcome",
         "reason",
         "citations",
+        "asked_by",
     }
     assert SECRETS["email"] not in out.output
     assert PUMP not in out.output and "impeller" not in out.output

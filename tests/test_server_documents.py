@@ -138,14 +138,19 @@ def test_sessions_create_attach_detach_close(api: Any) -> None:
     added = api("POST", "/v1/documents/text", json={"text": "Valve note.", "title": "N",
                                                     "workspace_id": "acme"}).json()  # fmt: skip
     doc = added["result"]["document_id"]
-    assert api("POST", "/v1/sessions/s2/attach", json={"document_id": doc}).json()["attached"]
-    assert api("POST", "/v1/sessions/s2/attach", json={"document_id": "guide"}).json()["attached"]
-    in_session = api("GET", "/v1/documents", params={"session_id": "s2"}).json()["documents"]
+    assert api("POST", "/v1/sessions/acme:s2/attach", json={"document_id": doc}).json()["attached"]
+    assert api("POST", "/v1/sessions/acme:s2/attach", json={"document_id": "guide"}).json()[
+        "attached"
+    ]
+    in_session = api("GET", "/v1/documents", params={"session_id": "acme:s2"}).json()["documents"]
     assert {d["id"] for d in in_session} == {doc, "guide"}
-    assert api("POST", "/v1/sessions/s2/detach", json={"document_id": doc}).json()["detached"]
-    closed = api("POST", "/v1/sessions/s2/close").json()["session"]
+    assert api("POST", "/v1/sessions/acme:s2/detach", json={"document_id": doc}).json()["detached"]
+    closed = api("POST", "/v1/sessions/acme:s2/close").json()["session"]
     assert closed["closed_at"] is not None
-    assert {s["id"] for s in api("GET", "/v1/sessions").json()["sessions"]} == {"acme-chat", "s2"}
+    assert {s["id"] for s in api("GET", "/v1/sessions").json()["sessions"]} == {
+        "acme-chat",
+        "acme:s2",
+    }
     assert {w["id"] for w in api("GET", "/v1/workspaces").json()["workspaces"]} == {
         "acme", "GLOBAL"}  # fmt: skip
 

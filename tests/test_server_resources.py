@@ -343,26 +343,39 @@ def test_sessions_workspaces_and_jobs_are_listed_per_key(api: Api) -> None:
 def test_a_session_is_made_attached_detached_and_closed(api: Api) -> None:
     created = api("POST", "/v1/sessions", json={"session_id": "s2", "workspace_id": "acme"})
     assert created.status_code == 201
-    assert created.json()["session"] == {**created.json()["session"], "id": "s2",
+    assert created.json()["session"] == {**created.json()["session"], "id": "acme:s2",
                                          "workspace_id": "acme", "closed_at": None}  # fmt: skip
-    attached = api("POST", "/v1/sessions/s2/attach", json={"document_id": "acme-spec"})
-    assert attached.json() == {"attached": True, "document_id": "acme-spec", "session_id": "s2"}
-    again = api("POST", "/v1/sessions/s2/attach", json={"document_id": "acme-spec"})
+    attached = api("POST", "/v1/sessions/acme:s2/attach", json={"document_id": "acme-spec"})
+    assert attached.json() == {
+        "attached": True,
+        "document_id": "acme-spec",
+        "session_id": "acme:s2",
+    }
+    again = api("POST", "/v1/sessions/acme:s2/attach", json={"document_id": "acme-spec"})
     assert again.json()["attached"] is False
     shown = api("GET", "/v1/documents/acme-spec").json()["document"]
-    assert shown["session_ids"] == ["s2"]
-    detached = api("POST", "/v1/sessions/s2/detach", json={"document_id": "acme-spec"})
-    assert detached.json() == {"detached": True, "document_id": "acme-spec", "session_id": "s2"}
-    assert api("POST", "/v1/sessions/s2/detach",
+    assert shown["session_ids"] == ["acme:s2"]
+    detached = api("POST", "/v1/sessions/acme:s2/detach", json={"document_id": "acme-spec"})
+    assert detached.json() == {
+        "detached": True,
+        "document_id": "acme-spec",
+        "session_id": "acme:s2",
+    }
+    assert api("POST", "/v1/sessions/acme:s2/detach",
                json={"document_id": "acme-spec"}).json()["detached"] is False  # fmt: skip
-    closed = api("POST", "/v1/sessions/s2/close")
+    closed = api("POST", "/v1/sessions/acme:s2/close")
     assert closed.status_code == 200 and closed.json()["session"]["closed_at"] is not None
 
 
 def test_session_rules_are_kept(api: Api) -> None:
-    # A session id taken in a workspace the key cannot read: a conflict, not a takeover.
-    taken = api("POST", "/v1/sessions", json={"session_id": "rival-chat", "workspace_id": "acme"})
-    assert taken.status_code == 409
+    # A session id held by a workspace the key cannot read answers exactly as a free one:
+    # the key names ids in its own workspace's namespace (no takeover, nothing learnt).
+    foreign = api("POST", "/v1/sessions", json={"session_id": "rival-chat", "workspace_id": "acme"})
+    free = api("POST", "/v1/sessions", json={"session_id": "free-chat", "workspace_id": "acme"})
+    assert (foreign.status_code, free.status_code) == (201, 201)
+    assert foreign.json()["session"]["id"] == "acme:rival-chat"
+    assert free.json()["session"]["id"] == "acme:free-chat"
+    assert "rival" not in foreign.text.replace("acme:rival-chat", "")
     # Documents of one workspace are never attached to another's session (the library
     # refuses it even for an admin, who may see both).
     across = api("POST", "/v1/sessions/acme-chat/attach", "admin",

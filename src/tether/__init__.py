@@ -15,6 +15,7 @@ from tether._tether import Tether
 from tether.access import Access, KeyRing
 from tether.embed import Embedder, LocalEmbedder, OnnxEmbedder, OpenAIEmbedder
 from tether.errors import (
+    AuditUnavailable,
     ConfigurationError,
     DocumentNotFound,
     EmbeddingError,
@@ -33,6 +34,9 @@ from tether.errors import (
     SchemaVersionError,
     ScopeError,
     SessionNotFound,
+    StorageFull,
+    StorageReadOnly,
+    StoreCorrupt,
     StoredVectorsInvalid,
     StoreError,
     TetherError,
@@ -74,6 +78,7 @@ __all__ = [
     "Access",
     "ApiKey",
     "AuditEntry",
+    "AuditUnavailable",
     "ChatModel",
     "Citation",
     "CleanupReport",
@@ -119,6 +124,9 @@ __all__ = [
     "Session",
     "SessionNotFound",
     "Settings",
+    "StorageFull",
+    "StorageReadOnly",
+    "StoreCorrupt",
     "StoreError",
     "StoredVectorsInvalid",
     "SyncReport",

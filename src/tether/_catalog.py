@@ -96,6 +96,7 @@ class Catalog:
         retrieval_id: str | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        global_askers: Sequence[str] | None = None,
     ) -> list[AuditEntry]:
         """The newest audit rows: retrieval id, time, sanitized query, scope, filters, the
         retrieved chunk and document ids, how the context numbered its citations (ids
@@ -103,7 +104,9 @@ class Catalog:
         ``error``) with its reason. ``workspace_ids`` keeps the
         rows whose scope is in those workspaces (a session's scope is in its workspace);
         ``retrieval_id`` one retrieval's row; ``since`` and ``until`` (datetimes, naive
-        ones read as UTC, or ISO-8601 strings) the rows written in ``[since, until)``."""
+        ones read as UTC, or ISO-8601 strings) the rows written in ``[since, until)``;
+        ``global_askers`` (API key ids) also keeps the global library's rows those keys
+        asked (each row's ``asked_by``)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
         for workspace_id in workspace_ids or ():
@@ -117,6 +120,7 @@ class Catalog:
             retrieval_id=retrieval_id,
             since=_audit_time("since", since),
             until=_audit_time("until", until),
+            global_askers=None if global_askers is None else list(global_askers),
         )
 
     @property

@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 from tether._catalog import Catalog
 from tether._indexing import Indexing
+from tether.access import current_asker
 from tether.embed import (
     Embedder,
     default_token_counter,
@@ -323,7 +324,7 @@ class Tether(Indexing, Catalog):
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
         request = Request(question, resolved, session_id, decision, filters, max_chunks,
                           min_relevance, timeout, bool(guarded), history or (),
-                          bool(explain))  # fmt: skip
+                          bool(explain), current_asker())  # fmt: skip
         if resolved.kind == "session":
             self.store.get_session(resolved.id)
         elif resolved.kind == "workspace":

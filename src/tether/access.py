@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from tether.errors import InvalidArgument
@@ -26,6 +29,27 @@ from tether.store import ApiKey, Store, utcnow
 from tether.text import check_identifier
 
 KEY_PREFIX = "tether_"
+
+#: The API key a shell is answering for, while it answers: retrievals started meanwhile
+#: record it in their audit row (``asked_by``), which decides who may read the row.
+_ASKER: ContextVar[str | None] = ContextVar("tether_asker", default=None)
+
+
+@contextmanager
+def asked_by(key_id: str | None) -> Iterator[None]:
+    """Retrievals started inside (on this thread or task, and threads and tasks started
+    from it) are audited as asked by the API key ``key_id``; the shells wrap each
+    request in it. ``None``: the library's own caller."""
+    token = _ASKER.set(key_id)
+    try:
+        yield
+    finally:
+        _ASKER.reset(token)
+
+
+def current_asker() -> str | None:
+    """The API key whose request is being answered here, if any."""
+    return _ASKER.get()
 
 
 def key_hash(secret: str) -> str:

@@ -8,8 +8,11 @@
     │   ├── DocumentNotFound
     │   ├── SessionNotFound
     │   └── WorkspaceNotFound
-    ├── StoreError                the SQLite file itself
-    │   └── SchemaVersionError    the file was written by a newer tether
+    ├── StoreError                the store itself (its file, its disk, its server)
+    │   ├── SchemaVersionError    the file was written by a newer tether
+    │   ├── StorageFull           no space left: the write was not stored, nothing lost
+    │   ├── StorageReadOnly       reads work, writes cannot (read-only file, mount, server)
+    │   └── StoreCorrupt          the file is damaged; it was not changed
     ├── EmbeddingError            a provider failed to embed (``retryable`` says if worth retrying)
     │   ├── EmbeddingsUnavailable no model installed, no API key: nothing to embed with
     │   └── StoredVectorsInvalid  stored vectors of one model disagree in size
@@ -24,7 +27,8 @@
         ├── IndexingCancelled     the job was cancelled before this source started
         └── IndexingFailed        a batch finished, some sources failed (``.results`` has all)
     GenerationBlocked             (also TetherError) a guarded generation may not run:
-                                  nothing relevant, a timeout or an error; ``.advisory`` says why
+    │                             nothing relevant, a timeout or an error; ``.advisory`` says why
+    └── AuditUnavailable          its audit row could not be written, so it may not run either
 
 Every message says what was wrong and what to do about it, in the library's words
 (``Tether.reembed``, not a command line). An error whose advice a shell words its own
@@ -89,7 +93,7 @@ class WorkspaceNotFound(NotFound):
 
 
 class StoreError(TetherError):
-    """The SQLite file cannot be used as a tether store."""
+    """The store cannot be used as a tether store, or cannot do what was asked of it."""
 
 
 class SchemaVersionError(StoreError):
@@ -103,6 +107,21 @@ class SchemaVersionError(StoreError):
         )
         self.found = found
         self.supported = supported
+
+
+class StorageFull(StoreError):
+    """The store's disk (or its PostgreSQL server's) is full: nothing of the write that
+    met it was stored, and what was stored before is intact. Free space and retry."""
+
+
+class StorageReadOnly(StoreError):
+    """The store can be read but not written (a read-only file, folder, mount or
+    database): reads work; each write fails with this."""
+
+
+class StoreCorrupt(StoreError):
+    """The file is damaged beyond what SQLite can read (a broken page, a truncated file);
+    it was not changed. Restore it from a backup, or rebuild the index into a new file."""
 
 
 class EmbeddingError(TetherError):
@@ -238,3 +257,9 @@ class RetrievalTimeout(TetherError):
 class IndexingCancelled(IngestError):
     """The indexing job was cancelled before this source was started; nothing of it was
     stored."""
+
+
+class AuditUnavailable(GenerationBlocked):
+    """A guarded retrieval whose audit row could not be written: the agent team's rule is
+    that every retrieval set is logged, so generation is blocked (``reason`` is
+    ``"audit"``)."""

@@ -354,6 +354,49 @@ class PolicySettings(BaseModel):
         return self
 
 
+class ServerSettings(BaseModel):
+    """The ``[server]`` section: who ``tether serve`` answers, and how much one key may ask."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Host names the server answers besides loopback's (localhost, 127.0.0.1, [::1]):"
+            " 'docs.example.com', 'docs.example.com:8443', '*.example.com', or '*'. Empty: a"
+            " server without keys answers loopback names only; one with keys answers any"
+        ),
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Web origins ('https://app.example.com') whose pages may call the server (CORS)."
+            " A request from any other page's origin is refused, whatever its key"
+        ),
+    )
+    requests_per_second: float = Field(
+        20.0, ge=0, allow_inf_nan=False, description="per API key, sustained; 0: no limit"
+    )
+    request_burst: int = Field(40, ge=1, description="per API key, requests at once")
+    uploads_per_key: int = Field(
+        4, ge=1, description="upload jobs one API key may have waiting or running"
+    )
+    upload_dir: str | None = Field(
+        None,
+        description=(
+            "where accepted uploads wait until indexed, surviving restarts. Default: beside"
+            " a SQLite store ('t.db-uploads'); for PostgreSQL, a folder under the system's"
+            " temporary folder (set one that outlives reboots)"
+        ),
+    )
+    max_queued_upload_bytes: int = Field(
+        1 << 30, ge=1, description="bytes of uploads accepted but not yet indexed, all keys"
+    )
+    metrics: Literal["admin", "open"] = Field(
+        "admin", description="who reads /metrics once keys exist: admin keys, or anyone"
+    )
+
+
 class Settings(BaseSettings):
     """All of tether's configuration. Build it with :meth:`load` to read TOML and env."""
 
@@ -368,6 +411,7 @@ class Settings(BaseSettings):
     rag: RagSettings = Field(default_factory=RagSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -60,7 +60,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
+from tether.errors import AuditUnavailable, ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
 from tether.models import Exclusions, RetrievalResult
 from tether.retrieve.budget import ModelBudget, Skipped
@@ -209,7 +209,9 @@ class Pipeline:
                 tag_exception(exc, retrieval_id)
                 raise
             outcome, reason = audit_outcome(request, result)
-            await self._audit(request, retrieval_id, result, outcome, reason)
+            unlogged = await self._audit(request, retrieval_id, result, outcome, reason)
+            if unlogged is not None:
+                _unaudited(request, result, unlogged)
         return result
 
     async def _audit(
@@ -219,14 +221,19 @@ class Pipeline:
         result: RetrievalResult | None,
         outcome: str,
         reason: str | None,
-    ) -> None:
+    ) -> str | None:
+        """Append the retrieval's audit row; why it could not be written, if it could not
+        (a full or read-only store): the caller decides what that means."""
         if not self.settings.policy.audit:
-            return
+            return None
         entry = audit_entry(request, retrieval_id, result, outcome, reason)
         try:
             await asyncio.to_thread(self.store.log_retrieval, entry)
-        except Exception:  # the audit must not turn an answer into a failure, but is loud
-            logger.exception("could not write the audit row of retrieval %s", retrieval_id)
+        except Exception as exc:
+            message = f"the audit row of retrieval {retrieval_id} was not written: {exc}"
+            logger.error("%s", message)
+            return message
+        return None
 
     async def _run(self, request: Request, span: Span, retrieval_id: str) -> RetrievalResult:
         rag = self.settings.rag
@@ -592,3 +599,18 @@ class Pipeline:
             run.degrade(f"LLM rerank {what}, heuristic order kept: {exc}")
             return ranked, heuristic_debug
         return reordered, {**llm_debug, "heuristic": heuristic_debug}
+
+
+def _unaudited(request: Request, result: RetrievalResult, problem: str) -> None:
+    """A retrieval whose audit row could not be written. A guarded one fails closed: the
+    agent team's rule is that every retrieval set is logged, so its generation is
+    blocked. A plain one answers, and says so in ``debug["degradations"]``."""
+    if request.guarded:
+        raise AuditUnavailable(
+            "audit",
+            f"{problem}; every guarded retrieval must be logged, so generation is blocked."
+            " Make the store writable (free space, a writable file) and retry",
+            result=result,
+            retrieval_id=result.retrieval_id,
+        )
+    result.debug.setdefault("degradations", []).append(problem)

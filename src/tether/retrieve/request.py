@@ -48,6 +48,8 @@ class Request:
     #: Record each query's candidate lists in ``debug["explain"]`` (the console's
     #: retrieval debugger); off by default, so that a retrieval pays nothing for it.
     explain: bool = False
+    #: The API key that asked (audited, never used to widen or narrow the search).
+    asked_by: str | None = None
 
     def __post_init__(self) -> None:
         try:

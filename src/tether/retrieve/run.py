@@ -114,6 +114,7 @@ def audit_entry(
         outcome=outcome,
         reason=reason,
         citations=[c.ids() for c in result.citations] if result else [],
+        asked_by=request.asked_by,
     )
 
 

@@ -17,12 +17,20 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Response
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
 from tether import Access, AuditEntry, Filters, GenerationBlocked, Scope, Tether
 from tether.policy import require_grounding
 from tether.server import _errors
-from tether.server._auth import KeyPolicy, readable_scope
+from tether.server._auth import KeyPolicy, audit_view, readable_scope, require_admin
+from tether.server._edges import (
+    CLIENT_HEADERS,
+    Authenticate,
+    EdgeRule,
+    GuardOrigin,
+    RateLimits,
+)
 from tether.server._metrics import CONTENT_TYPE, LimitBody, ObserveRequests, outcome_of
 from tether.server._schemas import (
     ERRORS,
@@ -34,6 +42,7 @@ from tether.server._schemas import (
     SearchOut,
 )
 from tether.server._service import AccessDep, Service, ServiceDep
+from tether.server._spool import Spool
 
 logger = logging.getLogger("tether.server")
 
@@ -62,7 +71,8 @@ def create_app(
     """
     if open_access is None:
         open_access = not tether.keys.any_active()
-    svc = Service(tether=tether, key_policy=KeyPolicy(tether, open_at_start=open_access))
+    svc = Service(tether=tether, key_policy=KeyPolicy(tether, open_at_start=open_access),
+                  spool=Spool.of(tether))  # fmt: skip
     mcp_app = _mcp_app(svc) if mcp else None
 
     @asynccontextmanager
@@ -74,13 +84,16 @@ def create_app(
             if not warm:
                 svc.ready = True
             tether.set_writer(svc.run_write)  # indexing writes on the one writer, too
+            await _resume_uploads(svc)
             try:
                 yield
             finally:
                 if warming is not None:
                     warming.cancel()
+                await _drain_uploads(svc)
                 tether.set_writer(None)
                 svc.writer.shutdown(wait=True)
+                svc.spool.close()
 
     app = FastAPI(
         title="tether",
@@ -91,8 +104,7 @@ def create_app(
     app.state.service = svc
     app.state.key_policy = svc.key_policy
     _errors.install(app)
-    app.add_middleware(LimitBody, json_bytes=json_body_bytes, upload_bytes=upload_body_bytes)
-    app.add_middleware(ObserveRequests, metrics=svc.metrics)
+    _edges(app, svc, json_body_bytes=json_body_bytes, upload_body_bytes=upload_body_bytes)
     _core_routes(app)
     from tether.server import _resources
 
@@ -109,6 +121,23 @@ def create_app(
     return app
 
 
+def _edges(app: FastAPI, svc: Service, *, json_body_bytes: int, upload_body_bytes: int) -> None:
+    """The middleware every request meets, outermost first: counted and timed; its host
+    and origin checked; (CORS for allowed origins); its caller known and held to its
+    rate; its body held to its route's limit."""
+    settings = svc.tether.settings.server
+    app.add_middleware(LimitBody, json_bytes=json_body_bytes, upload_bytes=upload_body_bytes)
+    limits = RateLimits(settings.requests_per_second, settings.request_burst)
+    app.add_middleware(Authenticate, policy=svc.key_policy, limits=limits, touch=svc.touch_key)
+    if settings.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["*"],
+            allow_headers=["Authorization", "Content-Type", *CLIENT_HEADERS],
+        )  # fmt: skip
+    app.add_middleware(GuardOrigin, rule=EdgeRule.of(settings, svc.key_policy))
+    app.add_middleware(ObserveRequests, metrics=svc.metrics, router=app.router)
+
+
 class _AsgiEndpoint:
     """An ASGI callable as a route's endpoint (Starlette wraps plain functions and bound
     methods as request handlers; an object it runs as an ASGI app)."""
@@ -118,6 +147,37 @@ class _AsgiEndpoint:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.app(scope, receive, send)
+
+
+#: How long a stopping server lets its upload jobs run on (seconds); what is left then
+#: is resumed by the next start.
+DRAIN_SECONDS = 10.0
+
+
+async def _resume_uploads(svc: Service) -> None:
+    """Resubmit the uploads a previous run accepted and did not finish (see ``_spool``)."""
+    from tether.server._resources import start_job
+
+    pending = await svc.read(svc.spool.recover)
+    for entry in pending:
+        logger.info("resuming upload job %s (%d files)", entry.id, len(entry.names))
+        await start_job(svc, entry)
+
+
+async def _drain_uploads(svc: Service) -> None:
+    """Let running upload jobs finish for :data:`DRAIN_SECONDS`, then stop them before
+    their next file; their manifests stay, so the next start resumes them."""
+    svc.spool.closing = True
+    running = [e.job for e in svc.spool.jobs.values() if e.job is not None and not e.job.done()]
+    if not running:
+        return
+    logger.info("waiting up to %gs for %d upload jobs", DRAIN_SECONDS, len(running))
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            await asyncio.gather(*(j.async_wait() for j in running), return_exceptions=True)
+    for job in running:
+        job.cancel()
+    await asyncio.gather(*(j.async_wait() for j in running), return_exceptions=True)
 
 
 async def _warm(svc: Service) -> None:
@@ -166,19 +226,23 @@ def _core_routes(app: FastAPI) -> None:
         responses={503: {"model": ErrorOut}},
     )
     async def readyz(svc: ServiceDep, response: Response) -> dict[str, Any]:
-        counts = await svc.read(svc.tether.store.counts)
+        # No counts: this answers without a key, and a store's size is not for strangers.
+        await svc.read(svc.tether.store.counts)  # the store answers
         status = "ready" if svc.ready else "warming"
         if not svc.ready:
             response.status_code = 503
-        return {
-            "status": status,
-            "documents": counts.get("rag_documents", 0),
-            "chunks": counts.get("rag_chunks", 0),
-            "embeddings": svc.tether.embeddings_unavailable or "available",
-        }
+        return {"status": status, "embeddings": svc.tether.embeddings_unavailable or "available"}
 
-    @app.get("/metrics", tags=["service"], summary="Prometheus metrics", response_class=Response)
-    async def metrics(svc: ServiceDep) -> Response:
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        summary="Prometheus metrics (admin keys, unless server.metrics = 'open')",
+        response_class=Response,
+        responses=ERRORS,
+    )
+    async def metrics(svc: ServiceDep, caller: AccessDep) -> Response:
+        if svc.tether.settings.server.metrics == "admin":
+            require_admin(caller)
         return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.post(
@@ -251,10 +315,9 @@ def _core_routes(app: FastAPI) -> None:
             datetime | None, Query(description="rows written before this time (ISO-8601)")
         ] = None,
     ) -> list[dict[str, Any]]:
-        readable = caller.readable
+        view = await svc.read(audit_view, svc.tether, caller)
         entries = await svc.read(
-            svc.tether.retrieval_log, limit, outcome,
-            workspace_ids=None if readable is None else list(readable), retrieval_id=retrieval_id,
-            since=since, until=until,
+            svc.tether.retrieval_log, limit, outcome, retrieval_id=retrieval_id, since=since,
+            until=until, **view,
         )  # fmt: skip
         return [entry.to_dict() for entry in entries]

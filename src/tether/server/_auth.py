@@ -8,8 +8,9 @@ Scopes in SQL stay the inner wall underneath.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
@@ -18,54 +19,93 @@ from tether import Access, DocumentNotFound, Scope, Tether
 from tether.models import GLOBAL_WORKSPACE, Document
 from tether.server._errors import ApiError, not_found
 
-#: How long the answer to "are there any keys?" is reused by a server started without
-#: keys (a key made meanwhile closes it to anonymous callers within this many seconds).
-KEYS_RECHECK_SECONDS = 2.0
+#: Where :class:`~tether.server._edges.Authenticate` leaves the caller's access in the
+#: request's state, for :func:`access` to read.
+ACCESS_STATE = "tether_access"
 
 
 @dataclass
 class KeyPolicy:
     """Whether callers must send a key. A server started with keys always requires one;
     one started without keys (bound to loopback) lets anonymous callers in as the local
-    operator until the first key is made."""
+    operator until the first key is made: asked on each anonymous request, so a key made
+    by another process closes the server at once."""
 
     tether: Tether
     open_at_start: bool
-    _checked_at: float = 0.0
-    _any_keys: bool = False
 
     def keys_required(self) -> bool:
-        if not self.open_at_start:
-            return True
-        now = time.monotonic()
-        if now - self._checked_at > KEYS_RECHECK_SECONDS:
-            self._any_keys = self.tether.keys.any_active()
-            self._checked_at = now
-        return self._any_keys
+        return not self.open_at_start or self.tether.keys.any_active()
 
 
 def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "Unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
-async def access(request: Request) -> Access:
-    """The caller's access, from ``Authorization: Bearer <key>`` (FastAPI dependency)."""
-    policy: KeyPolicy = request.app.state.key_policy
-    header = request.headers.get("authorization")
+def authenticate(policy: KeyPolicy, header: str | None) -> Access:
+    """The access of a caller sending ``Authorization: header`` (blocking: a key lookup).
+    ApiError 401 for a missing key where one is required, or an unknown one."""
     if header is None:
-        if await run_in_threadpool(policy.keys_required):
+        if policy.keys_required():
             raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
         return Access()
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise _unauthorized("send the API key as 'Authorization: Bearer <key>'")
-    key = await run_in_threadpool(policy.tether.keys.authenticate, secret.strip())
+    key = policy.tether.keys.authenticate(secret.strip())
     if key is None:
         raise _unauthorized("unknown or revoked API key")
-    request.state.key_id = key.id
-    if policy.tether.keys.use_is_due(key):  # most requests write nothing, and queue on nothing
-        await request.app.state.service.write(policy.tether.keys.mark_used, key)
     return Access(key)
+
+
+async def access(request: Request) -> Access:
+    """The caller's access (FastAPI dependency): as the edge middleware found it, or
+    (an app without it) from ``Authorization: Bearer <key>``."""
+    found = request.scope.get("state", {}).get(ACCESS_STATE)
+    if isinstance(found, Access):
+        return found
+    policy: KeyPolicy = request.app.state.key_policy
+    return await run_in_threadpool(authenticate, policy, request.headers.get("authorization"))
+
+
+def own_id(access: Access, workspace_id: str, chosen: str) -> str:
+    """The id a caller's chosen document or session id is stored under.
+
+    Ids are global keys of the store. A key bound to workspaces chooses ids in its
+    workspace's own namespace (``plan`` in ``acme`` is ``acme:plan``; an id it got back,
+    already ``acme:plan``, stays as it is), so no choice of id can meet another tenant's
+    and tell a taken id from a free one. Admins and the local operator, who see every
+    workspace, choose ids as they are."""
+    if access.readable is None or not chosen.strip():  # a blank id: the library's error
+        return chosen
+    prefix = quote(workspace_id, safe="") + ":"
+    return chosen if chosen.startswith(prefix) else prefix + chosen
+
+
+def document_view(tether: Tether, access: Access, document: Document) -> dict[str, Any]:
+    """A document as this caller may see it (both shells show documents through it): a
+    global document's attachments to sessions of workspaces the caller cannot read are
+    left out."""
+    out = document.to_dict()
+    if access.readable is not None and document.session_ids:
+        workspaces = {s.id: s.workspace_id for s in tether.sessions()}
+        out["session_ids"] = [
+            s for s in document.session_ids if access.can_read(workspaces.get(s, ""))
+        ]
+    return out
+
+
+def audit_view(tether: Tether, access: Access) -> dict[str, Any]:
+    """The audit rows ``access`` may read, as :meth:`~tether.Tether.retrieval_log`
+    arguments: an admin (or the local operator) every row; a key the rows of its own
+    workspaces, and of the global library only those that keys of its workspaces asked
+    (itself included) — another tenant's global questions are not for it."""
+    key = access.key
+    if access.readable is None or key is None:
+        return {"workspace_ids": None}
+    own = set(key.workspaces)
+    askers = [k.id for k in tether.keys.list() if k.id == key.id or own & set(k.workspaces)]
+    return {"workspace_ids": list(key.workspaces), "global_askers": askers}
 
 
 def require_admin(access: Access) -> None:

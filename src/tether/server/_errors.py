@@ -30,6 +30,9 @@ from tether.errors import (
     RetrievalTimeout,
     SchemaVersionError,
     ScopeError,
+    StorageFull,
+    StorageReadOnly,
+    StoreCorrupt,
     TetherError,
     UnreadableFile,
     UnsupportedFileType,
@@ -53,6 +56,9 @@ STATUS: dict[type[TetherError], int] = {
     RetrievalTimeout: 504,
     EmbeddingsUnavailable: 503,
     SchemaVersionError: 503,
+    StorageFull: 507,
+    StorageReadOnly: 503,
+    StoreCorrupt: 503,
     ConfigurationError: 503,
 }
 

@@ -74,7 +74,9 @@ from tether import (
     __version__,
 )
 from tether import Scope as TetherScope
+from tether.access import asked_by
 from tether.policy import require_grounding, verify_citations
+from tether.server._auth import audit_view, document_view
 from tether.server._metrics import Metrics, outcome_of
 from tether.server._schemas import MAX_QUERY_CHARS
 
@@ -346,8 +348,10 @@ class McpServer:
         except ValidationError as exc:
             return _error(f"invalid arguments for {spec.name}: {_problems(exc)}")
         call = getattr(self, spec.name)
+        key = binding.access.key
         try:
-            return _result(await call(binding, arguments))
+            with asked_by(None if key is None else key.id):  # the audit row's asker
+                return _result(await call(binding, arguments))
         except GenerationBlocked as exc:
             return _blocked(exc)
         except TetherError as exc:
@@ -394,11 +398,10 @@ class McpServer:
                 "verify_citations reads retrievals from the audit log, which is off"
                 " (policy.audit = false)"
             )
-        readable = binding.access.readable
+        view = await self.svc.read(audit_view, self.tether, binding.access)
         rows = await self.svc.read(
-            self.tether.retrieval_log, 1, workspace_ids=None if readable is None else
-            list(readable), retrieval_id=arguments.retrieval_id,
-        )  # fmt: skip
+            self.tether.retrieval_log, 1, retrieval_id=arguments.retrieval_id, **view
+        )
         # Only a retrieval of this very scope: another scope's reads like no retrieval.
         if not rows or rows[0].scope != binding.scope.to_dict():
             raise NotFound(
@@ -411,7 +414,7 @@ class McpServer:
         documents = await self.svc.read(self._documents, binding)
         return {
             "scope": binding.scope.to_dict(),
-            "documents": [document.to_dict() for document in documents],
+            "documents": [document_view(self.tether, binding.access, d) for d in documents],
         }
 
     async def add_text(self, binding: Binding, arguments: AddTextArguments) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,10 +35,13 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def _route(scope: Scope) -> str:
+def _route(scope: Scope, router: Router | None) -> str:
     """The route template (``/v1/documents/{document_id}``), never the raw path: ids
-    would make a metric per document."""
+    would make a metric per document. A request refused before routing (no key, a
+    foreign origin) is matched here."""
     route = scope.get("route")
+    if route is None and router is not None:
+        route = next((r for r in router.routes if r.matches(scope)[0] == Match.FULL), None)
     path = getattr(route, "path", None)
     return path if isinstance(path, str) else "unmatched"
 
@@ -47,9 +51,10 @@ class ObserveRequests:
     server span, the parent of the library's spans such as ``rag.retrieve``, is
     FastAPI's own telemetry.)"""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, router: Router | None = None) -> None:
         self.app = app
         self.metrics = metrics
+        self.router = router
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,14 +72,18 @@ class ObserveRequests:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = _route(scope)
+            route = _route(scope, self.router)
             self.metrics.requests.labels(route, method, str(status["code"])).inc()
             self.metrics.latency.labels(route, method).observe(time.perf_counter() - started)
 
 
+#: The one route whose body may be large: file uploads.
+UPLOAD_PATH = "/v1/documents"
+
+
 class LimitBody:
-    """ASGI middleware: a request body over the limit is a 413 before it is all read
-    (``Content-Length`` checked first; a chunked body is counted as it arrives)."""
+    """ASGI middleware: a request body over its route's limit is a 413 before it is all
+    read (``Content-Length`` checked first; a chunked body is counted as it arrives)."""
 
     def __init__(self, app: ASGIApp, *, json_bytes: int, upload_bytes: int) -> None:
         self.app = app
@@ -82,9 +91,10 @@ class LimitBody:
         self.upload_bytes = upload_bytes
 
     def _limit(self, scope: Scope) -> int:
-        headers = dict(scope.get("headers") or [])
-        content_type = headers.get(b"content-type", b"").decode("latin-1").lower()
-        return self.upload_bytes if content_type.startswith("multipart/") else self.json_bytes
+        """The route decides, never the client's Content-Type: only the upload route
+        takes files."""
+        upload = scope.get("method") == "POST" and scope.get("path") == UPLOAD_PATH
+        return self.upload_bytes if upload else self.json_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -12,23 +12,24 @@ unless the caller waits, and the folder is removed when the indexing ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
 import shutil
-import tempfile
+import uuid
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether import Access, IndexJob, PathSource, Tether
-from tether.models import Document as DocumentRecord
+from tether import Access, IndexJob, IndexResult, TetherError
 from tether.models import DocumentStatus
 from tether.server._auth import (
+    document_view,
+    own_id,
     readable_document,
     require_admin,
     session_workspace,
@@ -56,7 +57,8 @@ from tether.server._schemas import (
     WorkspacesOut,
 )
 from tether.server._service import AccessDep, Service, ServiceDep
-from tether.server._uploads import Upload, clean_after, named, parse_tags, upload_body
+from tether.server._spool import SpooledJob
+from tether.server._uploads import Upload, named, parse_tags, upload_body
 from tether.tags import validate_tags
 
 router = APIRouter()
@@ -96,19 +98,7 @@ class AttachIn(_Strict):
     document_id: str = Field(min_length=1, max_length=512)
 
 
-# -- what a key may see of a record ---------------------------------------------------------
-
-
-def _document_out(tether: Tether, access: Access, document: DocumentRecord) -> dict[str, Any]:
-    """A document as this caller may see it: a global document's attachments to
-    sessions of workspaces the caller cannot read are left out."""
-    out = document.to_dict()
-    if access.readable is not None and document.session_ids:
-        workspaces = {s.id: s.workspace_id for s in tether.sessions()}
-        out["session_ids"] = [
-            s for s in document.session_ids if access.can_read(workspaces.get(s, ""))
-        ]
-    return out
+# -- what a key may see -------------------------------------------------------------------
 
 
 def _listed_workspaces(access: Access, workspace_id: str | None) -> list[str] | None:
@@ -158,7 +148,7 @@ async def list_documents(
                 for d in tether.documents(workspace_id=w, session_id=session_id)
             ]
         return [
-            _document_out(tether, caller, d)
+            document_view(tether, caller, d)
             for d in documents
             if (status is None or d.status == status)
             and (domain is None or (d.tags is not None and d.tags.domain == domain))
@@ -183,7 +173,7 @@ async def show_document(
 
     def show() -> dict[str, Any]:
         document = readable_document(tether, caller, document_id)
-        out: dict[str, Any] = {"document": _document_out(tether, caller, document)}
+        out: dict[str, Any] = {"document": document_view(tether, caller, document)}
         if chunks:
             out["chunks"] = [
                 {"chunk_id": c.id, "ordinal": c.ordinal, "section_title": c.section_title,
@@ -221,7 +211,7 @@ async def approve_document(document_id: str, svc: ServiceDep, caller: AccessDep)
     tether = svc.tether
     await svc.read(writable_document, tether, caller, document_id)
     document = await svc.write(tether.approve, document_id)
-    return {"document": _document_out(tether, caller, document)}
+    return {"document": document_view(tether, caller, document)}
 
 
 @router.post(
@@ -236,8 +226,11 @@ async def add_text(body: TextIn, svc: ServiceDep, caller: AccessDep) -> dict[str
     workspace_id, session_id = await svc.read(
         writable_placement, tether, caller, body.workspace_id, body.session_id
     )
+    document_id = body.document_id
+    if document_id is not None:  # the caller's namespace: a foreign id reads as a free one
+        document_id = own_id(caller, workspace_id, document_id)
     [result] = await svc.index(
-        tether.add, text=body.text, title=body.title, document_id=body.document_id,
+        tether.add, text=body.text, title=body.title, document_id=document_id,
         workspace_id=workspace_id, session_id=session_id, tags=body.tags, on_error="collect",
     )  # fmt: skip
     if result.error is not None:
@@ -261,10 +254,17 @@ async def add_text(body: TextIn, svc: ServiceDep, caller: AccessDep) -> dict[str
 async def upload_documents(
     request: Request, response: Response, svc: ServiceDep, caller: AccessDep
 ) -> dict[str, Any]:
-    tether = svc.tether
-    folder = Path(tempfile.mkdtemp(prefix="tether-upload-"))
+    tether, spool = svc.tether, svc.spool
+    key_id = caller.key.id if caller.key is not None else None
+    limit = tether.settings.server.uploads_per_key
+    if key_id is not None and spool.pending_of(key_id) >= limit:
+        raise ApiError(429, "TooManyRequests",
+                       f"this key has {limit} upload jobs waiting or running"
+                       " (server.uploads_per_key); retry when one has ended",
+                       headers={"Retry-After": "5"})  # fmt: skip
+    partial = await svc.read(spool.receiving)
+    upload = Upload(partial, tether.settings.rag.max_file_bytes, reserve=spool.reserve)
     try:
-        upload = Upload(folder, tether.settings.rag.max_file_bytes)
         await upload.receive(request)
         form = upload.form()
         workspace_id, session_id = await svc.read(
@@ -273,46 +273,69 @@ async def upload_documents(
         tags = parse_tags(form.tags)
         if tags is not None:  # bad tags fail the upload now, not each file of its job
             validate_tags("upload", tags, tether.settings.policy)
-        # Each file is known by the name it was uploaded under, not its temporary path:
-        # the same upload again is the same document, skipped when unchanged.
-        paths = [PathSource(path, tags=tags, source=f"upload:{name}")
-                 for path, name in upload.files.items()]  # fmt: skip
-        # A job either way: files load, chunk and embed on the indexing threads.
-        job = await svc.index(
-            tether.submit, paths, workspace_id=workspace_id, session_id=session_id,
-            kind="upload",
+        entry = SpooledJob(
+            uuid.uuid4().hex[:12], partial, workspace_id, session_id, tags,
+            {path.name: name for path, name in upload.files.items()}, key_id,
         )  # fmt: skip
+        # Durable before the answer: from here on, a crash or a restart loses nothing.
+        await svc.read(spool.accept, partial, entry, upload.received)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        spool.release(upload.received)
+        shutil.rmtree(partial, ignore_errors=True)
         raise
-    _remember(svc, job, workspace_id, upload.files)
-    # The files go when the job ends, even when a waiting client goes away before it.
-    task = asyncio.create_task(clean_after(job, folder))
+    await start_job(svc, entry)
+    if form.wait:
+        while not entry.done():
+            await asyncio.sleep(EVENT_INTERVAL / 4)
+        response.status_code = 200
+        return {"results": _job_out(entry, svc)["results"]}
+    return {"job": _job_out(entry, svc)}
+
+
+async def start_job(svc: Service, entry: SpooledJob) -> None:
+    """Index a spooled upload on the indexing threads, recording its end in the spool
+    when it ends; one that cannot start (its session deleted meanwhile) ends failed."""
+    tether = svc.tether
+    try:
+        entry.job = await svc.index(
+            tether.submit, entry.sources(), workspace_id=entry.workspace_id,
+            session_id=entry.session_id, kind="upload",
+        )  # fmt: skip
+    except TetherError as exc:
+        results = [IndexResult(n, "failed", error=exc).to_dict() for n in entry.names.values()]
+        await svc.read(svc.spool.end, entry, "failed", results)
+        return
+    task = asyncio.create_task(_finish(svc, entry))
     svc.background.add(task)
     task.add_done_callback(svc.background.discard)
-    if form.wait:
-        results = await job
-        shutil.rmtree(folder, ignore_errors=True)  # gone before the answer, not after
-        response.status_code = 200
-        return {"results": [named(r, upload.files) for r in results]}
-    return {"job": _job_out(job, svc)}
+
+
+async def _finish(svc: Service, entry: SpooledJob) -> None:
+    job = entry.job
+    assert job is not None
+    with contextlib.suppress(Exception):  # a crashed job is in its own status
+        await job.async_wait()
+    if svc.spool.closing and job.status == "cancelled":
+        return  # stopped by a shutdown, not by a client: the next start resumes it
+    results = [named(r, entry.paths()) for r in job.results]
+    await svc.read(svc.spool.end, entry, job.status, results)
 
 
 # -- jobs ----------------------------------------------------------------------------------
 
-
-def _remember(svc: Service, job: IndexJob, workspace_id: str, names: dict[Path, str]) -> None:
-    """Record the workspace an upload job writes to (it decides who may see the job),
-    forgetting jobs the library has forgotten."""
-    known = {j.id for j in svc.tether.jobs()}
-    for stale in [i for i in svc.jobs if i not in known]:
-        del svc.jobs[stale]
-    svc.jobs[job.id] = (workspace_id, names)
+Job = SpooledJob | IndexJob
 
 
-def _job_workspace(svc: Service, job: IndexJob) -> str | None:
-    recorded = svc.jobs.get(job.id)
-    return None if recorded is None else recorded[0]
+def _all_jobs(svc: Service) -> list[Job]:
+    """Upload jobs (spooled, in the order they were accepted), then jobs submitted to
+    the library otherwise (the library folder's, admins only)."""
+    spooled = sorted(svc.spool.jobs.values(), key=lambda j: j.created_at)
+    owned = {id(j.job) for j in spooled if j.job is not None}
+    return [*spooled, *(j for j in svc.tether.jobs() if id(j) not in owned)]
+
+
+def _job_workspace(job: Job) -> str | None:
+    return job.workspace_id if isinstance(job, SpooledJob) else None
 
 
 def _may_see(caller: Access, workspace_id: str | None) -> bool:
@@ -321,26 +344,34 @@ def _may_see(caller: Access, workspace_id: str | None) -> bool:
     return caller.admin if workspace_id is None else caller.can_read(workspace_id)
 
 
-def _job_out(job: IndexJob, svc: Service) -> dict[str, Any]:
-    names = svc.jobs.get(job.id, (None, {}))[1]
+def _job_out(job: Job, svc: Service) -> dict[str, Any]:
     progress = job.progress
     current = progress.current
-    if current is not None:
+    if isinstance(job, SpooledJob):
+        names = job.paths()
         current = next((n for p, n in names.items() if str(p) == current), current)
+        if job.ended is not None:
+            results = job.ended["results"]
+        else:
+            results = [named(r, names) for r in (job.job.results if job.job else [])]
+        ident, kind = job.id, "upload"
+    else:
+        results = [r.to_dict() for r in job.results]
+        ident, kind = job.id, job.kind
     return {
-        "id": job.id,
-        "kind": job.kind,
+        "id": ident,
+        "kind": kind,
         "status": job.status,
-        "workspace_id": _job_workspace(svc, job),
+        "workspace_id": _job_workspace(job),
         "progress": {"done": progress.done, "total": progress.total, "current": current,
                      "description": progress.description},
-        "results": [named(r, names) for r in job.results],
+        "results": results,
     }  # fmt: skip
 
 
-def _visible_job(svc: Service, caller: Access, job_id: str) -> IndexJob:
-    job = next((j for j in svc.tether.jobs() if j.id == job_id), None)
-    if job is None or not _may_see(caller, _job_workspace(svc, job)):
+def _visible_job(svc: Service, caller: Access, job_id: str) -> Job:
+    job = next((j for j in _all_jobs(svc) if j.id == job_id), None)
+    if job is None or not _may_see(caller, _job_workspace(job)):
         raise not_found("job", job_id)
     return job
 
@@ -353,7 +384,7 @@ def _visible_job(svc: Service, caller: Access, job_id: str) -> IndexJob:
     responses=ERRORS,
 )
 async def list_jobs(svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
-    jobs = [j for j in svc.tether.jobs() if _may_see(caller, _job_workspace(svc, j))]
+    jobs = [j for j in _all_jobs(svc) if _may_see(caller, _job_workspace(j))]
     return {"jobs": [_job_out(j, svc) for j in jobs]}
 
 
@@ -377,10 +408,11 @@ async def show_job(job_id: str, svc: ServiceDep, caller: AccessDep) -> dict[str,
 )
 async def cancel_job(job_id: str, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
     job = _visible_job(svc, caller, job_id)
-    workspace_id = _job_workspace(svc, job)
+    workspace_id = _job_workspace(job)
     if not (caller.admin if workspace_id is None else caller.can_write(workspace_id)):
         raise ApiError(403, "Forbidden", f"this key may not cancel jobs of {workspace_id!r}")
-    cancelled = job.cancel()
+    running = job.job if isinstance(job, SpooledJob) else job
+    cancelled = running.cancel() if running is not None and not job.done() else False
     return {"cancelled": cancelled, "job": _job_out(job, svc)}
 
 
@@ -461,6 +493,10 @@ async def list_sessions(
     "/sessions",
     tags=["sessions"],
     summary="Create a session in a workspace (an existing one is returned as it is)",
+    description=(
+        "A key bound to workspaces names sessions in its workspace's namespace: `s1` in"
+        " `acme` is stored and returned as `acme:s1`."
+    ),
     status_code=201,
     response_model=SessionOneOut,
     responses=ERRORS,
@@ -468,12 +504,10 @@ async def list_sessions(
 async def create_session(body: SessionIn, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
     tether = svc.tether
     await svc.read(writable_placement, tether, caller, body.workspace_id, None)
-    existing = await svc.read(tether.store.find_session, body.session_id)
-    if existing is not None and not caller.can_read(existing.workspace_id):
-        raise ApiError(409, "Conflict", f"session id {body.session_id!r} is taken")
-    session = await svc.write(
-        tether.create_session, body.session_id, workspace_id=body.workspace_id
-    )
+    session_id = own_id(caller, body.workspace_id, body.session_id)
+    # A key bound to workspaces names ids in its own namespace, so only an admin can meet
+    # a session of another workspace here (the library's ScopeError, 400).
+    session = await svc.write(tether.create_session, session_id, workspace_id=body.workspace_id)
     return {"session": dataclasses.asdict(session)}
 
 

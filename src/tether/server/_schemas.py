@@ -281,5 +281,6 @@ class ErrorOut(BaseModel):
 
 #: The error responses every route may give, for the OpenAPI schema.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503, 504)
+    code: {"model": ErrorOut}
+    for code in (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503, 504, 507)
 }

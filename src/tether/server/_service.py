@@ -7,19 +7,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from tether import Access, Tether
+from tether import Access, ApiKey, Tether
 from tether.server._auth import KeyPolicy, access
 from tether.server._metrics import Metrics
+from tether.server._spool import Spool
 
 T = TypeVar("T")
+
+logger = logging.getLogger("tether.server")
 
 _on_writer = threading.local()
 
@@ -51,9 +56,9 @@ class Service:
     metrics: Metrics = field(default_factory=Metrics)
     writer: concurrent.futures.ThreadPoolExecutor = field(default_factory=_writer)
     ready: bool = False
-    #: Upload jobs: id -> (the workspace they write to, their files' upload names).
-    jobs: dict[str, tuple[str, dict[Any, str]]] = field(default_factory=dict)
-    #: Tasks that clean up after upload jobs (kept referenced until they end).
+    #: Accepted uploads, durable until indexed (set by the app: the store decides where).
+    spool: Spool = field(default_factory=lambda: Spool(Path(), 0))
+    #: Tasks that record how upload jobs ended (kept referenced until they end).
     background: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -71,6 +76,17 @@ class Service:
         chunking and embedding run beside the reads, and only its write transactions
         queue on the writer (through :meth:`run_write`)."""
         return await run_in_threadpool(fn, *args, **kwargs)
+
+    async def touch_key(self, key: ApiKey) -> None:
+        """Record a key's use (once a minute), best-effort: a store that cannot be written
+        (full, read-only) still answers reads."""
+        keys = self.tether.keys
+        if not keys.use_is_due(key):  # most requests write nothing, and queue on nothing
+            return
+        try:
+            await self.write(keys.mark_used, key)
+        except Exception as exc:
+            logger.debug("could not record the use of key %s: %s", key.id, exc)
 
     def run_write(self, fn: Callable[[], T]) -> T:
         """``fn()`` on the writer thread, waited for (from any thread; on the writer

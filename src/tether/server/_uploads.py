@@ -5,11 +5,10 @@ server's own, so no response shows a temporary path."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import re
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -21,7 +20,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
 
-from tether import IndexJob, IndexResult
+from tether import IndexResult
 from tether.ingest.loaders import byte_size
 from tether.server._errors import ApiError
 
@@ -116,9 +115,15 @@ class Upload:
     straight to a file of ``folder`` (a 413 as soon as one passes ``max_file_bytes``),
     the other fields (small) kept in memory."""
 
-    def __init__(self, folder: Path, max_file_bytes: int) -> None:
+    def __init__(
+        self, folder: Path, max_file_bytes: int, *, reserve: Callable[[int], bool] | None = None
+    ) -> None:
         self.folder = folder
         self.max_file_bytes = max_file_bytes
+        #: Asked before each piece of a file is kept: False refuses the upload (429).
+        self.reserve = reserve
+        #: The file bytes reserved so far.
+        self.received = 0
         #: The saved files, each with the name the client gave it.
         self.files: dict[Path, str] = {}
         self.fields: dict[str, str] = {}
@@ -210,6 +215,13 @@ class Upload:
         elif part.size > self.max_file_bytes:
             raise too_large(self.files[Path(part.file.name)], self.max_file_bytes)
         else:
+            if self.reserve is not None:
+                if not self.reserve(end - start):
+                    raise ApiError(429, "TooManyRequests",
+                                   "the server's queue of uploads waiting to be indexed is full"
+                                   " (server.max_queued_upload_bytes); retry later",
+                                   headers={"Retry-After": "10"})  # fmt: skip
+                self.received += end - start
             self._writes.append((part.file, data[start:end]))
 
     def _end(self) -> None:
@@ -245,12 +257,3 @@ def named(result: IndexResult, names: dict[Path, str]) -> dict[str, Any]:
         if out["error"]:
             out["error"] = out["error"].replace(result.source, name)
     return out
-
-
-async def clean_after(job: IndexJob, folder: Path) -> None:
-    """Remove an upload's files once its job has ended, however it ended."""
-    try:
-        with contextlib.suppress(Exception):  # a crashed job is in its own status
-            await job.async_wait()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

@@ -33,9 +33,10 @@ class AuditMixin(SQLiteMixin):
         retrieval_id: str | None = None,
         since: str | None = None,
         until: str | None = None,
+        global_askers: Sequence[str] | None = None,
     ) -> list[AuditEntry]:
         sql, params = retrieval_log_sql(
             limit, outcome, workspace_ids=workspace_ids, retrieval_id=retrieval_id,
-            since=since, until=until,
+            since=since, until=until, global_askers=global_askers,
         )  # fmt: skip
         return [_rows.audit_entry(row) for row in self._select(sql, params)]

@@ -295,6 +295,11 @@ _0001_core += "".join(
 #: (version, name, sql). Never edit one that has shipped: add the next.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "the tether schema: tables, text search, vectors, counters and change log", _0001_core),
+    (
+        2,
+        "the API key that asked for each retrieval",
+        "ALTER TABLE rag_retrieval_log ADD COLUMN asked_by TEXT;",
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -386,11 +386,14 @@ class Store(ABC):
         retrieval_id: str | None = None,
         since: str | None = None,
         until: str | None = None,
+        global_askers: Sequence[str] | None = None,
     ) -> list[AuditEntry]:
         """The newest ``limit`` entries, newest first: with ``outcome``, of scopes in
         ``workspace_ids`` (a session scope is in its session's workspace), with
         ``retrieval_id``, written at or after ``since`` and before ``until`` (ISO-8601
-        UTC, as :func:`~tether.store.records.utcnow` writes), each if given."""
+        UTC, as :func:`~tether.store.records.utcnow` writes), each if given. With
+        ``global_askers``, the global library's entries asked by those API keys are kept
+        too (beside those of ``workspace_ids``)."""
 
     # -- service API keys ------------------------------------------------------------------
 

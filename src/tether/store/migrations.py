@@ -296,6 +296,12 @@ _0010_document_changes += "".join(
     )
 )  # fmt: skip
 
+_0011_audit_asker = """
+-- The API key that asked for each retrieval (NULL: the library's own caller), so that the
+-- global library's rows are shown to the asker's workspaces only.
+ALTER TABLE rag_retrieval_log ADD COLUMN asked_by TEXT;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
@@ -307,6 +313,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "API keys; the workspace of each audit row", _0008_service),
     Migration(9, "the numbered citations of each audit row", _0009_audit_citations),
     Migration(10, "which documents changed, for delta reloads", _0010_document_changes),
+    Migration(11, "the API key that asked for each retrieval", _0011_audit_asker),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -161,6 +161,9 @@ class AuditEntry:
     outcome: str
     reason: str | None = None
     citations: list[dict[str, Any]] = field(default_factory=list)
+    #: The API key that asked (through ``tether serve`` or ``tether mcp``); None: the
+    #: library's own caller. A key reads the global library's rows its workspaces asked.
+    asked_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

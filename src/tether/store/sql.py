@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from tether.models import Exclusions, Filters, Scope
+from tether.models import GLOBAL_WORKSPACE, Exclusions, Filters, Scope
 from tether.store._paths import stored_path
 from tether.store._rows import AUDIT_COLUMNS, DOCUMENT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS
 from tether.store.records import RegistryEntry
@@ -281,6 +281,12 @@ def _placeholders(count: int) -> str:
     return ",".join("?" * count)
 
 
+def _among(column: str, values: Sequence[Any]) -> str:
+    """``column IN (?, ...)`` for ``values``; a condition no row meets for none (an empty
+    ``IN ()`` is SQLite's extension, not SQL)."""
+    return f"{column} IN ({_placeholders(len(values))})" if values else "1 = 0"
+
+
 def hits_sql(chunk_ids: Sequence[int]) -> tuple[str, list[Any]]:
     """SQL for the hit columns of ``chunk_ids`` (keep a batch under SQLite's 999 variables)."""
     sql = (
@@ -453,18 +459,24 @@ def retrieval_log_sql(
     retrieval_id: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    global_askers: Sequence[str] | None = None,
 ) -> tuple[str, list[Any]]:
     """SQL for the newest ``limit`` audit rows (with ``outcome``, of scopes in
-    ``workspace_ids``, with ``retrieval_id``, at or after ``since`` and before ``until``
-    (stored timestamps' ISO form, which sorts as text): each if given), newest first."""
+    ``workspace_ids`` or global ones asked by ``global_askers``, with ``retrieval_id``,
+    at or after ``since`` and before ``until`` (stored timestamps' ISO form, which sorts
+    as text): each if given), newest first."""
     clauses: list[str] = []
     params: list[Any] = []
     if outcome:
         clauses.append("outcome = ?")
         params.append(outcome)
-    if workspace_ids is not None:
-        clauses.append(f"workspace_id IN ({_placeholders(len(workspace_ids))})")
-        params += list(workspace_ids)
+    if workspace_ids is not None or global_askers is not None:
+        workspaces, askers = list(workspace_ids or ()), list(global_askers or ())
+        clauses.append(
+            f"({_among('workspace_id', workspaces)}"
+            f" OR (workspace_id = ? AND {_among('asked_by', askers)}))"
+        )
+        params += [*workspaces, GLOBAL_WORKSPACE, *askers]
     if retrieval_id is not None:
         clauses.append("retrieval_id = ?")
         params.append(retrieval_id)
