@@ -222,7 +222,10 @@ def main() -> None:
         log(f"building a store of {len(docs):,} documents in {len(WORKSPACES)} workspaces")
         keys = build_store(db, docs, embeddings=not args.lexical_only)
         port = free_port()
-        env = dict(os.environ)
+        # The server's capacity is measured, not the per-key limits (each key is one
+        # workspace's clients, which together may pass a key's default rate).
+        env = {**os.environ, "TETHER_SERVER__REQUESTS_PER_SECOND": "0",
+               "TETHER_SERVER__UPLOADS_PER_KEY": "1000"}  # fmt: skip
         if args.lexical_only:
             env["TETHER_RAG__EMBEDDINGS__ENABLED"] = "false"
         server = subprocess.Popen(

@@ -100,7 +100,9 @@ def wait_ready(url: str, server: subprocess.Popen[bytes], seconds: float = 180) 
     raise SystemExit("the server did not start")
 
 
-def uploader(url: str, ledger: Ledger, stop: threading.Event, prefix: str, files: int) -> None:
+def uploader(
+    url: str, ledger: Ledger, stop: threading.Event, prefix: str, files: int, words: tuple[int, int]
+) -> None:
     rng = random.Random(prefix)
     n = 0
     while not stop.is_set():
@@ -108,8 +110,8 @@ def uploader(url: str, ledger: Ledger, stop: threading.Event, prefix: str, files
         n += 1
         parts = []
         for name in names:
-            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2_000, 20_000)))
-            parts.append(("files", (f"{name}.md", f"# {name}\n\n{words}\n".encode())))
+            body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(*words)))
+            parts.append(("files", (f"{name}.md", f"# {name}\n\n{body}\n".encode())))
         try:
             response = httpx.post(url + "/v1/documents", files=parts, timeout=30)
         except httpx.HTTPError:
@@ -129,7 +131,10 @@ def round_(
 ) -> None:
     stop = threading.Event()
     threads = [
-        threading.Thread(target=uploader, args=(url, ledger, stop, f"r{number}c{c}", args.files))
+        threading.Thread(
+            target=uploader,
+            args=(url, ledger, stop, f"r{number}c{c}", args.files, tuple(args.words)),
+        )
         for c in range(args.clients)
     ]
     before = len(ledger.jobs)
@@ -168,6 +173,20 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=3)
     parser.add_argument("--max-delay", type=float, default=4.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--words",
+        type=int,
+        nargs=2,
+        default=(2_000, 20_000),
+        metavar=("MIN", "MAX"),
+        help="words per file",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=900,
+        help="seconds to wait for the last run to index everything",
+    )
     parser.add_argument("--lexical-only", action="store_true")
     parser.add_argument("--keep", type=Path)
     args = parser.parse_args()
@@ -185,7 +204,7 @@ def main() -> int:
     server = start(db, port, args.lexical_only)
     try:
         wait_ready(url, server)
-        jobs = settle(url, ledger)
+        jobs = settle(url, ledger, args.settle)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=120)
@@ -197,15 +216,18 @@ def report(db: Path, ledger: Ledger, jobs: dict[str, dict], folder: Path, *, kee
 
     with Tether(db=db) as t:
         stored = {d.title for d in t.documents()}
-    files = indexed = failed = lost = 0
+    files = indexed = failed = lost = pending = 0
     for job_id, names in ledger.jobs.items():
-        results = {r["source"]: r for r in jobs.get(job_id, {}).get("results", [])}
+        job = jobs.get(job_id, {})
+        results = {r["source"]: r for r in job.get("results", [])}
         for name in names:
             files += 1
             if name in stored:
                 indexed += 1
             elif results.get(f"{name}.md", {}).get("status") == "failed":
                 failed += 1
+            elif job.get("status") in ("queued", "running"):
+                pending += 1  # still being indexed when the wait ended: not lost, not done
             else:
                 lost += 1
     unknown = sum(1 for job in jobs.values() if not job)
@@ -221,7 +243,7 @@ def report(db: Path, ledger: Ledger, jobs: dict[str, dict], folder: Path, *, kee
     )
     if not keep:
         shutil.rmtree(folder, ignore_errors=True)
-    return 1 if lost or unknown else 0
+    return 1 if lost or unknown or pending else 0
 
 
 if __name__ == "__main__":

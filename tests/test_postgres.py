@@ -24,6 +24,7 @@ from tether.store import ChunkVectors, Database, NewChunk, NewDocument, SQLiteSt
 from tether.testing import HashEmbedder
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra installs psycopg")
+from tether.store._pg_schema import LATEST_VERSION  # noqa: E402
 from tether.store.postgres import PostgresStore  # noqa: E402 - after the skip above
 
 TEXTS = [
@@ -196,7 +197,7 @@ def test_a_newer_schema_is_refused_and_migration_runs_once(postgres_server: Any)
     for thread in threads:
         thread.join()
     assert len(opened) == 4
-    assert {s.db.schema_version() for s in opened} == {1}
+    assert {s.db.schema_version() for s in opened} == {LATEST_VERSION}
     for store in opened:
         store.close()
     with psycopg.connect(url, autocommit=True) as conn:

@@ -30,6 +30,7 @@ from conftest import as_key, make_settings
 from tether import Tether
 from tether.models import GLOBAL_WORKSPACE
 from tether.server import create_app
+from tether.server._spool import spool_root
 from tether.settings import Settings
 
 Serve = Callable[[Any], AbstractContextManager[str]]
@@ -324,7 +325,7 @@ def test_a_guarded_retrieval_whose_audit_fails_is_blocked(tmp_path: Path, serve_
 # -- 8. a 202 is a promise -----------------------------------------------------------------------
 
 
-def _serve(db: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _serve(db: Path | str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -365,9 +366,14 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_uploads_answered_202_survive_kill_9(tmp_path: Path) -> None:
-    db = tmp_path / "t.db"
-    Tether(db=db).close()
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_uploads_answered_202_survive_kill_9(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    db: Any = tmp_path / "t.db" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    with Tether(db=db) as t:
+        spool = spool_root(t)
+    assert spool is not None
     env = {**os.environ, "TETHER_RAG__EMBEDDINGS__ENABLED": "false"}
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -407,7 +413,6 @@ def test_uploads_answered_202_survive_kill_9(tmp_path: Path) -> None:
     with Tether(db=db) as t:
         titles = {d.title for d in t.documents()}
     assert titles == set(names)
-    spool = tmp_path / "t.db-uploads"
     assert not list(spool.glob("*.partial"))
     assert [p for p in spool.rglob("*") if p.is_file() and p.name != "job.json"] == []
 

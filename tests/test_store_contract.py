@@ -731,7 +731,29 @@ def test_audit_log_appends_and_reads_newest_first(store: Store) -> None:
         "filters": {"domains": ["hr"]}, "chunk_ids": [1, 2], "document_ids": ["d1"],
         "outcome": "not_grounded", "reason": "nothing in scope",
         "citations": [{"number": 1, "document_id": "d1", "chunk_ids": [1, 2]}],
+        "asked_by": None,
     }  # fmt: skip
+
+
+def test_audit_log_shows_global_rows_to_their_askers_only(store: Store) -> None:
+    """``global_askers``: the global library's rows asked by those keys, beside every row
+    of ``workspace_ids`` (whoever asked)."""
+    store.ensure_workspace("acme")
+    store.ensure_workspace("bravo")
+    workspace = {"kind": "workspace", "id": "acme"}
+    for entry in (audit("g-acme", asked_by="k-acme"), audit("g-bravo", asked_by="k-bravo"),
+                  audit("g-library"), audit("w-acme", scope=workspace, asked_by="k-bravo"),
+                  audit("w-bravo", scope={"kind": "workspace", "id": "bravo"})):  # fmt: skip
+        store.log_retrieval(entry)
+
+    def ids(**view: Any) -> set[str]:
+        return {e.retrieval_id for e in store.retrieval_log(**view)}
+
+    assert ids(workspace_ids=["acme"], global_askers=["k-acme"]) == {"g-acme", "w-acme"}
+    assert ids(workspace_ids=[], global_askers=["k-acme", "k-bravo"]) == {"g-acme", "g-bravo"}
+    assert ids(workspace_ids=["acme"], global_askers=[]) == {"w-acme"}
+    assert ids(workspace_ids=["acme", GLOBAL_WORKSPACE]) == {"g-acme", "g-bravo", "g-library",
+                                                              "w-acme"}  # fmt: skip
 
 
 def test_audit_log_reads_a_time_window(store: Store) -> None:
@@ -754,7 +776,7 @@ def test_an_audit_entry_cannot_hold_text_vectors_or_scores() -> None:
     names = {f.name for f in dataclasses.fields(AuditEntry)}
     assert names == {
         "retrieval_id", "created_at", "query", "scope", "filters", "chunk_ids",
-        "document_ids", "outcome", "reason", "citations",
+        "document_ids", "outcome", "reason", "citations", "asked_by",
     }  # fmt: skip
     with pytest.raises(TypeError):
         AuditEntry(**{**audit("r").to_dict(), "text": "chunk text"})

@@ -169,11 +169,11 @@ class KeyRing:
 
     def mark_used(self, key: ApiKey, *, every: float = 60.0) -> bool:
         """Record that ``key`` was used now, at most once per ``every`` seconds (its
-        ``last_used_at`` is minutes-accurate, not a write per request). Whether it wrote."""
+        ``last_used_at`` is minutes-accurate, not a write per request). Whether it wrote (a
+        full or read-only store records nothing, and raises nothing)."""
         if not self.use_is_due(key, every=every):
             return False
-        self.store.touch_api_key(key.id, utcnow())
-        return True
+        return self.store.touch_api_key(key.id, utcnow())
 
     def authenticate(self, secret: str) -> ApiKey | None:
         """The active key whose secret this is, or None."""

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tether import GLOBAL_WORKSPACE
+from tether import GLOBAL_WORKSPACE, StoreError
 from tether.cli._shell import (
     ConfigOption,
     DbOption,
@@ -20,6 +20,7 @@ from tether.cli._shell import (
     WorkspaceOption,
     cells,
     err,
+    error_message,
     fail,
     folded_table,
     open_tether,
@@ -76,10 +77,14 @@ def add(
         results = _index_files(
             tether, paths, workspace, session, tags, status, show_progress=not as_json
         )
+    # The store's own failure (a full disk, a read-only store) is no source's: one line.
+    store_failure = next((r.error for r in results if isinstance(r.error, StoreError)), None)
     if as_json:
         print_json({"results": [r.to_dict() for r in results]})
     else:
-        _print_index_results(results)
+        _print_index_results([r for r in results if not isinstance(r.error, StoreError)])
+    if store_failure is not None:
+        fail(error_message(store_failure))
     if any(r.error is not None for r in results):
         raise typer.Exit(1)
 

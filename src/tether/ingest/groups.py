@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from tether.errors import StoreError
 from tether.ingest.loaders import LoadedDocument
 from tether.models import IndexResult, Tags
 from tether.store import ChunkVectors, NewChunk, Store
@@ -104,7 +105,10 @@ class Group:
                     for prepared, vectors, warning in embedded
                 ]
 
-        written = indexer.committed(store)
+        try:
+            written = indexer.committed(store)
+        except StoreError as exc:  # the group's transaction failed whole (a full disk)
+            written = [IndexResult(p.label, "failed", error=exc) for _, p in self.group]
         for (slot, _), result in zip(self.group, written, strict=True):
             self.report(slot, result)
         self.group.clear()

@@ -21,6 +21,7 @@ from tether.errors import (
     InvalidArgument,
     InvalidTag,
     ScopeError,
+    StoreError,
     TetherError,
     UnreadableFile,
 )
@@ -161,8 +162,8 @@ class Indexer:
         results: list[IndexResult] = list(ranked)
         for position, i in enumerate(order):
             results[i] = ranked[position]
-        if on_error == "raise" and any(r.error is not None for r in results):
-            raise IndexingFailed(results)
+        if on_error == "raise":
+            _raise_failures(results)
         return results
 
     def index(
@@ -526,6 +527,18 @@ class Indexer:
     def _attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
             self.store.attach_document_to_session(document_id, placement.session_id)
+
+
+def _raise_failures(results: list[IndexResult]) -> None:
+    """:class:`IndexingFailed` when any source failed; but the store's own failure (a
+    full disk, a read-only store) as itself: it is no source's fault, and every source
+    after it would fail the same way."""
+    failures = [r.error for r in results if r.error is not None]
+    for error in failures:
+        if isinstance(error, StoreError):
+            raise error
+    if failures:
+        raise IndexingFailed(results)
 
 
 def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:

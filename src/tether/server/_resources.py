@@ -57,7 +57,7 @@ from tether.server._schemas import (
     WorkspacesOut,
 )
 from tether.server._service import AccessDep, Service, ServiceDep
-from tether.server._spool import SpooledJob
+from tether.server._spool import SpooledJob, spool_failures
 from tether.server._uploads import Upload, named, parse_tags, upload_body
 from tether.tags import validate_tags
 
@@ -262,10 +262,12 @@ async def upload_documents(
                        f"this key has {limit} upload jobs waiting or running"
                        " (server.uploads_per_key); retry when one has ended",
                        headers={"Retry-After": "5"})  # fmt: skip
-    partial = await svc.read(spool.receiving)
+    with spool_failures(spool.root):
+        partial = await svc.read(spool.receiving)
     upload = Upload(partial, tether.settings.rag.max_file_bytes, reserve=spool.reserve)
     try:
-        await upload.receive(request)
+        with spool_failures(spool.root):
+            await upload.receive(request)
         form = upload.form()
         workspace_id, session_id = await svc.read(
             writable_placement, tether, caller, form.workspace_id, form.session_id
@@ -278,7 +280,8 @@ async def upload_documents(
             {path.name: name for path, name in upload.files.items()}, key_id,
         )  # fmt: skip
         # Durable before the answer: from here on, a crash or a restart loses nothing.
-        await svc.read(spool.accept, partial, entry, upload.received)
+        with spool_failures(spool.root):
+            await svc.read(spool.accept, partial, entry, upload.received)
     except BaseException:
         spool.release(upload.received)
         shutil.rmtree(partial, ignore_errors=True)

@@ -19,6 +19,7 @@ folder unless configured.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -28,11 +29,12 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether import IndexJob, JobProgress, PathSource, Tether
+from tether import IndexJob, JobProgress, PathSource, StorageFull, StorageReadOnly, Tether
 
 logger = logging.getLogger("tether.server")
 
@@ -57,6 +59,27 @@ def spool_root(tether: Tether) -> Path | None:
         return None
     digest = hashlib.sha256(location.encode("utf-8", "replace")).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"tether-uploads-{digest}"
+
+
+@contextlib.contextmanager
+def spool_failures(root: Path) -> Iterator[None]:
+    """The spool's own disk failing (full, read-only) as the store's typed errors: an
+    upload then answers 507 or 503, like a write to the store would."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise StorageFull(
+                f"cannot accept the upload: the disk of the upload spool {root} is full."
+                " Nothing was stored and nothing stored before was lost; free space and retry"
+            ) from exc
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise StorageReadOnly(
+                f"cannot accept the upload: the upload spool {root} cannot be written"
+                f" ({exc.strerror}). Reads still work; make it writable, or set"
+                " server.upload_dir to a writable folder"
+            ) from exc
+        raise
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-from tether.errors import NotFound
+from tether.errors import NotFound, StorageFull, StorageReadOnly
 from tether.store._common import SQLiteMixin
 from tether.store.records import ApiKey, utcnow
 
 _COLUMNS = (
     "id, name, workspaces, global_write, read_only, admin, created_at, revoked_at, last_used_at"
 )
+
+log = logging.getLogger(__name__)
 
 
 def _key(row: Any) -> ApiKey:
@@ -63,6 +66,13 @@ class KeysMixin(SQLiteMixin):
             raise NotFound(f"no API key with id {key_id!r}")
         return _key(row)
 
-    def touch_api_key(self, key_id: str, at: str) -> None:
-        with self.db.write() as conn:
-            conn.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (at, key_id))
+    def touch_api_key(self, key_id: str, at: str) -> bool:
+        """Record a key's last use, as far as the store can: a full or read-only store
+        still serves the requests the key makes, so not recording it is no failure."""
+        try:
+            with self.db.write() as conn:
+                conn.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (at, key_id))
+        except (StorageFull, StorageReadOnly) as exc:
+            log.debug("the last use of API key %s was not recorded: %s", key_id, exc)
+            return False
+        return True

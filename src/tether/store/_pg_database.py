@@ -21,8 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from tether.errors import InvalidArgument, StoreError
-from tether.store._pg_schema import migrate, schema_version
+from tether.errors import InvalidArgument, StorageReadOnly, StoreError
+from tether.store._failures import storage_full, storage_read_only
+from tether.store._pg_schema import LATEST_VERSION, migrate, schema_version
 
 try:
     import psycopg
@@ -35,6 +36,11 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 #: The advisory lock every write transaction takes (any 64-bit number of our own).
 WRITE_LOCK = 0x7E7E_0001
 _NAME = re.compile(r"[A-Za-z_]\w*")
+#: What to do about a read-only PostgreSQL store (a standby, or a read-only default).
+_MAKE_IT_WRITABLE = (
+    "point tether at a database that can be written (the primary, not a standby, and"
+    " default_transaction_read_only off)"
+)
 
 
 #: The SQLite spellings the shared statements use, and PostgreSQL's for them.
@@ -85,15 +91,17 @@ def translate(sql: str) -> str:
 class PgConnection:
     """One thread's psycopg connection, speaking the store's SQL (see :func:`translate`)."""
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], label: str = "the database") -> None:
         self.raw = raw
+        #: The database in messages (its URL without the password).
+        self.label = label
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
-        with _errors():
+        with _errors(self.label):
             return self.raw.execute(translate(sql), params, prepare=False)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> Any:
-        with _errors():
+        with _errors(self.label):
             cur = self.raw.cursor()
             cur.executemany(translate(sql), rows)
             return cur
@@ -122,14 +130,34 @@ class PgDatabase:
         self._closed = False
         conn = self._open(register=False)
         try:
-            migrate(conn, self.path)
+            self._migrate(conn)
             register_vector(conn)
         except BaseException:
             conn.close()
             raise
-        self._local.conn = PgConnection(conn)
+        self._local.conn = PgConnection(conn, self.path)
         with self._lock:
             self._all.append(conn)
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Bring the schema up to date. One that is needs no write, so a read-only
+        database (a standby) opens, to be read."""
+        with _errors(self.path):
+            if schema_version(conn) == LATEST_VERSION:
+                return
+        try:
+            migrate(conn, self.path)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
+                raise StorageReadOnly(
+                    f"{self.path} has an older schema than this tether's and is read-only,"
+                    f" so it cannot be upgraded; {_MAKE_IT_WRITABLE}, or read it with the"
+                    " tether that wrote it. Nothing in it was changed"
+                ) from cause
+            if isinstance(cause, psycopg.errors.DiskFull):
+                raise storage_full(self.path, _detail(cause)) from cause
+            raise
 
     def _open(self, *, register: bool = True) -> psycopg.Connection[Any]:
         try:
@@ -155,7 +183,7 @@ class PgDatabase:
             raw = self._open()
             with self._lock:
                 self._all.append(raw)
-            conn = self._local.conn = PgConnection(raw)
+            conn = self._local.conn = PgConnection(raw, self.path)
         return conn
 
     @contextmanager
@@ -165,7 +193,7 @@ class PgDatabase:
         if conn.in_transaction:
             yield conn
             return
-        with _errors(), conn.raw.transaction():
+        with _errors(self.path), conn.raw.transaction():
             conn.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             self._local.reading = True
             try:
@@ -176,17 +204,19 @@ class PgDatabase:
     @contextmanager
     def write(self) -> Iterator[PgConnection]:
         """One transaction holding the write lock: all of it commits, or none of it;
-        inside another write, a savepoint of it."""
+        inside another write, a savepoint of it. A full disk raises
+        :class:`~tether.errors.StorageFull`, a read-only database (a standby)
+        :class:`~tether.errors.StorageReadOnly`; nothing of the write is stored then."""
         conn = self.connection()
         if conn.in_transaction:
             if getattr(self._local, "reading", False):
                 raise StoreError(
                     "a write cannot start inside a read transaction; open the write first"
                 )
-            with _errors(), conn.raw.transaction():
+            with _errors(self.path), conn.raw.transaction():
                 yield conn
             return
-        with _errors(), conn.raw.transaction():
+        with _errors(self.path), conn.raw.transaction():
             conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             yield conn
 
@@ -203,9 +233,11 @@ class PgDatabase:
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def _errors(label: str) -> Iterator[None]:
     """psycopg's errors as tether's: text PostgreSQL cannot store as a typed
-    :class:`InvalidArgument`, a lost server as :class:`StoreError`."""
+    :class:`InvalidArgument`, a full disk as :class:`~tether.errors.StorageFull`, a
+    read-only database as :class:`~tether.errors.StorageReadOnly`, a lost server as
+    :class:`StoreError`. ``label`` names the database."""
     try:
         yield
     except UnicodeEncodeError as exc:
@@ -218,8 +250,17 @@ def _errors() -> Iterator[None]:
         if "0x00" in str(exc) or "NUL" in str(exc):
             raise InvalidArgument(f"text with a NUL character cannot be stored: {exc}") from None
         raise
+    except psycopg.errors.DiskFull as exc:
+        raise storage_full(label, _detail(exc)) from exc
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise storage_read_only(label, _detail(exc), remedy=_MAKE_IT_WRITABLE) from exc
     except psycopg.OperationalError as exc:
         raise StoreError(f"the PostgreSQL server failed: {exc}") from exc
+
+
+def _detail(exc: psycopg.Error) -> str:
+    """The server's one-line message (a message's DETAIL and HINT lines left out)."""
+    return exc.diag.message_primary or str(exc).splitlines()[0]
 
 
 def _redacted(url: str) -> str:

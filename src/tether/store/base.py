@@ -410,8 +410,9 @@ class Store(ABC):
         """Every key, oldest first."""
 
     @abstractmethod
-    def touch_api_key(self, key_id: str, at: str) -> None:
-        """Record that ``key_id`` was used at ``at`` (ISO UTC)."""
+    def touch_api_key(self, key_id: str, at: str) -> bool:
+        """Record that ``key_id`` was used at ``at`` (ISO UTC), best-effort: False when a
+        full or read-only store could not record it (never an error)."""
 
     @abstractmethod
     def revoke_api_key(self, key_id: str) -> ApiKey:

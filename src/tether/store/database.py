@@ -1,4 +1,10 @@
-"""Opening the SQLite file: pragmas, migrations, connections per thread, transactions."""
+"""Opening the SQLite file: pragmas, migrations, connections per thread, transactions.
+
+SQLite's storage failures become tether's errors here: a full disk and a read-only store
+where a write transaction (or a migration) meets them, a damaged file where it is opened
+or read. A file that cannot be written is opened to be read only (see
+:mod:`tether.store._sqlite_files`).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tether.errors import InvalidArgument, SchemaVersionError, StoreError
+from tether.errors import InvalidArgument, SchemaVersionError, StorageReadOnly, StoreError
+from tether.store._failures import MAKE_THE_FILE_WRITABLE, storage_read_only
 from tether.store._fts_upkeep import FtsUpkeep
+from tether.store._sqlite_files import (
+    check_version,
+    connect_read_only,
+    damage_as_corrupt,
+    probe,
+    read_only_file,
+    unreadable,
+    write_failure,
+)
 from tether.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
@@ -23,6 +39,10 @@ class Database:
     File databases get one connection per thread, so a reader on one thread never waits
     for a writer on another (WAL). In-memory databases and caller-owned connections are a
     single connection, used by one thread at a time.
+
+    A file that cannot be written (a read-only file, folder or mount) is opened to be read
+    only: ``read_only`` is then True, reads work, and each write raises
+    :class:`~tether.errors.StorageReadOnly`.
     """
 
     def __init__(
@@ -43,11 +63,12 @@ class Database:
         self._busy: dict[int, int] = {}
         self._closed = False
         self.cross_thread = True
+        self.read_only = False
         #: Merges the FTS5 index's segments, a bounded step at a time, as writes fragment it.
         self.fts_upkeep = FtsUpkeep()
         if isinstance(target, sqlite3.Connection):
             self.path = "<connection>"
-            _check_version(target, self.path)  # before anything changes the connection
+            check_version(target, self.path)  # before anything changes the connection
             target.isolation_level = None
             self._shared = target
             self._prepare(target, self.path)
@@ -58,24 +79,22 @@ class Database:
                 self.path = ":memory:"
                 self._shared = self._connect()
             else:
-                file = Path(self.path).expanduser().resolve()
-                if not file.parent.is_dir():
-                    raise StoreError(
-                        f"cannot open {self.path}: the folder {file.parent} does not exist"
-                    )
-                _probe_version(file, self.path)
+                self._file = Path(self.path).expanduser().resolve()
+                self.read_only = read_only_file(self._file, self.path)
+                probe(self._file, self.path, self.busy_timeout_ms / 1000)
                 self.connection()  # open, check the version and migrate now, not on first use
 
     def _connect(self) -> sqlite3.Connection:
+        timeout = self.busy_timeout_ms / 1000
         try:
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=self.busy_timeout_ms / 1000,
-            )
+            if self.read_only:
+                conn = connect_read_only(self._file, self.path, timeout)
+            else:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=timeout
+                )
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+            raise unreadable(exc, self.path) from exc
         try:
             self._prepare(conn, self.path)
         except BaseException:
@@ -87,14 +106,26 @@ class Database:
 
     def _prepare(self, conn: sqlite3.Connection, label: str) -> None:
         # Read the version before anything writes to the file: a newer file stays untouched.
-        version = _check_version(conn, label)
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        _use_wal(conn, self.busy_timeout_ms / 1000)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        if version < LATEST_VERSION:
-            with self._write_lock:
-                migrate(conn)  # reads the version again under the file's write lock
+        version = check_version(conn, label)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if not self.read_only:
+                _use_wal(conn, self.busy_timeout_ms / 1000)
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error as exc:
+            raise unreadable(exc, label) from exc
+        if version >= LATEST_VERSION:
+            return
+        if self.read_only:
+            raise StorageReadOnly(
+                f"{label} has schema version {version}, older than this tether's"
+                f" {LATEST_VERSION}, and it is read-only, so it cannot be upgraded: open it"
+                " once where it can be written (it is upgraded then), or read it with the"
+                " tether that wrote it. The file was not changed"
+            )
+        with self._write_lock:
+            migrate(conn, label=label)  # reads the version again under the file's write lock
 
     def thread_in_transaction(self) -> bool:
         """Whether this thread's connection (if it has one) is inside a transaction; a
@@ -118,67 +149,123 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """A consistent snapshot for several SELECTs (a deferred transaction)."""
+        """A consistent snapshot for several SELECTs (a deferred transaction). A damaged
+        page met on the way is :class:`~tether.errors.StoreCorrupt`."""
         with self._shared_lock if self._shared is not None else _nullcontext():
             conn = self.connection()
-            if conn.in_transaction:
-                with _unstorable_text():
-                    yield conn
-                return
-            with self._in_use(conn):
-                conn.execute("BEGIN")
-                self._local.reading = True
-                try:
+            with damage_as_corrupt(self.path):
+                if conn.in_transaction:
                     with _unstorable_text():
                         yield conn
-                finally:
-                    self._local.reading = False
-                    conn.execute("COMMIT")
+                    return
+                with self._in_use(conn):
+                    conn.execute("BEGIN")
+                    self._local.reading = True
+                    try:
+                        with _unstorable_text():
+                            yield conn
+                    finally:
+                        self._local.reading = False
+                        conn.execute("COMMIT")
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it.
 
         Inside another write transaction it is a savepoint of it: an exception rolls back
-        only the inner block, and the outer transaction decides whether to go on."""
+        only the inner block, and the outer transaction decides whether to go on. A full
+        disk raises :class:`~tether.errors.StorageFull`, a read-only store
+        :class:`~tether.errors.StorageReadOnly`; nothing of the write is stored then."""
+        if self.read_only:
+            raise storage_read_only(
+                self.path, "its file, folder or mount cannot be written",
+                remedy=MAKE_THE_FILE_WRITABLE,
+            )  # fmt: skip
         with self._shared_lock if self._shared is not None else _nullcontext():
             conn = self.connection()
-            if conn.in_transaction:
-                if getattr(self._local, "reading", False):
-                    # A deferred read transaction would take the write lock only at its first
-                    # write, and fail with "database is locked" if another writer got there.
-                    raise StoreError(
-                        "a write cannot start inside a read transaction (Database.read());"
-                        " open the write transaction first"
-                    )
-                # Nested: a savepoint inside the enclosing write transaction, so a failure
-                # here undoes only this part (and still raises); the outer one goes on.
-                depth = getattr(self._local, "savepoints", 0) + 1
-                self._local.savepoints = depth
-                name = f"tether_nested_{depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                try:
-                    with _unstorable_text():
-                        yield conn
-                except BaseException:
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
-                    raise
-                finally:
-                    self._local.savepoints = depth - 1
-                conn.execute(f"RELEASE {name}")
+            if conn.in_transaction or getattr(self._local, "writing", False):
+                with self._savepoint(conn):
+                    yield conn
                 return
-            with self._write_lock, self._in_use(conn):
-                before = conn.total_changes
+            with self._write_lock, self._in_use(conn), self._transaction(conn):
+                yield conn
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        before = conn.total_changes
+        self._local.writing, self._local.lost = True, None
+        try:
+            with self._write_failures(conn):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     with _unstorable_text():
-                        yield conn
+                        yield
+                    if not conn.in_transaction:  # SQLite rolled it back under a savepoint
+                        raise self._lost()
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # SQLite may have rolled it back already
+                        conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
-                self.fts_upkeep.after_write(conn, conn.total_changes - before)
+        finally:
+            self._local.writing = False
+        self.fts_upkeep.after_write(conn, conn.total_changes - before)
+
+    @contextmanager
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A write nested in this thread's write transaction: a savepoint of it, so a
+        failure here undoes only this part (and still raises); the outer one goes on."""
+        if getattr(self._local, "reading", False):
+            # A deferred read transaction would take the write lock only at its first
+            # write, and fail with "database is locked" if another writer got there.
+            raise StoreError(
+                "a write cannot start inside a read transaction (Database.read());"
+                " open the write transaction first"
+            )
+        if not conn.in_transaction:  # an earlier failure took the whole transaction with it
+            raise self._lost()
+        depth = getattr(self._local, "savepoints", 0) + 1
+        self._local.savepoints = depth
+        name = f"tether_nested_{depth}"
+        try:
+            with self._write_failures(conn):
+                conn.execute(f"SAVEPOINT {name}")
+                try:
+                    with _unstorable_text():
+                        yield
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute(f"ROLLBACK TO {name}")
+                        conn.execute(f"RELEASE {name}")
+                    raise
+                conn.execute(f"RELEASE {name}")
+        finally:
+            self._local.savepoints = depth - 1
+
+    @contextmanager
+    def _write_failures(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A full disk or a read-only store as tether's error. SQLite may roll the whole
+        transaction back on such a failure (its documentation says "may"): the error is
+        then kept for the writes nested in it that come after (see :meth:`_lost`)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            failure = write_failure(exc, self.path)
+            if failure is None:
+                raise
+            if not conn.in_transaction:
+                self._local.lost = failure
+            raise failure from exc
+
+    def _lost(self) -> StoreError:
+        """The error to raise in a write whose transaction SQLite already rolled back:
+        nothing of it is stored, so no more of it may be (it would commit on its own)."""
+        lost = getattr(self._local, "lost", None)
+        if lost is None:
+            return StoreError(f"the write transaction on {self.path} was rolled back")
+        again = type(lost)(*lost.args)
+        again.__cause__ = lost.__cause__  # SQLite's own error, as on the first
+        return again
 
     def schema_version(self) -> int:
         return self.connection().execute("PRAGMA user_version").fetchone()[0]
@@ -239,41 +326,46 @@ def _nullcontext() -> Iterator[None]:
     yield
 
 
-def migrate(conn: sqlite3.Connection, *, to: int = LATEST_VERSION) -> int:
+def migrate(conn: sqlite3.Connection, *, to: int = LATEST_VERSION, label: str = "the store") -> int:
     """Apply every migration above the file's ``user_version`` up to ``to``, in one
     ``BEGIN IMMEDIATE`` transaction; return the version reached.
 
     The version is read inside the transaction, under the file's write lock, so processes
     opening a new file at the same time migrate it once: the others wait, then find it done.
-    A failure rolls everything back and leaves the file at the version it had.
+    A failure rolls everything back and leaves the file at the version it had (a full disk
+    or a read-only file is then :class:`~tether.errors.StorageFull` or
+    :class:`~tether.errors.StorageReadOnly`).
     """
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot migrate the store: {exc}") from exc
+        raise write_failure(exc, label) or StoreError(f"cannot migrate {label}: {exc}") from exc
     try:
         start = current = conn.execute("PRAGMA user_version").fetchone()[0]
         if current > LATEST_VERSION:  # a newer tether got here between the check and the lock
-            raise SchemaVersionError("the store", current, LATEST_VERSION)
+            raise SchemaVersionError(label, current, LATEST_VERSION)
         for migration in MIGRATIONS:
             if current < migration.version <= to:
-                _apply(conn, migration, start)
+                _apply(conn, migration, start, label)
                 current = migration.version
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:  # SQLite may have rolled it back already (a full disk)
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):  # COMMIT's own failure
+            raise write_failure(exc, label) or StoreError(f"cannot migrate {label}: {exc}") from exc
         raise
-    conn.execute("COMMIT")
     return current
 
 
-def _apply(conn: sqlite3.Connection, migration: Migration, start: int) -> None:
+def _apply(conn: sqlite3.Connection, migration: Migration, start: int, label: str) -> None:
     # Statement by statement inside the open transaction (executescript would commit it).
     try:
         for statement in _statements(migration.sql):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {migration.version}")
     except sqlite3.Error as exc:
-        raise StoreError(
+        raise write_failure(exc, label) or StoreError(
             f"migration {migration.version} ({migration.name}) failed: {exc}; the file was"
             f" left at version {start}"
         ) from exc
@@ -295,17 +387,6 @@ def _statements(script: str) -> Iterator[str]:
         raise StoreError(f"unterminated statement in a migration: {leftover[:80]!r}")
 
 
-def _check_version(conn: sqlite3.Connection, label: str) -> int:
-    """The file's schema version; raises for a file of a newer tether or not SQLite."""
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{label} is not a SQLite database ({exc})") from exc
-    if version > LATEST_VERSION:
-        raise SchemaVersionError(label, version, LATEST_VERSION)
-    return version
-
-
 def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
     """Switch the file to WAL (it stays so). The switch needs the file to itself, and
     SQLite answers "locked" at once instead of waiting when another connection is opening
@@ -316,38 +397,25 @@ def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
             conn.execute("PRAGMA journal_mode = WAL")
             return  # ":memory:" answers "memory": nothing more to do
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
+            if "locked" not in str(exc):
+                raise  # the caller says what it was (a full disk, say)
+            if time.monotonic() > deadline:
                 raise StoreError(f"cannot switch the store to WAL: {exc}") from exc
             time.sleep(0.01)
-
-
-def _probe_version(file: Path, label: str) -> None:
-    """Refuse a newer (or non-SQLite) file through a read-only connection, which cannot
-    change it: closing the last read-write connection would checkpoint its WAL into it."""
-    if not file.exists():
-        return
-    try:
-        probe = sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return  # unreadable here: the read-write open reports why
-    try:
-        _check_version(probe, label)
-    finally:
-        probe.close()
 
 
 def _usable_from_another_thread(conn: sqlite3.Connection) -> bool:
     """False for a connection opened with ``check_same_thread=True`` (the default)."""
     outcome: list[bool] = []
 
-    def probe() -> None:
+    def use_it() -> None:
         try:
             conn.execute("SELECT 1").fetchone()
             outcome.append(True)
         except sqlite3.ProgrammingError:
             outcome.append(False)
 
-    thread = threading.Thread(target=probe)
+    thread = threading.Thread(target=use_it)
     thread.start()
     thread.join()
     return bool(outcome and outcome[0])
