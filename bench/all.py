@@ -345,7 +345,7 @@ def log(message: str) -> None:
 
 def index_scifact(dataset: Path, db: Path, chunk_by: str = "tokens") -> None:
     from tether import Settings, Tether
-    from tether.eval import index_dataset, load_beir
+    from tether.eval.beir import index_dataset, load_beir
 
     log(f"indexing SciFact into {db} with the local model, chunks sized in {chunk_by}"
         " (about 10 minutes on 2 cores)")  # fmt: skip

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import Settings, Tether
-from tether.eval import eval_workspace, evaluate, index_dataset, load_beir
+from tether.eval.beir import eval_workspace, evaluate, index_dataset, load_beir
 from tether.models import Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.vector import VectorIndex

@@ -409,12 +409,6 @@ def package_versions() -> dict[str, str]:
 # -- 1. indexing ------------------------------------------------------------------------
 
 
-@dataclass
-class SciFact:
-    documents: int
-    chunk_texts: list[str]
-
-
 def load_scifact_sources(path: Path, limit: int | None) -> list[Any]:
     from tether import TextSource
 

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable
 
 from tether import Tether
-from tether.eval import eval_workspace, load_beir, ndcg_at, recall_at
+from tether.eval.beir import eval_workspace, load_beir, ndcg_at, recall_at
 from tether.models import Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion

@@ -124,7 +124,7 @@ def throughput(texts: list[str], rounds: int, cpu_texts: int) -> dict[str, Any]:
 
 def quality(directory: Path) -> dict[str, Any]:
     from tether import Settings
-    from tether import eval as beir
+    from tether.eval import beir
 
     results = {}
     for precision in ("auto", "float32"):

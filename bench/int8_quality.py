@@ -38,7 +38,7 @@ def settings_for(runtime: str, cache: Path | None) -> Any:
 def score(dataset: Path, store: Path, runtime: str, cache: Path | None) -> dict[str, Any]:
     """Index (a no-op on an indexed store), embed what this runtime lacks, and score."""
     from tether import Tether
-    from tether.eval import embed_missing, evaluate, index_dataset, load_beir
+    from tether.eval.beir import embed_missing, evaluate, index_dataset, load_beir
 
     beir = load_beir(dataset)
     out: dict[str, Any] = {"runtime": runtime}

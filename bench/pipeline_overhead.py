@@ -17,7 +17,7 @@ import statistics
 import time
 
 from tether import Settings, Tether
-from tether.eval import eval_workspace, load_beir
+from tether.eval.beir import eval_workspace, load_beir
 from tether.models import Scope
 
 

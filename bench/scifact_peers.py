@@ -9,7 +9,7 @@ holding it with the local model's vectors (``tether eval --db``), copied to a te
 directory, never modified; the copy's FTS5 index is optimized (``INSERT INTO
 rag_chunks_fts(rag_chunks_fts) VALUES('optimize')``: a store that went through write
 benchmarks carries a fragmented index, a fresh one is compact). Without ``--store``,
-``tether.eval.index_dataset`` indexes the corpus into a temporary store first.
+``tether.eval.beir.index_dataset`` indexes the corpus into a temporary store first.
 
 Every system gets the same chunk texts and vectors, read from that store, and the same
 query vectors (the claims embedded once by tether's configured embedder, as its search
@@ -21,7 +21,7 @@ hybrid by ``RRFReranker``); Chroma (in-memory, HNSW, cosine, approximate); LangC
 ``BM25Retriever``, FAISS retriever (exact), their ``EnsembleRetriever`` (0.5/0.5).
 
 Quality at document level: a chunk maps to its corpus id, a document ranks by its best
-chunk, then ``tether.eval`` nDCG@10 and recall@100 (of the documents in the top-``k``
+chunk, then ``tether.eval.beir`` nDCG@10 and recall@100 (of the documents in the top-``k``
 chunks). Latency: ``--warm`` untimed queries, then every claim timed over ``--rounds``
 passes, p50/p95 of all calls; systems one after another in this process, ``--threads``
 BLAS/OpenMP threads (threadpoolctl, faiss). stdout: tether / peer ratios (below 1: tether is
@@ -54,7 +54,7 @@ import numpy as np
 
 from tether import Embedder, Settings, Tether
 from tether.embed import embedder_from_settings, from_blob
-from tether.eval import eval_workspace, index_dataset, load_beir, ndcg_at, recall_at
+from tether.eval.beir import eval_workspace, index_dataset, load_beir, ndcg_at, recall_at
 
 os.environ.setdefault("LANCEDB_LOG", "error")  # no per-query Rust deprecation warnings
 
@@ -350,7 +350,7 @@ def run(store_path: str | Path | None, dataset_dir: str | Path = DEFAULT_DATASET
         raise ValueError(f"systems must be among {SYSTEMS}; rounds, k, threads >= 1; warm >= 0")
     from threadpoolctl import threadpool_limits
 
-    from tether.eval import non_default_settings
+    from tether.eval.beir import non_default_settings
 
     dataset = load_beir(dataset_dir)
     workspace = eval_workspace(dataset)

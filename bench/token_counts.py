@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tether import Settings, Tether
 from tether.embed import TokenCounter, resolve_model_path
-from tether.eval import index_dataset, load_beir
+from tether.eval.beir import index_dataset, load_beir
 
 
 def main(directory: str) -> None:

@@ -41,7 +41,7 @@ from tether.store import open_store
 def real_vectors(store: str | None, dataset: Path, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(corpus vectors, claim vectors), unit length."""
     from tether.embed.local import LocalEmbedder
-    from tether.eval import load_beir
+    from tether.eval.beir import load_beir
 
     data = load_beir(dataset)
     embedder = LocalEmbedder()

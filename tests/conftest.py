@@ -21,7 +21,7 @@ from tether import LocalEmbedder, Settings, Tether
 
 # Re-exported for test modules that still import it from here; new code imports it from
 # tether.testing.
-from tether.testing import HashEmbedder as HashEmbedder
+from tether.testing import HashEmbedder
 
 # A property's examples are judged by what they return, never by how long one took: the
 # 200 ms default deadline fails a test whose example met a loaded machine's pause (and

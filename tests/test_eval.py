@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from conftest import REPO_ROOT, SCIFACT
 from tether import InvalidArgument, Scope, Settings, Tether
 from tether.cli import app
-from tether.eval import load_beir, ndcg_at, recall_at, run
-from tether.eval_grounding import (
+from tether.eval.beir import load_beir, ndcg_at, recall_at, run
+from tether.eval.grounding import (
     GROUNDING_THRESHOLDS,
     KINDS,
     Bm25,

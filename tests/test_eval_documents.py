@@ -10,7 +10,7 @@ import pytest
 
 from conftest import make_pdf, make_settings
 from tether import InvalidArgument
-from tether.eval_documents import KINDS, grounding_on_documents
+from tether.eval.documents import KINDS, grounding_on_documents
 
 
 def question_set(tmp_path: Path) -> tuple[Path, Path]:
@@ -76,7 +76,7 @@ def test_the_report_measures_every_kind(tmp_path: Path) -> None:
 
 def test_missing_manuals_and_bad_sets_are_clear_errors(tmp_path: Path) -> None:
     questions, _ = question_set(tmp_path)
-    with pytest.raises(InvalidArgument, match="fetch the documents first"):
+    with pytest.raises(InvalidArgument, match="fetch the question set's documents first"):
         grounding_on_documents(questions, tmp_path / "nowhere", settings=make_settings())
     bad = tmp_path / "bad.json"
     bad.write_text("[]", encoding="utf-8")

@@ -55,7 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("retrieve", ("tether.retrieve",)),
     ("facade", ("tether._tether", "tether._indexing", "tether._catalog")),
     ("shells", ("tether.policy", "tether.graph", "tether.cli", "tether.eval",
-                "tether.eval_grounding", "tether.eval_documents", "tether.server", ROOT)),
+                "tether.server", ROOT)),
 )  # fmt: skip
 
 

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tether import Settings
-    from tether.eval_documents import grounding_on_documents, load_questions
+    from tether.eval.documents import grounding_on_documents, load_questions
 
     questions = HERE / "questions.json"
     oracle = Oracle(load_questions(questions)["questions"])

@@ -204,7 +204,7 @@ class Tether(Indexing, Catalog):
         ``workspace_id`` without a scope names the workspace scope), best first.
 
         ``mode="hybrid"`` fuses FTS5 top-``rag.lexical_depth`` and vector top-``rag.k_vector``
-        (``rag.fusion``: z-score by default, or RRF with ``rag.rrf_k``); ``"lexical"`` and
+        (``rag.fusion``: RRF with ``rag.rrf_k`` by default, or z-score); ``"lexical"`` and
         ``"vector"`` run one side. Without embeddings, hybrid runs lexical-only and
         ``results.debug["degradations"]`` says why. The scope is part of both queries, so
         top-k is exact within it. Hit scores are the fused score in hybrid mode, -bm25 for

@@ -25,72 +25,82 @@ from tether.cli._shell import (
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from tether.eval import EvalProgress, EvalReport, PipelineReport
-    from tether.eval_documents import DocumentsReport
-    from tether.eval_grounding import GroundingReport
+    from tether.eval.beir import EvalProgress, EvalReport, PipelineReport
+    from tether.eval.documents import DocumentsReport
+    from tether.eval.grounding import GroundingReport
+
+
+DirectoriesArgument = Annotated[
+    list[Path],
+    typer.Argument(
+        help="BEIR-format dataset directory; with --grounding, one or more of those or"
+        " of question-set folders (questions.json), measured side by side.",
+        show_default=False,
+    ),
+]
+SplitOption = Annotated[str, typer.Option(help="qrels split to score.")]
+EvalDbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Store to index into and reuse: a SQLite file or a PostgreSQL URL"
+        " (default: a temporary file).",
+        show_default=False,
+    ),
+]
+LexicalOnlyOption = Annotated[
+    bool, typer.Option("--lexical-only", help="Score FTS5 alone (no vectors are used).")
+]
+PipelineOption = Annotated[
+    bool,
+    typer.Option(
+        "--pipeline",
+        help="Also run the full pipeline (retrieve): its nDCG@10 and context recall.",
+    ),
+]
+GroundingOption = Annotated[
+    bool,
+    typer.Option(
+        "--grounding",
+        help="Measure grounding instead: answerable, unanswerable and cross-scope"
+        " questions of sampled claims, with a relevance-threshold table.",
+    ),
+]
+ClaimsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--claims",
+        min=1,
+        help="With --grounding: claims to ask (default 100).",
+        show_default=False,
+    ),
+]
+DistractorsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--distractors",
+        min=1,
+        help="With --grounding: similar entries beside each claim's answer (default 10).",
+        show_default=False,
+    ),
+]
 
 
 def eval_(
-    directories: Annotated[
-        list[Path],
-        typer.Argument(
-            help="BEIR-format dataset directory; with --grounding, one or more of those or"
-            " of question-set folders (questions.json), measured side by side.",
-            show_default=False,
-        ),
-    ],
-    split: Annotated[str, typer.Option(help="qrels split to score.")] = "test",
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="Store to index into and reuse: a SQLite file or a PostgreSQL URL"
-            " (default: a temporary file).",
-            show_default=False,
-        ),
-    ] = None,
-    lexical_only: Annotated[
-        bool, typer.Option("--lexical-only", help="Score FTS5 alone (no vectors are used).")
-    ] = False,
-    pipeline: Annotated[
-        bool,
-        typer.Option(
-            "--pipeline",
-            help="Also run the full pipeline (retrieve): its nDCG@10 and context recall.",
-        ),
-    ] = False,
-    grounding: Annotated[
-        bool,
-        typer.Option(
-            "--grounding",
-            help="Measure grounding instead: answerable, unanswerable and cross-scope"
-            " questions of sampled claims, with a relevance-threshold table.",
-        ),
-    ] = False,
-    claims: Annotated[
-        int | None,
-        typer.Option(
-            "--claims",
-            min=1,
-            help="With --grounding: claims to ask (default 100).",
-            show_default=False,
-        ),
-    ] = None,
-    distractors: Annotated[
-        int | None,
-        typer.Option(
-            "--distractors",
-            min=1,
-            help="With --grounding: similar entries beside each claim's answer (default 10).",
-            show_default=False,
-        ),
-    ] = None,
+    directories: DirectoriesArgument,
+    split: SplitOption = "test",
+    db: EvalDbOption = None,
+    lexical_only: LexicalOnlyOption = False,
+    pipeline: PipelineOption = False,
+    grounding: GroundingOption = False,
+    claims: ClaimsOption = None,
+    distractors: DistractorsOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index a BEIR dataset and print nDCG@10, Recall@100 and query latency (or, with
     --grounding, how well retrieval says whether the answer is in scope)."""
-    from tether import eval as beir  # loaded only when evaluating
+    from tether.eval import beir  # loaded only when evaluating
 
     if grounding:
         if pipeline:
@@ -160,9 +170,9 @@ def _grounding(
     show: bool,
 ) -> GroundingReport | DocumentsReport:
     # loaded only when evaluating
-    from tether.eval_grounding import DEFAULT_CLAIMS, DEFAULT_DISTRACTORS, grounding
+    from tether.eval.grounding import DEFAULT_CLAIMS, DEFAULT_DISTRACTORS, grounding
 
-    if (directory / "questions.json").is_file():  # real documents (bench/manuals, docsets)
+    if (directory / "questions.json").is_file():  # a question set over real documents
         return _documents_grounding(directory, db, config, lexical_only, show)
     claims, distractors = sample
     try:
@@ -191,7 +201,7 @@ def _documents_grounding(
 ) -> DocumentsReport:
     """Grounding on real documents: ``DIR/questions.json`` and its documents (the PDF
     manuals in ``DIR/pdfs``, a documentation set's files beside it)."""
-    from tether.eval_documents import grounding_on_documents
+    from tether.eval.documents import grounding_on_documents
 
     try:
         with progress_bar() as bar:
@@ -243,7 +253,7 @@ def _side_by_side(
 ) -> Table:
     """One row per measure, one column per source; '-' where a source has no such measure
     (a BEIR-derived set has no pages to cite)."""
-    from tether.eval_grounding import GroundingReport
+    from tether.eval.grounding import GroundingReport
 
     columns: list[dict[str, str]] = []
     for report in reports:

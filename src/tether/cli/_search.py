@@ -48,9 +48,7 @@ def search(
         resolved = tether.resolve_scope(scope, session_id=session, workspace_id=workspace)
         hits = tether.search(query, scope=resolved, k=k, mode=mode)
     if as_json:
-        debug = {key: value for key, value in hits.debug.items() if key != "ranks"}
-        print_json({"query": query, "scope": resolved.to_dict(), "k": k,
-                    "hits": [hit.to_dict() for hit in hits], "debug": debug})  # fmt: skip
+        print_json(hits.to_dict(query, resolved, k))
     else:
         _print_hits(hits, resolved)
 

@@ -151,6 +151,18 @@ class OnnxEmbedder(Embedder):
         return f"OnnxEmbedder(model={self.model!r}, cache_dir={str(self.cache_dir)!r})"
 
 
+def _probe_cosine(reference: Any, model_path: str, quantized: Path) -> float:
+    """The lowest cosine between the float model's vectors of the probe sentences and
+    the int8 export's."""
+    expected = reference.encode(list(_PROBES), normalize_embeddings=True, show_progress_bar=False)
+    runner = _Runner.open(model_path, quantized)
+    if runner is None:
+        raise EmbeddingsUnavailable(f"the export {quantized} does not load")
+    got = runner.embed(list(_PROBES), _usable_cores())
+    got /= np.linalg.norm(got, axis=1, keepdims=True)
+    return float((np.asarray(expected, dtype=np.float32) * got).sum(axis=1).min())
+
+
 def export_int8(model_path: str, destination: Path) -> None:
     """Export the model at ``model_path`` to ONNX, quantize its weights to int8, check it
     against the float model on the probe sentences and move it to ``destination``
@@ -188,16 +200,7 @@ def export_int8(model_path: str, destination: Path) -> None:
                 str(float_path), str(quantized), per_channel=True, weight_type=QuantType.QInt8,
                 op_types_to_quantize=["MatMul"], nodes_to_exclude=_activation_matmuls(float_path),
             )  # fmt: skip
-        expected = reference.encode(
-            list(_PROBES), normalize_embeddings=True, show_progress_bar=False
-        )
-        runner = _Runner.open(model_path, quantized)
-        if runner is None:
-            raise EmbeddingsUnavailable(f"the export {quantized} does not load")
-        got = runner.embed(list(_PROBES), _usable_cores())
-        got /= np.linalg.norm(got, axis=1, keepdims=True)
-        cosine = float((np.asarray(expected, dtype=np.float32) * got).sum(axis=1).min())
-        del runner
+        cosine = _probe_cosine(reference, model_path, quantized)
         if cosine < MIN_PROBE_COSINE:
             raise EmbeddingsUnavailable(
                 f"int8 weights change this model's vectors too much (cosine {cosine:.3f} to the"

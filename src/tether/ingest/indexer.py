@@ -260,19 +260,8 @@ class Indexer:
     def _prepare_source(
         self, source: Source, label: str, placement: Placement, loaders: LoaderPool
     ) -> Prepared | IndexResult:
-        if isinstance(source, PathSource):
-            if source.source is not None:
-                check_identifier("source", source.source)
-            resolved, loaded = load_path_source(source, loaders, self.rag.max_file_bytes)
-            source_path, document_id = source.source or str(resolved), None
-            metadata = dict(source.metadata or {})
-        else:
-            for what, value in (("document_id", source.document_id), ("source", source.source)):
-                if value is not None:
-                    check_identifier(what, value)
-            loaded = load_text(source.text, title=valid_text(source.title), mime=source.mime)
-            source_path, document_id = source.source, source.document_id
-            metadata = dict(source.metadata or {})
+        loaded, source_path, document_id = self._load(source, loaders)
+        metadata = dict(source.metadata or {})
         tags = validate_tags(label, source.tags, self.policy)
         if source.status is not None and source.status not in DOCUMENT_STATUSES:
             raise InvalidTag(
@@ -303,6 +292,27 @@ class Indexer:
                 )
                 return IndexResult(label, "updated", existing.id, existing.chunk_count)
             return IndexResult(label, "skipped", existing.id, existing.chunk_count)
+        return Prepared(
+            label, loaded, digest, lookup, metadata, self._chunks(loaded), tags,
+            source.status or (existing.status if existing else "active"),
+        )  # fmt: skip
+
+    def _load(
+        self, source: Source, loaders: LoaderPool
+    ) -> tuple[LoadedDocument, str | None, str | None]:
+        """A source's text, and the source key and document id it is stored under."""
+        if isinstance(source, PathSource):
+            if source.source is not None:
+                check_identifier("source", source.source)
+            resolved, loaded = load_path_source(source, loaders, self.rag.max_file_bytes)
+            return loaded, source.source or str(resolved), None
+        for what, value in (("document_id", source.document_id), ("source", source.source)):
+            if value is not None:
+                check_identifier(what, value)
+        loaded = load_text(source.text, title=valid_text(source.title), mime=source.mime)
+        return loaded, source.source, source.document_id
+
+    def _chunks(self, loaded: LoadedDocument) -> list[NewChunk]:
         chunks = chunk_sections(
             loaded.text,
             list(loaded.sections),
@@ -313,15 +323,11 @@ class Indexer:
             max_tokens=self._chunk_tokens,
             overlap_tokens=self.rag.chunk_overlap_tokens,
         )
-        if loaded.page_labels:
-            chunks = [
-                replace(c, page_label=loaded.page_labels.get(c.page)) if c.page else c
-                for c in chunks
-            ]
-        return Prepared(
-            label, loaded, digest, lookup, metadata, chunks, tags,
-            source.status or (existing.status if existing else "active"),
-        )  # fmt: skip
+        if not loaded.page_labels:
+            return chunks
+        return [
+            replace(c, page_label=loaded.page_labels.get(c.page)) if c.page else c for c in chunks
+        ]
 
     def _embed_group(
         self, group: list[Prepared]

@@ -140,10 +140,6 @@ def _from_reply(reply: str) -> Decision:
     return Decision(parsed.retrieve, category, parsed.reason or "LLM decision", by="llm")
 
 
-def decide_with_llm(chat: ChatModel, message: str) -> Decision:
-    """The chat model's decision. Raises :class:`~tether.errors.LLMError` on failure."""
-    return _from_reply(chat.complete(_messages(message), max_tokens=100))
-
-
 async def adecide_with_llm(chat: ChatModel, message: str) -> Decision:
+    """The chat model's decision. Raises :class:`~tether.errors.LLMError` on failure."""
     return _from_reply(await chat.acomplete(_messages(message), max_tokens=100))

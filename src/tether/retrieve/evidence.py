@@ -286,10 +286,6 @@ def explain(
     return verdict + absent
 
 
-def weights_for(vectors: bool) -> Weights:
-    return CALIBRATED if vectors else LEXICAL
-
-
 __all__: Sequence[str] = (
     "CALIBRATED",
     "LEXICAL",

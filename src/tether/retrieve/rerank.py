@@ -198,18 +198,11 @@ def _apply_scores(
     }
 
 
-def llm_rerank(
-    chat: ChatModel, question: str, ordered: list[Candidate], settings: RerankSettings
-) -> tuple[list[Candidate], dict[str, Any]]:
-    """Raises :class:`LLMError` on any failure (the caller keeps the heuristic order)."""
-    head = min(settings.llm_candidates, len(ordered))
-    reply = chat.complete(_rerank_prompt(question, ordered[:head]), max_tokens=40 + 16 * head)
-    return _apply_scores(reply, ordered, head)
-
-
 async def allm_rerank(
     chat: ChatModel, question: str, ordered: list[Candidate], settings: RerankSettings
 ) -> tuple[list[Candidate], dict[str, Any]]:
+    """The chat model's scores of the head of ``ordered``, applied. Raises
+    :class:`LLMError` on any failure (the caller keeps the heuristic order)."""
     head = min(settings.llm_candidates, len(ordered))
     reply = await chat.acomplete(
         _rerank_prompt(question, ordered[:head]), max_tokens=40 + 16 * head

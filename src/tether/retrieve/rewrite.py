@@ -76,13 +76,9 @@ def _clean(question: str, reply: str, count: int) -> Rewrite:
     return Rewrite(tuple(kept), notes=notes)
 
 
-def rewrite_query(chat: ChatModel, question: str, count: int) -> Rewrite:
-    """The model's rewrites of ``question`` (an unusable reply is a :class:`Rewrite` with
-    a degradation). Raises :class:`~tether.errors.LLMError` when the call fails."""
-    return _clean(question, chat.complete(_prompt(question, count), max_tokens=300), count)
-
-
 async def arewrite_query(chat: ChatModel, question: str, count: int) -> Rewrite:
-    """:func:`rewrite_query` on the event loop: the caller bounds and handles the call."""
+    """The model's rewrites of ``question`` (an unusable reply is a :class:`Rewrite` with
+    a degradation). Raises :class:`~tether.errors.LLMError` when the call fails; the
+    caller bounds and handles the call."""
     reply = await chat.acomplete(_prompt(question, count), max_tokens=300)
     return _clean(question, reply, count)

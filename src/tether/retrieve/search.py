@@ -43,6 +43,14 @@ class SearchResults(list[Hit]):
         super().__init__(hits)
         self.debug = debug
 
+    def to_dict(self, query: str, scope: Scope, k: int) -> dict[str, Any]:
+        """The JSON of a search (``tether search --json``, ``POST /v1/search``): the
+        query, scope and k it answered, its hits, and its debug without the per-chunk
+        ranks (one entry per candidate: too long to print)."""
+        debug = {key: value for key, value in self.debug.items() if key != "ranks"}
+        return {"query": query, "scope": scope.to_dict(), "k": k,
+                "hits": [hit.to_dict() for hit in self], "debug": debug}  # fmt: skip
+
 
 @dataclasses.dataclass
 class Candidates:

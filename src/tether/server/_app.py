@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Response
@@ -75,37 +76,19 @@ def create_app(
                   spool=Spool.of(tether))  # fmt: skip
     mcp_app = _mcp_app(svc) if mcp else None
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            if mcp_app is not None:
-                await stack.enter_async_context(mcp_app.lifespan_context())
-            warming = asyncio.create_task(_warm(svc)) if warm else None
-            if not warm:
-                svc.ready = True
-            tether.set_writer(svc.run_write)  # indexing writes on the one writer, too
-            await _resume_uploads(svc)
-            try:
-                yield
-            finally:
-                if warming is not None:
-                    warming.cancel()
-                await _drain_uploads(svc)
-                tether.set_writer(None)
-                svc.writer.shutdown(wait=True)
-                svc.spool.close()
-
     app = FastAPI(
         title="tether",
         version=_version(),
         summary="Scoped, cited retrieval over your documents.",
-        lifespan=lifespan,
+        lifespan=partial(_lifespan, svc, mcp_app, warm),
     )
     app.state.service = svc
     app.state.key_policy = svc.key_policy
     _errors.install(app)
     _edges(app, svc, json_body_bytes=json_body_bytes, upload_body_bytes=upload_body_bytes)
     _core_routes(app)
+    _retrieval_routes(app)
+    _audit_route(app)
     from tether.server import _resources
 
     app.include_router(_resources.router, prefix="/v1")
@@ -119,6 +102,31 @@ def create_app(
                   include_in_schema=False)
         )  # fmt: skip
     return app
+
+
+@asynccontextmanager
+async def _lifespan(svc: Service, mcp_app: Any, warm: bool, _: FastAPI) -> AsyncIterator[None]:
+    """The app's life: MCP's session manager, the warm-up, indexing's writes on the one
+    writer thread, uploads a previous run accepted resumed; on the way out, running
+    uploads drained and the writer stopped."""
+    tether = svc.tether
+    async with contextlib.AsyncExitStack() as stack:
+        if mcp_app is not None:
+            await stack.enter_async_context(mcp_app.lifespan_context())
+        warming = asyncio.create_task(_warm(svc)) if warm else None
+        if not warm:
+            svc.ready = True
+        tether.set_writer(svc.run_write)  # indexing writes on the one writer, too
+        await _resume_uploads(svc)
+        try:
+            yield
+        finally:
+            if warming is not None:
+                warming.cancel()
+            await _drain_uploads(svc)
+            tether.set_writer(None)
+            svc.writer.shutdown(wait=True)
+            svc.spool.close()
 
 
 def _edges(app: FastAPI, svc: Service, *, json_body_bytes: int, upload_body_bytes: int) -> None:
@@ -245,6 +253,8 @@ def _core_routes(app: FastAPI) -> None:
             require_admin(caller)
         return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
+
+def _retrieval_routes(app: FastAPI) -> None:
     @app.post(
         "/v1/search",
         tags=["retrieval"],
@@ -258,9 +268,7 @@ def _core_routes(app: FastAPI) -> None:
         hits = await svc.read(
             tether.search, body.query, scope=scope, k=body.k, mode=body.mode, filters=filters
         )
-        debug = {key: value for key, value in hits.debug.items() if key != "ranks"}
-        return {"query": body.query, "scope": scope.to_dict(), "k": body.k,
-                "hits": [hit.to_dict() for hit in hits], "debug": debug}  # fmt: skip
+        return hits.to_dict(body.query, scope, body.k)
 
     @app.post(
         "/v1/retrieve",
@@ -295,6 +303,8 @@ def _core_routes(app: FastAPI) -> None:
             out["debug"] = None
         return out
 
+
+def _audit_route(app: FastAPI) -> None:
     @app.get(
         "/v1/audit",
         tags=["audit"],

@@ -140,27 +140,9 @@ def lexical_search_sql(
     w_content, w_section = (float(w) for w in FTS_COLUMN_WEIGHTS)
     score = f"bm25(rag_chunks_fts, {w_content!r}, {w_section!r})"
     columns = "c.id" if ids_only else HIT_COLUMNS
-    if depth is None:
-        # ``+rowid``: the set is a filter on each match, not a lookup per chunk id.
-        ranked = f"""
-            SELECT rowid AS id, {score} AS rank_score
-            FROM rag_chunks_fts
-            WHERE rag_chunks_fts MATCH :match
-              AND +rowid IN (
-                SELECT c.id FROM rag_chunks c
-                JOIN rag_documents d ON d.id = c.document_id
-                WHERE {where})
-            ORDER BY rank_score, rowid
-            LIMIT :k"""
-        scoped = ""
-    else:
-        ranked = f"""
-            SELECT rowid AS id, {score} AS rank_score
-            FROM rag_chunks_fts
-            WHERE rag_chunks_fts MATCH :match
-            ORDER BY rank_score, rowid
-            LIMIT :depth"""
-        scoped = f"WHERE {where}"
+    ranked = _ranked_matches(score, where, scope_first=depth is None)
+    scoped = "" if depth is None else f"WHERE {where}"
+    if depth is not None:
         params["depth"] = int(depth)
     if count_ranked and depth is not None:
         columns += ", ranked.rank_score, (SELECT count(*) FROM ranked)"
@@ -177,6 +159,30 @@ def lexical_search_sql(
         LIMIT :k
     """
     return sql, {**params, "match": match, "k": int(k)}
+
+
+def _ranked_matches(score: str, where: str, *, scope_first: bool) -> str:
+    """The ranked matches of :func:`lexical_search_sql`'s two plans: the scope's best
+    ``:k`` (each match tested against the scope's chunk ids before it is scored), or the
+    whole index's best ``:depth`` (the scope applied after)."""
+    if scope_first:
+        # ``+rowid``: the set is a filter on each match, not a lookup per chunk id.
+        return f"""
+            SELECT rowid AS id, {score} AS rank_score
+            FROM rag_chunks_fts
+            WHERE rag_chunks_fts MATCH :match
+              AND +rowid IN (
+                SELECT c.id FROM rag_chunks c
+                JOIN rag_documents d ON d.id = c.document_id
+                WHERE {where})
+            ORDER BY rank_score, rowid
+            LIMIT :k"""
+    return f"""
+        SELECT rowid AS id, {score} AS rank_score
+        FROM rag_chunks_fts
+        WHERE rag_chunks_fts MATCH :match
+        ORDER BY rank_score, rowid
+        LIMIT :depth"""
 
 
 def scope_chunk_count_sql(

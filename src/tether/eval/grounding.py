@@ -56,7 +56,7 @@ from tether import (
     Settings,
     Tether,
 )
-from tether.eval import (
+from tether.eval.beir import (
     BeirDataset,
     CorpusEntry,
     CorpusIndexing,
@@ -501,10 +501,24 @@ def grounding(
             )  # fmt: skip
             first = next(layout.questions())[2]
             method = tether.search(layout.claims[0].text, scope=first, k=1).debug["method"]
+    return _report(dataset.name, method, layout, distractors, indexing, answers, settings,
+                   thresholds)  # fmt: skip
+
+
+def _report(
+    name: str,
+    method: str,
+    layout: GroundingLayout,
+    distractors: int,
+    indexing: CorpusIndexing,
+    answers: list[GroundingAnswer],
+    settings: Settings,
+    thresholds: Iterable[float],
+) -> GroundingReport:
     min_relevance = settings.rag.min_relevance
     kinds = {kind: kind_report([a for a in answers if a.kind == kind]) for kind in KINDS}
     return GroundingReport(
-        dataset=dataset.name,
+        dataset=name,
         method=method,
         relevance=" + ".join(sorted({a.relevance for a in answers if a.relevance})) or "none",
         claims=len(layout.claims),

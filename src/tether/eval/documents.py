@@ -4,12 +4,12 @@ and say "not grounded" when it is not?
 A question set is a folder with ``questions.json``, written by reading the documents, in
 one of two layouts:
 
-- **PDF manuals** (``bench/manuals``): the PDFs in ``pdfs/<name>.pdf``; every manual goes
+- **PDF manuals** (version 1): the PDFs in ``pdfs/<name>.pdf``; every manual goes
   to one workspace and gets a chat session holding it alone. An answerable question is
   asked in its manual's session, an unanswerable one in the session of the manual that
   does not answer it, a cross-scope one in the session of another manual (``asked_in``).
   The answer is cited when a citation shows one of its ``pages``.
-- **Documentation sets** (``bench/docsets/<set>``, ``"version": 2``): HTML or Markdown
+- **Documentation sets** (``"version": 2``): HTML or Markdown
   files (``file``, relative to the folder) in one workspace, some of them attached to
   one session; each question says whether it is asked in the ``session`` or the
   ``workspace``. The answer is cited when a citation is of its document.
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from tether import InvalidArgument, RetrievalResult, Settings, Tether
-from tether.eval import _without_embeddings, embed_missing
-from tether.eval_grounding import closer_elsewhere, judged_right
+from tether.eval.beir import _without_embeddings, embed_missing
+from tether.eval.grounding import closer_elsewhere, judged_right
 from tether.retrieve.context import ends_a_sentence
 
 WORKSPACE = "manuals"
@@ -275,8 +275,8 @@ def index_documents(t: Tether, qset: QuestionSet) -> dict[str, str]:
     for name, (path, _) in qset.documents.items():
         if not path.exists():
             raise InvalidArgument(
-                f"{path} is missing: fetch the documents first (bench/manuals/fetch.py for"
-                " the manuals, bench/docsets/fetch.py for a documentation set)"
+                f"{path} is missing: fetch the question set's documents first (with the"
+                " fetch script that comes with it)"
             )
         (result,) = t.add(path, workspace_id=qset.workspace, session_id=attached.get(name))
         ids[name] = result.document_id or ""
