@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench
+import _harness as bench
 
 from tether import Settings, Tether, TextSource
 from tether.embed import Embedder

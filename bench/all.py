@@ -53,7 +53,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-import bench as kit  # noqa: E402  (the machine's description, shared with bench.py)
+import _harness as kit  # noqa: E402  (the machine's description, shared with bench.py)
 
 DEFAULT_DATASET = BENCH.parent.parent / "shared/datasets/scifact"
 SECTIONS = ("scifact", "scifact-k100", "scifact-chars", "scale", "stall", "vectors", "backends",

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import parse_scale
+from _harness import parse_scale
 
 from tether.retrieve import vector as vx
 from tether.store import open_store

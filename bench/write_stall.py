@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DIMS, MODEL_NAME, build_tether_store, parse_scale
+from _harness import DIMS, MODEL_NAME, build_tether_store, parse_scale
 
 from tether import Embedder, Scope, Settings, Tether
 from tether.retrieve.vector import VectorIndex
