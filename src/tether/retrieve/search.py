@@ -53,6 +53,27 @@ class SearchResults(list[Hit]):
 
 
 @dataclasses.dataclass
+class _LexicalSide:
+    """What the lexical side of one query found."""
+
+    ranked: Ranked
+    hits: dict[int, Hit] | None
+    timings_ms: dict[str, float]
+
+
+@dataclasses.dataclass
+class _VectorSide:
+    """What the vector side of one query found; ``ran`` False: it could not run, and
+    ``degradations`` says why."""
+
+    ranked: Ranked
+    ran: bool
+    query_vector: np.ndarray | None = None
+    timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    degradations: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class Candidates:
     """One query's ranked chunk ids: each side's list and the fused one (best first).
 
@@ -201,21 +222,27 @@ class Searcher:
         lexical side on a helper thread while the vector side runs here (the pipeline
         does; a plain search stays in the caller's thread, and so in its transaction)."""
         exclusions = exclusions if exclusions is not None else self.exclusions()
-        found = Candidates(lexical=[], vector=[], fused=[], method="lexical")
         wants_lexical = mode != "vector"
-        side = None
+        side = lexical = None
+        vector = _VectorSide([], ran=False)
         if mode in ("hybrid", "vector"):
             if parallel and wants_lexical and self._can_run_sides_apart():
                 side = self._pool().submit(
-                    self._lexical, query, scope, lexical_depth, filters, exclusions, found,
-                    with_text,
-                )  # fmt: skip
-            self._vector(query, scope, vector_depth, filters, exclusions, found)
+                    self._lexical, query, scope, lexical_depth, filters, exclusions, with_text
+                )
+            vector = self._vector(query, scope, vector_depth, filters, exclusions)
         if side is not None:
-            side.result()
-        elif wants_lexical or not found.vectors_ran:
+            lexical = side.result()
+        elif wants_lexical or not vector.ran:
             # (Vector mode without vectors falls back to the lexical side.)
-            self._lexical(query, scope, lexical_depth, filters, exclusions, found, with_text)
+            lexical = self._lexical(query, scope, lexical_depth, filters, exclusions, with_text)
+        found = Candidates(
+            lexical=lexical.ranked if lexical else [], vector=vector.ranked, fused=[],
+            method="lexical", query_vector=vector.query_vector, vectors_ran=vector.ran,
+            lexical_hits=lexical.hits if lexical else None,
+            timings_ms={**(lexical.timings_ms if lexical else {}), **vector.timings_ms},
+            degradations=list(vector.degradations),
+        )  # fmt: skip
         self._fuse_sides(mode, found)
         return found
 
@@ -237,20 +264,20 @@ class Searcher:
         depth: int,
         filters: Filters | None,
         exclusions: Exclusions,
-        found: Candidates,
         with_text: bool = False,
-    ) -> None:
+    ) -> _LexicalSide:
+        """The lexical side's ranking (and, ``with_text``, its hits, read in one query)."""
         started = time.perf_counter()
         match = compile_match(query)
+        ranked: Ranked = []
+        hits = None
         if match and with_text:
-            hits = self.store.search_lexical(scope, match, depth, filters, exclusions)
-            found.lexical = [(h.chunk_id, h.score) for h in hits]
-            found.lexical_hits = {h.chunk_id: h for h in hits}
+            found = self.store.search_lexical(scope, match, depth, filters, exclusions)
+            ranked = [(h.chunk_id, h.score) for h in found]
+            hits = {h.chunk_id: h for h in found}
         elif match:
-            found.lexical = self.store.search_lexical_scores(
-                scope, match, depth, filters, exclusions
-            )
-        found.timings_ms["lexical"] = ms_since(started)
+            ranked = self.store.search_lexical_scores(scope, match, depth, filters, exclusions)
+        return _LexicalSide(ranked, hits, {"lexical": ms_since(started)})
 
     def _vector(
         self,
@@ -259,34 +286,31 @@ class Searcher:
         depth: int,
         filters: Filters | None,
         exclusions: Exclusions,
-        found: Candidates,
-    ) -> None:
+    ) -> _VectorSide:
+        """The vector side's ranking; one that cannot run says why (``ran`` False)."""
         embedder, vectors, unavailable = self._vector_side()
         if embedder is None or vectors is None:
-            found.degradations.append(f"lexical only: {unavailable or 'no embedder configured'}")
-            return
+            reason = f"lexical only: {unavailable or 'no embedder configured'}"
+            return _VectorSide([], ran=False, degradations=[reason])
         if not query.strip():
-            found.vectors_ran = True  # nothing to embed: no vector candidates
-            return
+            return _VectorSide([], ran=True)  # nothing to embed: no vector candidates
+        timings: dict[str, float] = {}
         try:
             started = time.perf_counter()
             query_vector = embedder.embed_query(query)
-            found.timings_ms["embed_query"] = ms_since(started)
+            timings["embed_query"] = ms_since(started)
             started = time.perf_counter()
-            found.vector = vectors.search(scope, query_vector, depth, filters, exclusions)
-            found.timings_ms["vector"] = ms_since(started)
+            ranked = vectors.search(scope, query_vector, depth, filters, exclusions)
+            timings["vector"] = ms_since(started)
         except StoredVectorsInvalid as exc:
-            found.degradations.append(f"stored vectors unusable, lexical only: {exc}")
             logger.error("stored vectors unusable, lexical only: %s", exc)
-            found.vector = []
-            return
+            reason = f"stored vectors unusable, lexical only: {exc}"
+            return _VectorSide([], ran=False, timings_ms=timings, degradations=[reason])
         except EmbeddingError as exc:
-            found.degradations.append(f"query embedding failed, lexical only: {exc}")
             logger.warning("query embedding failed, lexical only: %s", exc)
-            found.vector = []
-            return
-        found.query_vector = query_vector
-        found.vectors_ran = True
+            reason = f"query embedding failed, lexical only: {exc}"
+            return _VectorSide([], ran=False, timings_ms=timings, degradations=[reason])
+        return _VectorSide(ranked, ran=True, query_vector=query_vector, timings_ms=timings)
 
     def _fuse_sides(self, mode: SearchMode, found: Candidates) -> None:
         started = time.perf_counter()
@@ -351,8 +375,10 @@ class Searcher:
         if found.method == "lexical" and found.lexical_hits is None:
             # Vectors failed after the lexical side read its deep list of ids: the top k
             # instead, with their text, in one query (ids can be reused by a replace).
-            self._lexical(query, scope, k, filters, exclusions, found, with_text=True)
+            side = self._lexical(query, scope, k, filters, exclusions, with_text=True)
+            found.lexical, found.lexical_hits = side.ranked, side.hits
             found.fused = found.lexical
+            found.timings_ms.update(side.timings_ms)
         started = time.perf_counter()
         if found.lexical_hits is not None and found.method == "lexical":
             hits = [found.lexical_hits[cid] for cid, _ in found.fused[:k]]
