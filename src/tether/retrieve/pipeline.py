@@ -22,10 +22,16 @@ guidance would suggest next (its workspace, or the global library) is searched t
 a document there is clearly closer (``rag.wider_scope_margin`` more evidence), the
 answer is not grounded here and the guidance says where it is.
 
-:meth:`Pipeline.aretrieve` runs on the caller's event loop, with the blocking work
-(SQLite, the embedding model) in threads; :meth:`Pipeline.retrieve` runs the same
-coroutine on a private event-loop thread, so it also works where a loop is already
-running.
+**Threads.** :meth:`Pipeline.aretrieve` runs on the caller's event loop, with the
+blocking work (SQLite, the embedding model) in threads. :meth:`Pipeline.retrieve`, the
+synchronous call, runs the same coroutine, so there is one flow to keep right, and a
+sync caller crosses three kinds of thread per query: its own (which waits), the
+pipeline's private event-loop thread (:class:`~tether.retrieve.loop.LoopThread`, which
+runs the coroutine; a private one, so ``retrieve`` also works where the caller's thread
+already runs a loop), and the worker threads that loop hands the blocking steps to (the
+lexical and vector sides of each query run on two of them at once). The store is opened
+for use from several threads (SQLite: a connection per thread, WAL), which is why a
+store on a caller's own ``check_same_thread`` connection is refused here.
 
 The model steps (decide, condense, rewrite, LLM rerank, judge) share one budget per
 retrieval (:class:`~tether.retrieve.budget.ModelBudget`): ``[llm] retrieval_budget``
