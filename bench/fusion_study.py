@@ -1,6 +1,6 @@
 """How the lexical and vector lists are fused, compared on a BEIR dataset.
 
-Prints the README's fusion table: nDCG@10 (and Recall@100) of RRF, min-max and z-score
+Prints the fusion table (bench/RESULTS.md): nDCG@10 (and Recall@100) of RRF, min-max and z-score
 fusion variants at several candidate depths, all on the same per-query lists, plus a
 split-half check of the chosen fusion against RRF k=60.
 

@@ -1,4 +1,4 @@
-"""The CLI: every command, the --json contract, errors, and that README documents it all."""
+"""The CLI: every command, the --json contract, errors, and that the docs document it all."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def all_command_paths() -> list[str]:
 
 @pytest.mark.parametrize("command", all_command_paths())
 def test_every_command_is_documented_in_the_readme(command: str) -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "cli.md").read_text()
     assert f"`tether {command}" in readme, f"README does not document `tether {command}`"
 
 
@@ -92,7 +92,7 @@ def test_add_then_search_json_contract(indexed: str) -> None:
 
 
 def test_readme_json_example_has_the_real_keys() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "cli.md").read_text()
     block = re.search(r"```json\n(.*?)```", readme, re.S)
     assert block is not None
     example = json.loads(block.group(1))
@@ -104,15 +104,15 @@ def test_readme_json_example_has_the_real_keys() -> None:
 
 
 def _documented_keys(readme: str, command: str, outer: str) -> set[str]:
-    """The keys the README lists for ``tether COMMAND --json`` as {"outer": [{"a", ...}]}."""
+    """The keys docs/cli.md lists for ``tether COMMAND --json`` as {"outer": [{"a", ...}]}."""
     text = " ".join(readme.split())
     found = re.search(rf"`tether {command} --json` prints `{{\"{outer}\": \[{{(.*?)}}\]}}`", text)
-    assert found is not None, f"README does not list the keys of tether {command} --json"
+    assert found is not None, f"docs/cli.md does not list the keys of tether {command} --json"
     return set(re.findall(r'"(\w+)"', found.group(1)))
 
 
 def test_readme_lists_the_real_json_keys_of_every_listing(indexed: str, tmp_path: Path) -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "cli.md").read_text()
     note = tmp_path / "n.md"
     note.write_text("# N\n\nkeys\n")
     added = run_json("add", str(note), "--db", indexed)["results"][0]

@@ -166,7 +166,7 @@ needs_scifact = pytest.mark.skipif(
 @needs_scifact
 def test_scifact_lexical_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The foundation's bar on its own, with no embedding model involved: FTS5 alone,
-    through the normal ingestion path, with the settings the README gives a store without
+    through the normal ingestion path, with the settings the docs give a store without
     embeddings (chunks of 1,200 characters: ``chunk_by = "chars"``), reaches nDCG@10 >=
     0.68 on SciFact (Anserini's BM25: 0.679). Measured: 0.6891 (on the default chunks,
     sized for MiniLM's 256-token window: 0.6779)."""
@@ -183,7 +183,7 @@ def test_scifact_lexical_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert lexical["recall@100"] >= 0.9, lexical
 
 
-# Measured with the defaults (README, Evaluation): RRF k=60 over 300 + 300 candidates
+# Measured with the defaults (docs/evaluation.md, bench/RESULTS.md): RRF k=60 over 300 + 300 candidates
 # 0.7161 / 0.954, the pipeline (its rerank by question match) 0.7316; z-score fusion of
 # the same lists 0.7355 / 0.958.
 RRF_NDCG_BAR = 0.71
@@ -217,7 +217,7 @@ def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # (0.74 before a question naming a rare word or a code that no abstract mentions stopped
     # being grounded by one on its topic; SciFact's claims often name a drug or a gene the
     # answering abstract spells otherwise: 0.66 since, the price of that rule, which the
-    # real-document sets need. See the README's Evaluation.)
+    # real-document sets need. See docs/evaluation.md.)
     assert pipeline["context_recall"] >= 0.64, pipeline
     assert pipeline["skipped"] == 0 and pipeline["mean_context_chunks"] <= 8, pipeline
     assert hybrid["queries"] == 300 and hybrid["documents"] == 5183
@@ -374,7 +374,7 @@ def test_eval_grounding_cli(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["claims"] == 2 and data["questions"] == 6 and data["distractors"] == 10
-    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    readme = " ".join((REPO_ROOT / "docs" / "cli.md").read_text().split())
     documented = readme.split("`tether eval --grounding --json` prints", 1)[1].split(". ")[0]
     keys = {*data, *data["kinds"]["answerable"], *data["kinds"]["answerable"]["best_relevance"],
             *data["thresholds"][0]} - {"p25", "p50", "p75", "p90"}  # fmt: skip

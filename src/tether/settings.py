@@ -185,9 +185,9 @@ class RagSettings(BaseModel):
         description="FTS5 candidates per query (default: 100 with RRF, 300 with z-score)",
     )  # fmt: skip
     k_vector: int = Field(300, ge=1, le=10_000, description="vector candidates per query")
-    # RRF, as the retrieval spec says; z-score fusion keeps how much better a candidate is
-    # and measured higher on SciFact's test queries (hybrid nDCG@10 0.736 vs 0.716), but
-    # the rerank brings most of that back (pipeline 0.732 with RRF: see the README).
+    # RRF by default; z-score fusion keeps how much better a candidate is and measured
+    # higher on SciFact's test queries (hybrid nDCG@10 0.736 vs 0.716), but the rerank
+    # brings most of that back (pipeline 0.732 with RRF: see bench/RESULTS.md).
     fusion: Literal["rrf", "zscore"] = Field(
         "rrf",
         description="how the lexical and vector lists are fused: RRF or standardized scores",
@@ -334,7 +334,7 @@ class PolicySettings(BaseModel):
         True, description="exclude web documents (http/https sources) with no last_verified"
     )
     # Agent guard rails (require_grounding): at most this many chunks, each at least this
-    # relevant (question-chunk cosine), within this many seconds for the whole retrieval.
+    # relevant (the grounding evidence, 0-1), within this many seconds for the whole retrieval.
     max_chunks: int = Field(10, ge=1, le=10)
     min_relevance: float = Field(0.5, ge=0.0, le=1.0, allow_inf_nan=False)
     timeout: float = Field(10.0, gt=0, description="seconds for a whole guarded retrieval")
