@@ -277,7 +277,8 @@ def test_links_that_stay_inside_are_followed_to_their_target(store: Tether, root
 def test_a_hard_link_is_the_file_itself_and_is_indexed(
     store: Tether, root: Path, outside: Path
 ) -> None:
-    """As docs/indexing.md says: a hard link into the folder cannot be told from a file made there."""
+    """As docs/indexing.md says: a hard link into the folder cannot be told from a file
+    made there."""
     hard = root / "hard.md"
     os.link(outside / "secret.md", hard)
 

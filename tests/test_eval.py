@@ -183,7 +183,8 @@ def test_scifact_lexical_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert lexical["recall@100"] >= 0.9, lexical
 
 
-# Measured with the defaults (docs/evaluation.md, bench/RESULTS.md): RRF k=60 over 300 + 300 candidates
+# Measured with the defaults (docs/evaluation.md, bench/RESULTS.md): RRF k=60 over 300 + 300
+# candidates
 # 0.7161 / 0.954, the pipeline (its rerank by question match) 0.7316; z-score fusion of
 # the same lists 0.7355 / 0.958.
 RRF_NDCG_BAR = 0.71

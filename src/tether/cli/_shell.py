@@ -65,7 +65,9 @@ ConfigOption = Annotated[
         show_default=False,
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, see docs/cli.md).")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (stable keys, see docs/cli.md).")
+]
 WorkspaceOption = Annotated[
     str | None, typer.Option("--workspace", "-w", help="Workspace id.", show_default=False)
 ]
