@@ -3,13 +3,14 @@
 #               print the cited context an LLM would get
 #   make test   create .venv if needed, install Debian's chromium for the console's browser
 #               tests (scripts/install-chromium.sh), run the whole test suite (and ruff)
+#   make test-fast   the suite without its slow and browser tests (minutes, not a quarter hour)
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DB := .demo/tether.db
 
-.PHONY: demo test lint fmt eval clean
+.PHONY: demo test test-fast lint fmt eval clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=/path/to/python3.11)"; exit 1; }
@@ -37,6 +38,11 @@ test: $(STAMP)
 	./scripts/install-chromium.sh
 	$(BIN)/ruff check src tests examples
 	$(BIN)/python -m pytest
+
+# The edit-and-run loop: everything but the tests marked slow (whole datasets, real
+# servers killed and restarted, the local model end to end) and the browser's.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples

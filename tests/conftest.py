@@ -1,4 +1,6 @@
-"""Shared fixtures: real SQLite files in tmp_path, real PDFs written with fpdf2."""
+"""Shared fixtures: real SQLite files in tmp_path, a real PostgreSQL server, the real
+local model, a real server on loopback. Helpers that are not fixtures (settings, PDFs,
+keys) are in :mod:`helpers`, imported from there."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from opentelemetry import trace
@@ -17,32 +18,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tether import LocalEmbedder, Settings, Tether
-
-# Re-exported for test modules that still import it from here; new code imports it from
-# tether.testing.
-from tether.testing import HashEmbedder
+from helpers import make_settings, service_keys
+from tether import LocalEmbedder, Tether
 
 # A property's examples are judged by what they return, never by how long one took: the
 # 200 ms default deadline fails a test whose example met a loaded machine's pause (and
 # its replay then reports "unreliable timings"). Each test keeps its own max_examples.
 settings.register_profile("tether", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("tether")
-
-
-class SlowQueryEmbedder(HashEmbedder):
-    """Fast while indexing; once ``slow`` is set, every embedding takes ``delay`` seconds
-    (a model that answers queries slowly)."""
-
-    def __init__(self, delay: float = 0.3) -> None:
-        super().__init__()
-        self.delay = delay
-        self.slow = False
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        if self.slow:
-            time.sleep(self.delay)
-        return super().embed_batch(texts)
 
 
 @pytest.fixture(scope="session")
@@ -56,11 +39,6 @@ def span_exporter() -> InMemorySpanExporter:
         trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return exporter
-
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO_ROOT / "examples" / "docs"
-SCIFACT = REPO_ROOT.parent / "shared" / "datasets" / "scifact"
 
 
 @pytest.fixture(autouse=True)
@@ -80,19 +58,6 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     # A narrow terminal, as in CI: CLI output must not depend on the developer's width.
     monkeypatch.setenv("COLUMNS", "60")
     monkeypatch.chdir(tmp_path)
-
-
-def make_settings(**rag: object) -> Settings:
-    """Settings with ``rag`` overrides; a test that sets ``chunk_size`` or
-    ``chunk_overlap`` means characters (``chunk_by = "chars"``), as chunks are otherwise
-    sized in the configured model's tokens even with embeddings off. Servers over them
-    have no per-key request rate."""
-    if ("chunk_size" in rag or "chunk_overlap" in rag) and "chunk_by" not in rag:
-        rag = {**rag, "chunk_by": "chars"}
-    # No per-key request rate: property tests send hundreds of requests a second with one
-    # key (the rate limit has its own tests, with its own settings).
-    server = {"requests_per_second": 0}
-    return Settings.load(rag=rag, server=server) if rag else Settings.load(server=server)
 
 
 @pytest.fixture(scope="session")
@@ -134,22 +99,6 @@ def tether(db_path: Path) -> Iterator[Tether]:
         yield t
 
 
-def make_pdf(path: Path, pages: list[str], *, title: str | None = None) -> Path:
-    """Write a real PDF with one page per entry of ``pages`` (Helvetica, ASCII text)."""
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.set_auto_page_break(auto=False)
-    if title:
-        pdf.set_title(title)
-    for text in pages:
-        pdf.add_page()
-        pdf.set_font("Helvetica", size=11)
-        pdf.multi_cell(0, 6, text)
-    pdf.output(str(path))
-    return path
-
-
 @pytest.fixture(scope="session")
 def serve_app() -> Callable[[Any], AbstractContextManager[str]]:
     """Run an ASGI app with uvicorn on a free loopback port in a thread: ``with
@@ -178,11 +127,6 @@ def serve_app() -> Callable[[Any], AbstractContextManager[str]]:
     return serve
 
 
-def as_key(secret: str) -> dict[str, str]:
-    """The header that sends ``secret`` as an API key."""
-    return {"Authorization": f"Bearer {secret}"}
-
-
 @pytest.fixture
 def keys(store: Tether) -> dict[str, str]:
     """:func:`service_keys` of the module's ``store`` fixture."""
@@ -202,13 +146,3 @@ def client(store: Tether, keys: dict[str, str], serve_app: Any) -> Iterator[Any]
         httpx.Client(base_url=url, timeout=30) as c,
     ):
         yield c
-
-
-def service_keys(tether: Tether) -> dict[str, str]:
-    """The server tests' keys: bound to acme, to rival, read-only on acme, and admin."""
-    return {
-        "acme": tether.keys.create(workspaces=["acme"])[1],
-        "rival": tether.keys.create(workspaces=["rival"])[1],
-        "reader": tether.keys.create(workspaces=["acme"], read_only=True)[1],
-        "admin": tether.keys.create(admin=True)[1],
-    }

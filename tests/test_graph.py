@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from conftest import REPO_ROOT, make_pdf, make_settings
+from helpers import REPO_ROOT, make_pdf, make_settings
 from tether import ScopeError, Tether
 from tether.graph import (
     GROUNDED_NOTE,

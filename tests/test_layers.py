@@ -574,3 +574,15 @@ def test_an_allowed_import_is_not_reported(tmp_path: Path, plants: dict[str, str
     """The rules are no stricter than the architecture: these plants add no finding."""
     before = set(violations(import_tree(SRC)))
     assert set(violations(import_tree(planted_tree(tmp_path, plants)))) - before == set()
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    """Each folder of tests/ is a package of src/tether (its tests), or e2e/ (the whole
+    product from outside: the browser console, the docs); the tests of the root modules
+    (the facade, access, policy, settings, the layers) stay at the top."""
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert folders - {"e2e"} <= packages, folders - packages
+    for folder in folders:
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder} holds no tests"

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import make_pdf, make_settings
+from helpers import make_pdf, make_settings
 from tether import (
     GLOBAL_WORKSPACE,
     DocumentNotFound,

@@ -25,7 +25,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import SlowQueryEmbedder
+from helpers import SlowQueryEmbedder
 from tether import (
     ConfigurationError,
     DocumentNotFound,

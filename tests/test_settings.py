@@ -97,7 +97,7 @@ def test_the_documented_toml_example_is_valid(tmp_path: Path) -> None:
     import re
     import tomllib
 
-    from conftest import REPO_ROOT
+    from helpers import REPO_ROOT
 
     page = (REPO_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     block = re.search(r"```toml\n(.*?)```", page, re.S)

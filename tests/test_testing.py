@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_settings
+from helpers import make_settings
 from tether import Tether
 from tether.errors import LLMError
 from tether.llm import Message

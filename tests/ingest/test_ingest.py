@@ -1,0 +1,1448 @@
+"""Ingestion: loaders (Markdown, text, PDF, HTML), chunking, hash skip/replace, sessions.
+
+Everything runs on real files in tmp_path, real PDFs made with fpdf2 and a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import textwrap
+from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from helpers import EXAMPLES, make_pdf, make_settings
+from tether import (
+    EmptyDocument,
+    IndexingFailed,
+    IngestError,
+    InvalidArgument,
+    Settings,
+    Tether,
+    TextSource,
+    UnreadableFile,
+    UnsupportedFileType,
+)
+from tether.ingest import (
+    LoadedDocument,
+    Section,
+    chunk_sections,
+    content_hash,
+    embedding_text,
+    load_path,
+    load_text,
+    markdown_sections,
+    normalize_text,
+    split_span,
+    supported_extensions,
+)
+
+PROPERTY = hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    """Write exactly these bytes (no newline translation)."""
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+def titled_sections(doc: LoadedDocument) -> list[tuple[str | None, str]]:
+    return [(s.title, doc.text[s.start : s.end]) for s in doc.sections]
+
+
+def section_titles(doc: LoadedDocument) -> list[str | None]:
+    return [s.title for s in doc.sections]
+
+
+def search_texts(t: Tether, query: str, **scope: str) -> list[str]:
+    return [hit.text for hit in t.search(query, scope=scope.pop("scope", "global"), **scope)]
+
+
+# -- Markdown -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("markdown", "title"),
+    [
+        ("# Lumen Guide\n\nIntro text.\n", "Lumen Guide"),
+        ("Preface line.\n\n## Sub\n\nText.\n\n# Late Title\n\nMore.\n", "Late Title"),
+        ("# Closed Heading ##\n\nBody.\n", "Closed Heading"),
+        ("# C#\n\nA language.\n", "C#"),
+        ("   # Indented Title\n\nBody.\n", "Indented Title"),
+        ("Setext Title\n============\n\nBody.\n", "Setext Title"),
+        ("```sh\n# install deps\npip install x\n```\n\n# Real Title\n\nBody.\n", "Real Title"),
+        ("~~~\n# not a title\n~~~\n\nNo heading outside the fence.\n", "notes"),
+        ("## Only a Subheading\n\nBody.\n", "notes"),
+        ("No headings at all.\n", "notes"),
+        ("#Hashtag is not a heading\n\nBody.\n", "notes"),
+        (
+            "---\ntitle: Front Matter Title\nauthor: Ann\n---\n# Heading\n\nBody.\n",
+            "Front Matter Title",
+        ),
+        ('---\ntitle: "Quoted Title"\n---\n\nBody.\n', "Quoted Title"),
+        ("---\ntitle: 'Single Quoted'\n---\n\nBody.\n", "Single Quoted"),
+        ("---\nauthor: Ann\n---\n# From The Heading\n\nBody.\n", "From The Heading"),
+        ("---\n---\n# After Empty Front Matter\n\nBody.\n", "After Empty Front Matter"),
+    ],
+)
+def test_markdown_title(tmp_path: Path, markdown: str, title: str) -> None:
+    doc = load_path(write(tmp_path / "notes.md", markdown))
+    assert doc.title == title
+    assert doc.mime == "text/markdown"
+
+
+@pytest.mark.parametrize(
+    "front_matter",
+    [
+        "---\ntitle: Front\nauthor: Ann Example\n---\n",
+        "---\nauthor: Ann Example\ntags: [a, b]\n---\n\n",
+    ],
+)
+def test_front_matter_is_not_part_of_the_text(tmp_path: Path, front_matter: str) -> None:
+    doc = load_path(write(tmp_path / "fm.md", front_matter + "# Heading\n\nThe body.\n"))
+    assert "Ann Example" not in doc.text
+    assert doc.text == "# Heading\n\nThe body."
+    assert section_titles(doc) == ["Heading"]
+
+
+GUIDE_MD = """\
+# Guide
+
+Intro paragraph.
+
+## Install
+
+Get the package.
+
+### Linux
+
+Use apt on Linux.
+
+### macOS
+
+Use brew on macOS.
+
+## Usage
+
+Run the tool.
+"""
+
+
+@pytest.mark.parametrize("extension", [".md", ".markdown", ".MD"])
+def test_markdown_sections_have_header_paths(tmp_path: Path, extension: str) -> None:
+    doc = load_path(write(tmp_path / f"guide{extension}", GUIDE_MD))
+    assert titled_sections(doc) == [
+        ("Guide", "# Guide\n\nIntro paragraph.\n\n"),
+        ("Guide > Install", "## Install\n\nGet the package.\n\n"),
+        ("Guide > Install > Linux", "### Linux\n\nUse apt on Linux.\n\n"),
+        ("Guide > Install > macOS", "### macOS\n\nUse brew on macOS.\n\n"),
+        ("Guide > Usage", "## Usage\n\nRun the tool."),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        (
+            "Guide\n=====\n\nIntro.\n\nInstall\n-------\n\nGet it.\n",
+            [("Guide", "Intro."), ("Guide > Install", "Get it.")],
+        ),
+        (
+            "Guide\n=====\n\nIntro.\n\n### Deep\n\nDeep text.\n\nNext\n----\n\nNext text.\n",
+            [("Guide", "Intro."), ("Guide > Deep", "Deep text."), ("Guide > Next", "Next text.")],
+        ),
+        (
+            "Preamble text.\n\n# Guide\n\nIntro.\n",
+            [(None, "Preamble text."), ("Guide", "Intro.")],
+        ),
+        (
+            "# A\n\nText a.\n\n#### Deep\n\nText d.\n\n## B\n\nText b.\n\n# C\n\nText c.\n",
+            [("A", "Text a."), ("A > Deep", "Text d."), ("A > B", "Text b."), ("C", "Text c.")],
+        ),
+        (
+            "# Title with closing hashes ###\n\nBody.\n",
+            [("Title with closing hashes", "Body.")],
+        ),
+        (
+            "A paragraph line\n\n---\n\nAfter a thematic break.\n",
+            [(None, "After a thematic break.")],
+        ),
+    ],
+)
+def test_markdown_sections_atx_and_setext(
+    markdown: str, expected: list[tuple[str | None, str]]
+) -> None:
+    doc = load_text(markdown, title="t", mime="text/markdown")
+    sections = titled_sections(doc)
+    assert [title for title, _ in sections] == [title for title, _ in expected]
+    for (_, text), (_, body) in zip(sections, expected, strict=True):
+        assert body in text
+
+
+@pytest.mark.parametrize(
+    ("opener", "closer"),
+    [("```", "```"), ("~~~", "~~~"), ("```python", "```"), ("  ~~~", "~~~"), ("````", "````")],
+)
+def test_headings_inside_fenced_code_are_not_headings(opener: str, closer: str) -> None:
+    markdown = (
+        "# Guide\n\nIntro.\n\n"
+        f"{opener}\n# not a heading\n## nor this\nSetext inside code\n---\nmore code\n"
+        f"{closer}\n\nAfter the code.\n\n## Next\n\nNext body.\n"
+    )
+    doc = load_text(markdown, title="t", mime="text/markdown")
+    assert section_titles(doc) == ["Guide", "Guide > Next"]
+    guide = titled_sections(doc)[0][1]
+    assert "# not a heading" in guide
+    assert "After the code." in guide
+
+
+def test_a_fence_of_the_other_kind_does_not_close_the_fence() -> None:
+    markdown = "# Guide\n\n```\n~~~\n# still code\n~~~\n```\n\nAfter.\n\n## Next\n\nBody.\n"
+    doc = load_text(markdown, title="t", mime="text/markdown")
+    assert section_titles(doc) == ["Guide", "Guide > Next"]
+
+
+def test_an_underline_after_a_closing_fence_is_not_a_setext_heading() -> None:
+    markdown = "# Guide\n\n```\ncode\n```\n---\n\nMore text.\n"
+    doc = load_text(markdown, title="t", mime="text/markdown")
+    assert section_titles(doc) == ["Guide"]
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("# Guide\n## Install\n### Linux\n\nRun it.\n", [("Guide > Install > Linux", "Run it.")]),
+        (
+            "# Guide\n\n## Install\n\n### Linux\n\nRun it.\n",
+            [("Guide > Install > Linux", "Run it.")],
+        ),
+        (
+            "Guide\n=====\nInstall\n-------\n\nRun it.\n",
+            [("Guide > Install", "Run it.")],
+        ),
+        (
+            "Guide\n=====\n\n## Install\n\nRun it.\n\n## Use\n\nUse it.\n",
+            [("Guide > Install", "Run it."), ("Guide > Use", "Use it.")],
+        ),
+        (
+            "# Guide\n\nIntro.\n\n## Install\n\n### Linux\n\nApt.\n\n## Use\n\nUse it.\n",
+            [("Guide", "Intro."), ("Guide > Install > Linux", "Apt."), ("Guide > Use", "Use it.")],
+        ),
+    ],
+)
+def test_heading_without_body_is_folded_into_the_next_section(
+    markdown: str, expected: list[tuple[str, str]]
+) -> None:
+    doc = load_text(markdown, title="t", mime="text/markdown")
+    sections = titled_sections(doc)
+    assert [title for title, _ in sections] == [title for title, _ in expected]
+    for (_, text), (_, body) in zip(sections, expected, strict=True):
+        assert body in text
+    # The folded headings are kept (nothing lost), in the section that has the body.
+    assert "".join(text for _, text in sections).split() == doc.text.split()
+    chunks = chunk_sections(doc.text, list(doc.sections), size=1200, overlap=0)
+    assert len(chunks) == len(expected)
+    for chunk, (_, body) in zip(chunks, expected, strict=True):
+        assert body in chunk.content
+
+
+# -- plain text ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["support-faq.txt", "notes.text", "README.TXT"])
+def test_plain_text_is_one_section_titled_by_the_stem(tmp_path: Path, name: str) -> None:
+    raw = "First line.\n\n# Not a heading in plain text\n\nLast line."
+    doc = load_path(write(tmp_path / name, raw))
+    assert doc.title == Path(name).stem
+    assert doc.mime == "text/plain"
+    assert doc.text == raw
+    assert doc.sections == (Section(0, len(raw)),)
+    assert doc.file_size == len(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (
+            b"Line one  \r\nLine two\t\r\n\r\n\r\n\r\nLine three\r\n",
+            "Line one\nLine two\n\nLine three",
+        ),
+        (b"Old Mac\rline endings\r", "Old Mac\nline endings"),
+        (b"\n\n\nLeading and trailing blank lines\n\n\n", "Leading and trailing blank lines"),
+        (b"\xef\xbb\xbfUTF-8 with a BOM\n", "UTF-8 with a BOM"),
+        (b"caf\xe9 in Windows-1252\n", "café in Windows-1252"),
+        ("caf\u0065\u0301 decomposed\n".encode(), "café decomposed"),
+        (b"zero\xe2\x80\x8bwidth and \x07bell\n", "zerowidth and bell"),
+    ],
+)
+def test_plain_text_is_normalized(tmp_path: Path, raw: bytes, text: str) -> None:
+    doc = load_path(write(tmp_path / "doc.txt", raw))
+    assert doc.text == text
+    assert doc.sections == (Section(0, len(text)),)
+
+
+@pytest.mark.parametrize(
+    ("raw", "normalized"),
+    [
+        ("a\r\nb", "a\nb"),
+        ("a\rb", "a\nb"),
+        ("a  \nb\t", "a\nb"),
+        ("a\u00a0\nb", "a\nb"),
+        ("a\n\n\n\nb", "a\n\nb"),
+        ("\n\na\n\n", "a"),
+        ("  indented first line", "  indented first line"),
+        ("a\u200bb\ufeff", "ab"),
+        ("e\u0301", "\u00e9"),
+        ("a\x00b\x1fc", "abc"),
+        ("tab\tinside", "tab\tinside"),
+        ("   \n\t\n", ""),
+    ],
+)
+def test_normalize_text_examples(raw: str, normalized: str) -> None:
+    assert normalize_text(raw) == normalized
+
+
+@PROPERTY
+@given(st.text(alphabet=st.sampled_from(list("ab \t\r\n\u00a0\u200b\x00é")), max_size=60))
+def test_normalize_text_is_idempotent_and_canonical(raw: str) -> None:
+    text = normalize_text(raw)
+    assert normalize_text(text) == text
+    assert "\r" not in text and "\n\n\n" not in text and "\x00" not in text
+    assert all(line == line.rstrip(" \t\u00a0") for line in text.split("\n"))
+    assert text == text.strip("\n").rstrip()
+    # Line-ending style and trailing spaces do not change the hash.
+    assert normalize_text(text.replace("\n", "\r\n")) == text
+    assert normalize_text(text.replace("\n", " \t\n") + "  ") == text
+
+
+# -- PDF ----------------------------------------------------------------------------------
+
+PAGE_WORDS = ["alpha", "bravo", "charlie"]
+
+
+def page_text(word: str, sentences: int = 3) -> str:
+    return " ".join(f"Sentence {i} of the {word} page mentions {word}." for i in range(sentences))
+
+
+@pytest.mark.parametrize(
+    ("meta_title", "title"), [("Warranty Booklet", "Warranty Booklet"), (None, "booklet")]
+)
+def test_pdf_has_one_section_per_page(tmp_path: Path, meta_title: str | None, title: str) -> None:
+    pdf = make_pdf(tmp_path / "booklet.pdf", [page_text(w) for w in PAGE_WORDS], title=meta_title)
+    doc = load_path(pdf)
+    assert doc.title == title
+    assert doc.mime == "application/pdf"
+    assert [s.page for s in doc.sections] == [1, 2, 3]
+    for section, word in zip(doc.sections, PAGE_WORDS, strict=True):
+        page = doc.text[section.start : section.end]
+        assert page.startswith(f"Sentence 0 of the {word} page")
+        assert page.endswith(f"mentions {word}.")
+        words = set(re.findall(r"[a-z]+", page))
+        assert word in words
+        assert not words & (set(PAGE_WORDS) - {word})
+    assert doc.file_size == pdf.stat().st_size
+
+
+@pytest.mark.parametrize("chunk_size", [150, 1200])
+def test_every_stored_pdf_chunk_has_its_page(tmp_path: Path, chunk_size: int) -> None:
+    pdf = make_pdf(tmp_path / "manual.pdf", [page_text(w, 6) for w in PAGE_WORDS])
+    settings = Settings.load(
+        rag={"chunk_by": "chars", "chunk_size": chunk_size, "chunk_overlap": 30}
+    )
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        [result] = t.add(pdf)
+        chunks = t.chunks(result.document_id)
+        assert {c.page for c in chunks} == {1, 2, 3}
+        text = load_path(pdf).text
+        assert all(c.content == text[c.char_start : c.char_end] for c in chunks)
+        if chunk_size == 150:
+            assert len(chunks) > 3
+        for chunk in chunks:
+            page_words = set(re.findall(r"[a-z]+", chunk.content)) & set(PAGE_WORDS)
+            assert page_words == {PAGE_WORDS[chunk.page - 1]}
+        assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+        for page, word in enumerate(PAGE_WORDS, start=1):
+            hits = t.search(word, scope="global")
+            assert hits
+            assert {hit.page for hit in hits} == {page}
+
+
+@pytest.mark.parametrize("empty_page", [0, 1, 2])
+def test_pdf_page_without_text_is_skipped_keeping_page_numbers(
+    tether: Tether, tmp_path: Path, empty_page: int
+) -> None:
+    pages = [page_text(w) for w in PAGE_WORDS]
+    pages[empty_page] = ""
+    kept = [n for n in (1, 2, 3) if n != empty_page + 1]
+    pdf = make_pdf(tmp_path / "gappy.pdf", pages)
+    doc = load_path(pdf)
+    assert [s.page for s in doc.sections] == kept
+    for section in doc.sections:
+        word = PAGE_WORDS[section.page - 1]
+        assert doc.text[section.start : section.end].startswith(f"Sentence 0 of the {word}")
+        assert doc.text[section.start : section.end].endswith(f"mentions {word}.")
+
+    [result] = tether.add(pdf)
+    assert {c.page for c in tether.chunks(result.document_id)} == set(kept)
+    for page in kept:
+        word = PAGE_WORDS[page - 1]
+        assert [hit.page for hit in tether.search(word, scope="global")] == [page]
+    assert tether.search(PAGE_WORDS[empty_page], scope="global") == []
+
+
+@pytest.mark.parametrize("pages", [[""], ["", "", ""]])
+def test_pdf_without_any_text_is_an_empty_document(
+    tether: Tether, tmp_path: Path, pages: list[str]
+) -> None:
+    pdf = make_pdf(tmp_path / "scan.pdf", pages)
+    with pytest.raises(EmptyDocument) as excinfo:
+        load_path(pdf)
+    assert excinfo.value.source == str(pdf)
+    [result] = tether.add(pdf, on_error="collect")
+    assert result.status == "failed"
+    assert isinstance(result.error, EmptyDocument)
+    assert tether.documents() == []
+
+
+def _random_bytes(pdf: bytes) -> bytes:
+    return random.Random(7).randbytes(4096)
+
+
+def _truncated(pdf: bytes) -> bytes:
+    return pdf[: len(pdf) // 2]
+
+
+def _header_only(pdf: bytes) -> bytes:
+    return b"%PDF-1.4\n"
+
+
+def _unknown_filter(pdf: bytes) -> bytes:
+    # Same length, so the cross-reference table stays valid: only the stream filter is bad.
+    assert b"/FlateDecode" in pdf
+    return pdf.replace(b"/FlateDecode", b"/FlateDecodX")
+
+
+@pytest.mark.parametrize("corrupt", [_random_bytes, _truncated, _header_only, _unknown_filter])
+def test_corrupt_pdf_is_unreadable(
+    tether: Tether, tmp_path: Path, corrupt: Callable[[bytes], bytes]
+) -> None:
+    good = make_pdf(tmp_path / "good.pdf", [page_text(w) for w in PAGE_WORDS])
+    bad = write(tmp_path / "broken.pdf", corrupt(good.read_bytes()))
+    with pytest.raises(UnreadableFile) as excinfo:
+        load_path(bad)
+    assert excinfo.value.source == str(bad)
+    assert str(bad) in str(excinfo.value)
+    # In a batch the broken PDF fails alone.
+    results = tether.add([bad, good], on_error="collect")
+    assert [r.status for r in results] == ["failed", "indexed"]
+    assert isinstance(results[0].error, UnreadableFile)
+
+
+# -- HTML ---------------------------------------------------------------------------------
+
+PAGE_HTML = """<!DOCTYPE html>
+<html><head>
+  <title>Data &amp; Export   Guide</title>
+  <style>.x { color: red } /* STYLE-SECRET */</style>
+  <script>var SCRIPT_SECRET = "<p>not text</p>";</script>
+</head>
+<body>
+  <noscript>NOSCRIPT-SECRET <ul><li>enable javascript</li></ul></noscript>
+  <h1>Exporting</h1>
+  <p>Intro about R&amp;D &lt;data&gt; exports &mdash; at 20&deg;C.</p>
+  <h2>Export <code>CSV</code> files</h2>
+  <p>CSV body text.</p>
+  <h3>Delimiters</h3>
+  <p>Semicolon body.</p>
+  <h2>Export <em>JSON</em></h2>
+  <p>JSON body.</p>
+</body></html>
+"""
+
+
+@pytest.mark.parametrize("extension", [".html", ".htm", ".xhtml"])
+def test_html_page(tmp_path: Path, extension: str) -> None:
+    doc = load_path(write(tmp_path / f"page{extension}", PAGE_HTML))
+    assert doc.title == "Data & Export Guide"
+    assert doc.mime == "text/html"
+    for secret in ("STYLE-SECRET", "SCRIPT_SECRET", "not text", "NOSCRIPT", "javascript"):
+        assert secret not in doc.text
+    assert "R&D <data> exports — at 20°C." in doc.text
+    assert "&amp;" not in doc.text and "&lt;" not in doc.text
+    assert titled_sections(doc) == [
+        ("Exporting", "# Exporting\n\nIntro about R&D <data> exports — at 20°C.\n\n"),
+        ("Exporting > Export CSV files", "## Export CSV files\n\nCSV body text.\n\n"),
+        ("Exporting > Export CSV files > Delimiters", "### Delimiters\n\nSemicolon body.\n\n"),
+        ("Exporting > Export JSON", "## Export JSON\n\nJSON body."),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("markup", "title"),
+    [
+        ("<h1>Main Heading</h1><p>Body.</p>", "Main Heading"),
+        ("<h2>Sub only</h2><p>Body.</p>", "page"),
+        ("<p>No headings.</p>", "page"),
+        ("<title>  Spaced \n Title </title><p>Body.</p>", "Spaced Title"),
+        ("<title>Use &amp;lt;b&amp;gt; tags</title><p>Body.</p>", "Use &lt;b&gt; tags"),
+        (
+            "<head><title>Real Title</title></head>"
+            "<body><svg><title>Close icon</title></svg><p>Body.</p></body>",
+            "Real Title",
+        ),
+        ("<body><svg><title>Icon</title></svg><h1>Heading</h1><p>Body.</p></body>", "Heading"),
+        ("<pre># shell comment</pre><p>Body.</p>", "page"),
+    ],
+)
+def test_html_title(tmp_path: Path, markup: str, title: str) -> None:
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.title == title
+
+
+@pytest.mark.parametrize(
+    ("markup", "titles"),
+    [
+        (
+            "<h1>Guide</h1><p>Intro.</p><h2>Install</h2><p>Run:</p>"
+            "<pre># install the deps\npip install tether\n## also not a heading</pre>"
+            "<p>Then continue.</p><h2>Use</h2><p>Use it.</p>",
+            ["Guide", "Guide > Install", "Guide > Use"],
+        ),
+        (
+            "<h1>Guide</h1><p># of items is not a heading</p><p>Total<br>-----</p>",
+            ["Guide"],
+        ),
+        ("<h1>Guide</h1><p>```</p><h2>Real</h2><p>Body.</p>", ["Guide", "Guide > Real"]),
+        (
+            "<h1>Guide</h1><p>Intro.</p><h2>Install<br>now</h2><p>Body.</p>",
+            ["Guide", "Guide > Install now"],
+        ),
+        ("<h1>Guide</h1><p>Intro.</p><h2>  </h2><h2></h2><p>Body.</p>", ["Guide"]),
+        ("<h1>Guide</h1><h2>Setup</h2><h3>Linux</h3><p>Apt.</p>", ["Guide > Setup > Linux"]),
+        (
+            "<h1>A</h1><p>a</p><h4>Deep</h4><p>d</p><h2>B</h2><p>b</p>",
+            ["A", "A > Deep", "A > B"],
+        ),
+        (
+            "<h2>\n   Export\n   <code>CSV</code>\n   files\n</h2><p>Body.</p>",
+            ["Export CSV files"],
+        ),
+    ],
+)
+def test_html_sections_follow_the_html_headings(
+    tmp_path: Path, markup: str, titles: list[str]
+) -> None:
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert section_titles(doc) == titles
+    assert "##\n" not in doc.text + "\n"  # no empty heading line
+    assert not any(line.strip() in {"-", "#"} for line in doc.text.split("\n"))
+
+
+def test_html_sections_keep_the_text_after_code_in_its_section(tmp_path: Path) -> None:
+    markup = (
+        "<h1>Guide</h1><h2>Install</h2><p>Run:</p><pre># install deps\npip install x</pre>"
+        "<p>Then continue.</p>"
+    )
+    doc = load_path(write(tmp_path / "page.html", markup))
+    [(title, text)] = titled_sections(doc)
+    assert title == "Guide > Install"
+    assert "# install deps" in text and "Then continue." in text
+
+
+SITE_PAGE = """<!DOCTYPE html><html><head><title>Backups - Acme Docs</title></head><body>
+<a class="skip-link" href="#content">Skip to content</a>
+<div class="cookie-banner">We use cookies to improve your experience. Accept all</div>
+<header><div class="logo">Acme Docs</div><nav><ul><li>Home<li>Guides<li>API</ul></nav></header>
+<div class="breadcrumbs">Acme Docs › Guides › Backups</div>
+<div class="wrapper"><div class="sidebar"><h3>On this page</h3><ul><li>Snapshots</li></ul></div>
+<main id="content"><h1>Backups<a class="headerlink" href="#b">¶</a></h1>
+<p>Snapshots are kept for 30 days.</p>
+<section id="cookies"><h2>Cookies and sessions</h2><p>Session cookies are not backed up.</p>
+<pre>acme backup --keep 30
+  --quiet</pre></section>
+<div class="related-pages">Next: Restores</div>
+</main></div>
+<footer><p>© 2026 Acme. Built with a generator.</p></footer>
+<div id="footer">Last updated 2026-11-01 by the site generator</div></body></html>
+"""
+
+
+@pytest.mark.parametrize("landmark", ['<main id="content">', '<div role="main">', None])
+def test_html_keeps_the_main_content_only(tmp_path: Path, landmark: str | None) -> None:
+    """Menus, breadcrumbs, banners, sidebars, cookie notes and footers are not content;
+    headings stay section titles and code blocks stay whole, with or without a main
+    landmark (then by the page's other landmarks and class names)."""
+    markup = SITE_PAGE
+    if landmark != '<main id="content">':
+        markup = markup.replace('<main id="content">', landmark or "<div>")
+        markup = markup.replace("</main>", "</div>")
+    doc = load_path(write(tmp_path / "page.html", markup))
+    for boilerplate in ("Skip to content", "We use cookies", "Home", "Guides ›", "On this page",
+                        "Next: Restores", "© 2026", "¶", "Last updated"):  # fmt: skip
+        assert boilerplate not in doc.text, boilerplate
+    # Without any main landmark the page-level <header> stays (simple pages keep their
+    # <h1> there): the site's name comes with it, its menu does not.
+    start = "Acme Docs\n\n# Backups\n" if landmark is None else "# Backups\n"
+    assert doc.text.startswith(start)
+    assert "Session cookies are not backed up." in doc.text  # a section whose id says cookies
+    assert "acme backup --keep 30\n  --quiet" in doc.text
+    titles = ["Backups", "Backups > Cookies and sessions"]
+    assert section_titles(doc) == ([None, *titles] if landmark is None else titles)
+
+
+def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
+    markup = (
+        "# Guide\n\n<!-- This file is generated: edit the other repository.\n"
+        "Pull requests here are overwritten. -->\nVisible text.\n\n"
+        "```html\n<!-- a comment in code stays -->\n```\n"
+    )
+    doc = load_path(write(tmp_path / "guide.md", markup))
+    assert "generated" not in doc.text and "overwritten" not in doc.text
+    assert "Visible text." in doc.text
+    assert "<!-- a comment in code stays -->" in doc.text
+
+
+def test_html_a_page_header_keeps_its_title(tmp_path: Path) -> None:
+    markup = (
+        "<body><header><h1>Release notes</h1><nav><a href='/'>Home</a> › Notes</nav></header>"
+        "<p>Version 2 drops Python 3.8.</p><footer>© Example</footer></body>"
+    )
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.text == "# Release notes\n\nVersion 2 drops Python 3.8."
+
+
+def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
+    markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.text == "# Title\n\nBody text stays."
+
+
+def test_html_a_landmark_that_holds_nothing_keeps_the_page(tmp_path: Path) -> None:
+    """A stray "role=main" (in a script, or an empty element) is no reason to drop the
+    page's text."""
+    markup = (
+        "<script>el.setAttribute('role=main')</script><div role='main'></div>"
+        "<h1>Title</h1><p>" + "Body text that is the whole page. " * 10 + "</p>"
+    )
+    doc = load_path(write(tmp_path / "page.html", markup))
+    assert doc.text.startswith("# Title") and "whole page" in doc.text
+
+
+def test_example_html_page(tether: Tether) -> None:
+    path = EXAMPLES / "data-export.html"
+    doc = load_path(path)
+    assert doc.title == "Exporting Your Sensor Data - Lumen Labs Support"
+    for marker in ("STYLE-BLOCK-MARKER", "SCRIPT-BLOCK-MARKER", "lumenAnalytics", "font-family"):
+        assert marker not in doc.text
+    assert "soil temperature (°C)" in doc.text
+    assert "Data > Export" in doc.text
+    assert "Lumen Labs › Support" not in doc.text  # the breadcrumb is navigation
+    assert "Exporting Your Sensor Data > Export through the HTTP API" in section_titles(doc)
+
+    [result] = tether.add(path)
+    assert result.status == "indexed"
+    stored = "\n".join(c.content for c in tether.chunks(result.document_id))
+    assert "STYLE-BLOCK-MARKER" not in stored and "SCRIPT-BLOCK-MARKER" not in stored
+    assert search_texts(tether, "STYLE-BLOCK-MARKER") == []
+    assert search_texts(tether, "lumenAnalytics cookie consent") == []
+    hits = tether.search("Retry-After header HTTP 429", scope="global")
+    assert hits[0].section_title == "Exporting Your Sensor Data > Export through the HTTP API"
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["report.docx", "Makefile", "archive.tar.gz", "image.PNG", "x.md.bak"]
+)
+def test_unsupported_file_type(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path / name, "some text")
+    with pytest.raises(UnsupportedFileType) as excinfo:
+        load_path(path)
+    error = excinfo.value
+    assert isinstance(error, IngestError)
+    assert error.source == str(path)
+    assert str(path) in str(error)
+    for extension in (".md", ".txt", ".pdf", ".html"):
+        assert extension in str(error)
+    assert set(supported_extensions()) >= {".md", ".markdown", ".txt", ".pdf", ".html", ".htm"}
+
+
+@pytest.mark.parametrize("name", ["missing.md", "missing.txt", "missing.pdf", "missing.html"])
+def test_missing_file_is_unreadable(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    with pytest.raises(UnreadableFile, match="no such file") as excinfo:
+        load_path(path)
+    assert excinfo.value.source == str(path)
+    assert isinstance(excinfo.value, IngestError)
+
+
+@pytest.mark.parametrize("name", ["folder", "folder.md", "folder.pdf"])
+def test_directory_is_unreadable(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.mkdir()
+    with pytest.raises(UnreadableFile, match="directory") as excinfo:
+        load_path(path)
+    assert excinfo.value.source == str(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("junk.txt", b"\x00\x01\x02\x03binary\xff\xfe\x00"),
+        ("junk.md", b"# Title\n\x00\x00\x00"),
+        ("junk.html", b"<p>x</p>\x00\x89PNG"),
+        ("undecodable.txt", b"\x81\x8d\x8f\x90\x9d"),
+    ],
+)
+def test_binary_junk_is_unreadable(tmp_path: Path, name: str, raw: bytes) -> None:
+    path = write(tmp_path / name, raw)
+    with pytest.raises(UnreadableFile) as excinfo:
+        load_path(path)
+    assert excinfo.value.source == str(path)
+    assert str(path) in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("empty.txt", b""),
+        ("blank.txt", b"  \n\t\r\n  \r\n"),
+        ("nbsp.txt", "\u00a0\u200b\n".encode()),
+        ("empty.md", b""),
+        ("blank.md", b"\n\n   \n"),
+        ("front-matter-only.md", b"---\ntitle: Nothing here\n---\n"),
+        ("empty.html", b""),
+        (
+            "invisible.html",
+            b"<html><head><title>T</title><script>x()</script></head><body> </body></html>",
+        ),
+    ],
+)
+def test_empty_file_is_an_empty_document(tmp_path: Path, name: str, raw: bytes) -> None:
+    path = write(tmp_path / name, raw)
+    with pytest.raises(EmptyDocument) as excinfo:
+        load_path(path)
+    assert isinstance(excinfo.value, IngestError)
+    assert excinfo.value.source == str(path)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n", "\u200b"])
+@pytest.mark.parametrize("mime", ["text/plain", "text/markdown"])
+def test_empty_text_is_an_empty_document(text: str, mime: str) -> None:
+    with pytest.raises(EmptyDocument) as excinfo:
+        load_text(text, title="My note", mime=mime)
+    assert excinfo.value.source == "My note"
+
+
+def test_failed_results_name_the_source(tether: Tether, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.txt"
+    unsupported = write(tmp_path / "a.docx", "x")
+    results = tether.add([missing, unsupported], on_error="collect")
+    assert [(r.status, r.source, type(r.error)) for r in results] == [
+        ("failed", str(missing), UnreadableFile),
+        ("failed", str(unsupported), UnsupportedFileType),
+    ]
+    assert all(r.document_id is None for r in results)
+    assert results[0].error.source == str(missing)  # type: ignore[union-attr]
+
+
+# -- batches ------------------------------------------------------------------------------
+
+
+def _missing(tmp_path: Path) -> Path:
+    return tmp_path / "missing.md"
+
+
+def _unsupported(tmp_path: Path) -> Path:
+    return write(tmp_path / "slides.pptx", "not really slides")
+
+
+def _empty(tmp_path: Path) -> Path:
+    return write(tmp_path / "empty.txt", "  \n")
+
+
+def _corrupt_pdf(tmp_path: Path) -> Path:
+    return write(tmp_path / "broken.pdf", b"%PDF-1.7\nthis is not a pdf")
+
+
+def _name_too_long(tmp_path: Path) -> Path:
+    return tmp_path / f"{'n' * 300}.md"  # the OS refuses even to look it up
+
+
+BAD_SOURCES = [_missing, _unsupported, _empty, _corrupt_pdf, _name_too_long]
+BAD_ERRORS = {
+    _missing: UnreadableFile,
+    _unsupported: UnsupportedFileType,
+    _empty: EmptyDocument,
+    _corrupt_pdf: UnreadableFile,
+    _name_too_long: UnreadableFile,
+}
+
+
+def good_files(tmp_path: Path) -> tuple[Path, Path]:
+    first = write(tmp_path / "first.md", "# First\n\nThe zeppelin manual.\n")
+    second = write(tmp_path / "second.txt", "The xylophone tuning notes.\n")
+    return first, second
+
+
+@pytest.mark.parametrize("make_bad", BAD_SOURCES)
+def test_batch_collects_failures(
+    tether: Tether, tmp_path: Path, make_bad: Callable[[Path], Path]
+) -> None:
+    first, second = good_files(tmp_path)
+    bad = make_bad(tmp_path)
+    results = tether.add([first, bad, second], on_error="collect")
+    assert [r.status for r in results] == ["indexed", "failed", "indexed"]
+    assert [r.source for r in results] == [str(first), str(bad), str(second)]
+    assert isinstance(results[1].error, BAD_ERRORS[make_bad])
+    assert results[0].error is None and results[2].error is None
+    assert search_texts(tether, "zeppelin") == ["# First\n\nThe zeppelin manual."]
+    assert search_texts(tether, "xylophone") == ["The xylophone tuning notes."]
+    assert len(tether.documents()) == 2
+
+
+@pytest.mark.parametrize("make_bad", BAD_SOURCES)
+def test_batch_raises_at_the_end_after_storing_the_good_ones(
+    tether: Tether, tmp_path: Path, make_bad: Callable[[Path], Path]
+) -> None:
+    first, second = good_files(tmp_path)
+    bad = make_bad(tmp_path)
+    with pytest.raises(IndexingFailed) as excinfo:
+        tether.add([first, bad, second])
+    error = excinfo.value
+    assert isinstance(error, IngestError)
+    assert [r.status for r in error.results] == ["indexed", "failed", "indexed"]
+    assert isinstance(error.results[1].error, BAD_ERRORS[make_bad])
+    assert str(bad) in str(error)
+    stored = {d.id for d in tether.documents()}
+    assert stored == {error.results[0].document_id, error.results[2].document_id}
+    assert search_texts(tether, "zeppelin") and search_texts(tether, "xylophone")
+    # Adding them again: the good ones are unchanged, the bad one still fails.
+    with pytest.raises(IndexingFailed) as again:
+        tether.add([first, bad, second])
+    assert [r.status for r in again.value.results] == ["skipped", "failed", "skipped"]
+
+
+def test_a_text_that_cannot_go_where_it_is_sent_fails_alone(tether: Tether) -> None:
+    """Problems found only against the store (a document id of another workspace, a source
+    key that is another document's) fail that source with a typed error; the sources
+    before and after it in the batch are still stored."""
+    from tether import InvalidArgument, ScopeError
+
+    tether.add(text="owned by the lab workspace", title="Lab", document_id="lab-1",
+               workspace_id="lab")  # fmt: skip
+    tether.add(text="the artifact's first version", title="Artifact", source="artifact:7")
+    middles = [
+        (TextSource("new text for lab-1", "Lab", document_id="lab-1"), ScopeError, "'lab'"),
+        (
+            TextSource(
+                "a new id for a taken key", "Other", document_id="new-id", source="artifact:7"
+            ),
+            InvalidArgument,
+            "already document",
+        ),
+    ]
+    for n, (middle, error, message) in enumerate(middles):
+        batch = [
+            TextSource(f"zeppelin note {n}", "A"),
+            middle,
+            TextSource(f"xylophone note {n}", "C"),
+        ]
+        results = tether.add(batch, on_error="collect")
+        assert [r.status for r in results] == ["indexed", "failed", "indexed"]
+        assert isinstance(results[1].error, error) and message in str(results[1].error)
+        assert f"zeppelin note {n}" in search_texts(tether, "zeppelin")
+        assert f"xylophone note {n}" in search_texts(tether, "xylophone")
+    assert tether.get_document("lab-1").workspace_id == "lab"
+    assert search_texts(tether, "first version") == ["the artifact's first version"]
+    assert tether.store.counts()["rag_documents"] == 6
+
+
+def test_a_document_that_fails_to_store_fails_alone(
+    tether: Tether, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents of a group share one write transaction; each is a savepoint of it, so
+    a store failure in one (injected here) rolls back that document only."""
+    from tether import StoreError
+
+    files = [write(tmp_path / f"f{i}.md", f"# F{i}\n\nThe gyroscope note {i}.\n") for i in range(3)]
+    real_insert = tether.store.insert_document
+
+    def insert(record, chunks, vectors=None):  # type: ignore[no-untyped-def]
+        real_insert(record, chunks, vectors)  # the rows are written, then it fails
+        if record.title == "F1":
+            raise StoreError("disk said no")
+
+    monkeypatch.setattr(tether.store, "insert_document", insert)
+    results = tether.add(files, on_error="collect")
+    assert [r.status for r in results] == ["indexed", "failed", "indexed"]
+    assert isinstance(results[1].error, StoreError)
+    assert sorted(d.title for d in tether.documents()) == ["F0", "F2"]
+    assert sorted(h.title for h in tether.search("gyroscope", scope="global")) == ["F0", "F2"]
+    tether.store.fts_integrity_check()
+    monkeypatch.undo()
+    assert [r.status for r in tether.add(files)] == ["skipped", "indexed", "skipped"]
+
+
+def test_a_new_front_matter_title_updates_the_document(tether: Tether, tmp_path: Path) -> None:
+    path = write(tmp_path / "note.md", "---\ntitle: Draft name\n---\n# Pumps\n\nPrime it.\n")
+    [first] = tether.add(path)
+    chunks = tether.chunks(first.document_id)
+    write(path, "---\ntitle: Final name\n---\n# Pumps\n\nPrime it.\n")
+    [second] = tether.add(path)
+    assert (second.status, second.document_id) == ("updated", first.document_id)
+    assert tether.get_document(first.document_id).title == "Final name"
+    assert tether.chunks(first.document_id) == chunks
+    assert tether.search("prime", scope="global")[0].title == "Final name"
+
+
+def test_the_same_text_as_markdown_is_chunked_again(tether: Tether) -> None:
+    text = "# Setup\n\nPlug it in.\n\n# Care\n\nWipe the lens.\n"
+    [plain] = tether.add(text=text, title="Guide", document_id="guide")
+    assert {c.section_title for c in tether.chunks("guide")} == {None}
+    [markdown] = tether.add(text=text, title="Guide", document_id="guide", mime="text/markdown")
+    assert (plain.status, markdown.status) == ("indexed", "replaced")
+    assert [c.section_title for c in tether.chunks("guide")] == ["Setup", "Care"]
+
+
+# -- chunking: split_span -----------------------------------------------------------------
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789", min_size=1, max_size=12)
+_PIECE = st.one_of(
+    _WORD,
+    _WORD,
+    _WORD,
+    st.sampled_from([" ", " ", "  ", "\n", "\n\n", "\t", ". ", "! ", "? ", ", ", "…", '." ', "; "]),
+    st.sampled_from(["\u00a0", "\u2003", "- ", "(", ")", "é"]),
+    st.text(alphabet="xyz", min_size=60, max_size=2500),  # long unbroken words
+)
+TEXTS = st.lists(_PIECE, max_size=400).map("".join)
+
+
+def _size_and_overlap() -> st.SearchStrategy[tuple[int, int]]:
+    return st.integers(100, 2000).flatmap(
+        lambda size: st.tuples(st.just(size), st.integers(0, size // 2))
+    )
+
+
+def check_spans(
+    text: str, start: int, end: int, size: int, overlap: int, spans: list[tuple[int, int]]
+) -> None:
+    covered = [False] * len(text)
+    previous: tuple[int, int] | None = None
+    for s, e in spans:
+        content = text[s:e]
+        assert start <= s < e <= end
+        assert 0 < len(content) <= size
+        assert not content[0].isspace() and not content[-1].isspace()
+        if previous is not None:
+            assert s > previous[0], "chunks must move forward"
+            assert previous[1] - s <= overlap, "chunks overlap by more than `overlap`"
+        for i in range(s, e):
+            covered[i] = True
+        previous = (s, e)
+    lost = [i for i in range(start, end) if not text[i].isspace() and not covered[i]]
+    assert lost == [], f"characters lost: {[text[i] for i in lost[:10]]}"
+
+
+@PROPERTY
+@given(TEXTS, _size_and_overlap())
+def test_split_span_properties(text: str, size_overlap: tuple[int, int]) -> None:
+    size, overlap = size_overlap
+    spans = list(split_span(text, 0, len(text), size, overlap))
+    check_spans(text, 0, len(text), size, overlap, spans)
+    if text.strip() and len(text.strip()) <= size:
+        assert spans == [(len(text) - len(text.lstrip()), len(text.rstrip()))]
+
+
+@PROPERTY
+@given(TEXTS, TEXTS, TEXTS, _size_and_overlap())
+def test_split_span_stays_inside_its_span(
+    before: str, middle: str, after: str, size_overlap: tuple[int, int]
+) -> None:
+    size, overlap = size_overlap
+    text = before + "\n" + middle + "\n" + after
+    start, end = len(before) + 1, len(before) + 1 + len(middle)
+    spans = list(split_span(text, start, end, size, overlap))
+    check_spans(text, start, end, size, overlap, spans)
+
+
+@pytest.mark.parametrize("size", [100, 250, 1200])
+@pytest.mark.parametrize("overlap", [0, 50])
+def test_split_span_prefers_paragraph_breaks(size: int, overlap: int) -> None:
+    paragraph = "word " * (size // 5 - 4)  # a bit shorter than a chunk
+    paragraphs = [paragraph.strip() + f" end{i}." for i in range(4)]
+    text = "\n\n".join(paragraphs)
+    spans = list(split_span(text, 0, len(text), size, overlap))
+    assert [text[s:e] for s, e in spans] == paragraphs
+
+
+_SENTENCE = st.lists(_WORD, min_size=3, max_size=12).map(" ".join).map(lambda s: s + ".")
+
+
+@PROPERTY
+@given(
+    st.lists(_SENTENCE, min_size=20, max_size=80),
+    st.integers(20, 90),
+    st.integers(250, 1000),
+    st.booleans(),
+)
+def test_split_span_ends_at_sentences_even_across_wrapped_lines(
+    sentences: list[str], wrap: int, size: int, bullets: bool
+) -> None:
+    """Text wrapped at a fixed width (PDF lines, hard-wrapped Markdown): a single line
+    break says nothing, so a chunk ends where a sentence does, never at a line break in
+    the middle of one, while every sentence is shorter than a chunk. A list item's start
+    is a boundary too."""
+    assume(max(map(len, sentences)) < size * 3 // 4)
+    prose = " ".join(f"- {s}" if bullets and i % 3 == 0 else s for i, s in enumerate(sentences))
+    text = "\n".join(textwrap.wrap(prose, wrap, break_long_words=False))
+    spans = list(split_span(text, 0, len(text), size, size // 6))
+    check_spans(text, 0, len(text), size, size // 6, spans)
+    assume(len(spans) > 1)
+    for _, e in spans:  # (a line starting "12. " reads as a numbered item: a block too)
+        item = re.match(r"\s*(- |\d{1,3}\. )", text[e:])
+        assert text[e - 1] == "." or item, text[:e][-60:]
+
+
+def test_a_sentence_longer_than_the_window_is_cut_at_a_space() -> None:
+    text = "Short one. " + " ".join(["word"] * 400) + "."
+    spans = list(split_span(text, 0, len(text), 300, 0))
+    assert text[spans[0][0] : spans[0][1]] != "Short one."  # not a tiny chunk before it
+    assert all(0 < e - s <= 300 for s, e in spans)
+
+
+@pytest.mark.parametrize("overlap", [0, 40, 100])
+def test_split_span_cuts_at_sentence_ends(overlap: int) -> None:
+    text = " ".join(f"Sentence number {i} is here." for i in range(60))
+    spans = list(split_span(text, 0, len(text), 200, overlap))
+    assert len(spans) > 1
+    for s, e in spans:
+        assert text[s:e].endswith(".")
+        assert text[s:e].startswith("Sentence")
+
+
+@pytest.mark.parametrize("overlap", [0, 30])
+def test_split_span_cuts_between_words(overlap: int) -> None:
+    words = [f"w{i:03d}" for i in range(400)]
+    text = " ".join(words)
+    spans = list(split_span(text, 0, len(text), 120, overlap))
+    assert len(spans) > 1
+    for s, e in spans:
+        assert set(text[s:e].split()) <= set(words)  # no word is cut
+    if overlap:
+        assert any(s < spans[i][1] for i, (s, _) in enumerate(spans[1:])), "no overlap used"
+
+
+@pytest.mark.parametrize(("length", "size"), [(101, 100), (1000, 100), (2500, 1200)])
+def test_split_span_hard_cuts_a_word_longer_than_the_chunk(length: int, size: int) -> None:
+    text = "x" * length
+    spans = list(split_span(text, 0, length, size, size // 4))
+    assert all(e - s <= size for s, e in spans)
+    assert spans[0][0] == 0 and spans[-1][1] == length
+    assert all(b[0] <= a[1] for a, b in pairwise(spans))
+
+
+def test_split_span_of_whitespace_is_nothing() -> None:
+    text = "  \n\n\t  "
+    assert list(split_span(text, 0, len(text), 100, 10)) == []
+
+
+# -- chunking: chunk_sections -------------------------------------------------------------
+
+_MD_LINE = st.one_of(
+    st.lists(_WORD, min_size=1, max_size=30).map(" ".join),
+    st.sampled_from(["# Title", "## Part", "### Deep", "Setext", "=====", "-----", "```", "~~~"]),
+    st.just(""),
+    st.text(alphabet="xyz", min_size=100, max_size=900),
+)
+MARKDOWN = st.lists(_MD_LINE, max_size=60).map("\n".join).map(normalize_text)
+
+
+@PROPERTY
+@given(MARKDOWN, _size_and_overlap())
+def test_chunk_sections_properties(text: str, size_overlap: tuple[int, int]) -> None:
+    size, overlap = size_overlap
+    sections = markdown_sections(text)
+    chunks = chunk_sections(text, sections, size=size, overlap=overlap)
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    starts = [c.char_start for c in chunks]
+    assert starts == sorted(set(starts))
+    for chunk in chunks:
+        assert chunk.content == text[chunk.char_start : chunk.char_end]
+        assert 0 < len(chunk.content) <= size
+        assert chunk.content == chunk.content.strip()
+        expected = embedding_text(None, chunk.section_title, chunk.content)
+        assert chunk.content_hash == content_hash(expected)
+        assert chunk.token_count is None
+        [home] = [s for s in sections if s.start <= chunk.char_start < s.end]
+        assert chunk.char_end <= home.end
+        assert chunk.section_title == home.title
+    # Sections are ordered and disjoint, and together with the chunks lose no text.
+    for a, b in pairwise(sections):
+        assert a.end <= b.start
+    covered = [False] * len(text)
+    for chunk in chunks:
+        covered[chunk.char_start : chunk.char_end] = [True] * len(chunk.content)
+    assert all(covered[i] for i, ch in enumerate(text) if not ch.isspace())
+
+
+@pytest.mark.parametrize("size", [100, 500, 2000])
+def test_short_sections_are_one_chunk_each(size: int) -> None:
+    text = "# One\n\nFirst body.\n\n## Two\n\nSecond body.\n\n## Three\n\nThird body."
+    sections = markdown_sections(text)
+    chunks = chunk_sections(text, sections, size=size, overlap=size // 2)
+    assert [c.ordinal for c in chunks] == [0, 1, 2]
+    assert [c.section_title for c in chunks] == ["One", "One > Two", "One > Three"]
+    assert [c.content for c in chunks] == [
+        "# One\n\nFirst body.",
+        "## Two\n\nSecond body.",
+        "## Three\n\nThird body.",
+    ]
+
+
+def test_chunks_keep_the_section_page() -> None:
+    text = "page one text\n\npage three text"
+    sections = [Section(0, 13, None, 1), Section(15, len(text), None, 3)]
+    chunks = chunk_sections(text, sections, size=100, overlap=0)
+    assert [(c.content, c.page) for c in chunks] == [("page one text", 1), ("page three text", 3)]
+
+
+def test_long_markdown_section_is_split_under_its_title(tmp_path: Path) -> None:
+    body = "\n\n".join(
+        f"Paragraph {i} explains step {i} of the installation in plain words." for i in range(30)
+    )
+    path = write(
+        tmp_path / "guide.md", f"# Guide\n\nIntro.\n\n## Install\n\n{body}\n\n## Use\n\nUse it.\n"
+    )
+    settings = Settings.load(rag={"chunk_by": "chars", "chunk_size": 300, "chunk_overlap": 50})
+    with Tether(db=tmp_path / "small.db", settings=settings) as t:
+        [result] = t.add(path)
+        chunks = t.chunks(result.document_id)
+    text = load_path(path).text
+    install = [c for c in chunks if c.section_title == "Guide > Install"]
+    assert len(install) >= 5
+    assert [c.section_title for c in chunks] == (
+        ["Guide"] + ["Guide > Install"] * len(install) + ["Guide > Use"]
+    )
+    for chunk in chunks:
+        assert len(chunk.content) <= 300
+        assert chunk.content == text[chunk.char_start : chunk.char_end]
+    for i in range(30):
+        assert any(f"Paragraph {i} explains" in c.content for c in install)
+    assert result.chunk_count == len(chunks)
+
+
+@pytest.mark.parametrize(
+    ("counter", "expected"),
+    [
+        (lambda s: len(s.split()), lambda content: len(content.split())),
+        (len, len),
+        (lambda s: None, lambda content: None),
+    ],
+    ids=["words", "chars", "none"],
+)
+def test_token_counts_are_stored(
+    tmp_path: Path,
+    counter: Callable[[str], int] | None,
+    expected: Callable[[str], int | None],
+) -> None:
+    body = "\n\n".join(f"Line {i} has a few more words in it." for i in range(40))
+    path = write(tmp_path / "doc.md", f"# Doc\n\n{body}\n")
+    settings = Settings.load(rag={"chunk_size": 200, "chunk_overlap": 20})
+    with Tether(db=tmp_path / "tok.db", settings=settings, count_tokens=counter) as t:
+        [result] = t.add(path)
+        [text_result] = t.add(text="Four words right here.", title="Note")
+        chunks = t.chunks(result.document_id) + t.chunks(text_result.document_id)
+    assert len(chunks) > 2
+    assert [c.token_count for c in chunks] == [expected(c.content) for c in chunks]
+
+
+def test_token_counts_default_to_the_packaged_tokenizer_with_embeddings_off(
+    tmp_path: Path,
+) -> None:
+    """No embedder (the suite runs with embeddings off), yet the packaged model's
+    tokenizer is installed: chunks get its WordPiece counts, which the context budget uses."""
+    from tether.embed import TokenCounter, resolve_model_path
+
+    wordpiece = TokenCounter(resolve_model_path())
+    path = write(tmp_path / "doc.md", "# Doc\n\nTokenization splits unbelievably long words.\n")
+    with Tether(db=tmp_path / "tok.db", settings=Settings.load()) as t:
+        assert t.embedder is None
+        [result] = t.add(path)
+        chunks = t.chunks(result.document_id)
+    counts = [c.token_count for c in chunks]
+    assert counts == [wordpiece(c.content) for c in chunks]
+    # WordPiece splits rare words: more tokens than words, so this is not a word count.
+    assert all(
+        n is not None and n > len(c.content.split()) for n, c in zip(counts, chunks, strict=True)
+    )
+
+
+# -- hash skip / replace ------------------------------------------------------------------
+
+
+def chunk_ids(t: Tether, document_id: str) -> list[int]:
+    return [c.id for c in t.chunks(document_id)]
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("a.md", "# Title\n\nSome body text about gyroscopes.\n"),
+        ("a.txt", "Some body text about gyroscopes.\n"),
+        ("a.html", "<title>T</title><h1>Title</h1><p>Some body text about gyroscopes.</p>"),
+    ],
+)
+def test_adding_the_same_file_twice_is_skipped(
+    tether: Tether, tmp_path: Path, name: str, content: str
+) -> None:
+    path = write(tmp_path / name, content)
+    [first] = tether.add(path)
+    ids = chunk_ids(tether, first.document_id)
+    [second] = tether.add(str(path))
+    assert first.status == "indexed"
+    assert second.status == "skipped"
+    assert second.document_id == first.document_id
+    assert second.chunk_count == first.chunk_count == len(ids)
+    assert chunk_ids(tether, first.document_id) == ids
+    assert len(tether.documents()) == 1
+
+
+def test_adding_the_same_pdf_twice_is_skipped(tether: Tether, tmp_path: Path) -> None:
+    pdf = make_pdf(tmp_path / "m.pdf", [page_text(w) for w in PAGE_WORDS])
+    [first] = tether.add(pdf)
+    ids = chunk_ids(tether, first.document_id)
+    [second] = tether.add(pdf)
+    assert (second.status, second.document_id) == ("skipped", first.document_id)
+    assert chunk_ids(tether, first.document_id) == ids
+
+
+def test_changed_file_is_replaced(tether: Tether, tmp_path: Path) -> None:
+    path = write(tmp_path / "notes.md", "# Notes\n\nThe old text mentions walruses.\n")
+    [first] = tether.add(path)
+    write(path, "# Notes\n\nThe new text mentions narwhals.\n\n## More\n\nAnd penguins.\n")
+    [second] = tether.add(path)
+    assert second.status == "replaced"
+    assert second.document_id == first.document_id
+    chunks = tether.chunks(first.document_id)
+    assert second.chunk_count == len(chunks) == 2
+    assert [c.content for c in chunks] == [
+        "# Notes\n\nThe new text mentions narwhals.",
+        "## More\n\nAnd penguins.",
+    ]
+    assert search_texts(tether, "walruses") == []
+    assert search_texts(tether, "narwhals") == ["# Notes\n\nThe new text mentions narwhals."]
+    assert len(tether.documents()) == 1
+    assert tether.get_document(first.document_id).content_hash == content_hash(load_path(path).text)
+
+
+ORIGINAL = "# Notes\n\nLine one.\nLine two.\n\nLine three."
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        ORIGINAL.replace("\n", "\r\n"),
+        ORIGINAL.replace("\n", "\r"),
+        ORIGINAL.replace("\n", "   \n") + "  \t",
+        ORIGINAL + "\n\n\n\n",
+        "\n\n" + ORIGINAL,
+        ORIGINAL.replace("\n\n", "\n\n\n\n"),
+        "\ufeff" + ORIGINAL,
+    ],
+    ids=["crlf", "cr", "trailing-space", "trailing-lines", "leading-lines", "blank-runs", "bom"],
+)
+def test_whitespace_only_changes_are_skipped(tether: Tether, tmp_path: Path, variant: str) -> None:
+    path = write(tmp_path / "notes.md", ORIGINAL)
+    [first] = tether.add(path)
+    ids = chunk_ids(tether, first.document_id)
+    write(path, variant)
+    [second] = tether.add(path)
+    assert (second.status, second.document_id) == ("skipped", first.document_id)
+    assert chunk_ids(tether, first.document_id) == ids
+
+
+def test_adding_the_same_text_twice_is_skipped(tether: Tether) -> None:
+    [first] = tether.add(text="A note about barometers.", title="Note")
+    [second] = tether.add(text="A note about barometers.\r\n  ", title="Note")
+    assert first.status == "indexed"
+    assert (second.status, second.document_id) == ("skipped", first.document_id)
+    chunks = tether.chunks(first.document_id)
+    # The same text under a new title: the title follows, nothing is re-chunked.
+    [renamed] = tether.add(text="A note about barometers.", title="Barometer note")
+    assert (renamed.status, renamed.document_id) == ("updated", first.document_id)
+    assert tether.get_document(first.document_id).title == "Barometer note"
+    assert tether.chunks(first.document_id) == chunks
+    [third] = tether.add(text="A different note about anemometers.", title="Note")
+    assert third.status == "indexed" and third.document_id != first.document_id
+    assert len(tether.documents()) == 2
+
+
+def test_text_with_a_document_id_is_replaced(tether: Tether) -> None:
+    [first] = tether.add(text="Version one about thermostats.", title="Note", document_id="note-1")
+    [same] = tether.add(text="Version one about thermostats.", title="Note", document_id="note-1")
+    [second] = tether.add(text="Version two about hygrometers.", title="Note", document_id="note-1")
+    assert [r.status for r in (first, same, second)] == ["indexed", "skipped", "replaced"]
+    assert {r.document_id for r in (first, same, second)} == {"note-1"}
+    assert [c.content for c in tether.chunks("note-1")] == ["Version two about hygrometers."]
+    assert search_texts(tether, "thermostats") == []
+    assert [d.id for d in tether.documents()] == ["note-1"]
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+def test_adding_into_a_session_attaches_the_document(tether: Tether, tmp_path: Path) -> None:
+    path = write(tmp_path / "a.md", "# A\n\nSession scoped text about lighthouses.\n")
+    [result] = tether.add(path, workspace_id="ws", session_id="s1")
+    [text_result] = tether.add(text="A text about harbours.", title="T", session_id="s1")
+    assert {d.id for d in tether.documents(session_id="s1")} == {
+        result.document_id,
+        text_result.document_id,
+    }
+    assert tether.get_document(result.document_id).workspace_id == "ws"
+    hits = tether.search("lighthouses", scope="session", session_id="s1")
+    assert [h.document_id for h in hits] == [result.document_id]
+    tether.create_session("s-other", workspace_id="ws")
+    assert tether.documents(session_id="s-other") == []
+
+
+@pytest.mark.parametrize("create_first", [True, False])
+def test_unchanged_file_in_a_second_session_is_skipped_and_attached(
+    tether: Tether, tmp_path: Path, create_first: bool
+) -> None:
+    if create_first:
+        tether.create_session("s1", workspace_id="ws")
+        tether.create_session("s2", workspace_id="ws")
+    path = write(tmp_path / "shared.md", "# Shared\n\nText about sextants.\n")
+    [first] = tether.add(path, workspace_id="ws", session_id="s1")
+    ids = chunk_ids(tether, first.document_id)
+    [second] = tether.add(path, workspace_id="ws", session_id="s2")
+    assert second.status == "skipped"
+    assert second.document_id == first.document_id
+    assert chunk_ids(tether, first.document_id) == ids
+    for session in ("s1", "s2"):
+        assert [d.id for d in tether.documents(session_id=session)] == [first.document_id]
+        hits = tether.search("sextants", scope="session", session_id=session)
+        assert [h.document_id for h in hits] == [first.document_id]
+    assert tether.get_document(first.document_id).session_ids == ("s1", "s2")
+    assert len(tether.documents(workspace_id="ws")) == 1
+
+
+def test_the_same_file_in_another_workspace_is_another_document(
+    tether: Tether, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "shared.md", "# Shared\n\nText about astrolabes.\n")
+    [first] = tether.add(path, workspace_id="ws-a", session_id="a1")
+    [second] = tether.add(path, workspace_id="ws-b", session_id="b1")
+    assert (first.status, second.status) == ("indexed", "indexed")
+    assert first.document_id != second.document_id
+    assert [d.id for d in tether.documents(session_id="b1")] == [second.document_id]
+
+
+def test_a_file_that_loads_too_long_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rag.file_timeout: a file whose loader hangs fails with a clear error; the files
+    around it (loaded a few at a time) are indexed."""
+    import threading
+
+    from tether.ingest import workers
+
+    release = threading.Event()
+    real_load = workers.load_path
+
+    def load(path: Path):  # type: ignore[no-untyped-def]
+        if path.name == "stuck.md":
+            release.wait(10)  # a parser that hangs
+        return real_load(path)
+
+    monkeypatch.setattr(workers, "load_path", load)
+    names = ["a.md", "stuck.md", "b.md", "c.md"]
+    for name in names:
+        (tmp_path / name).write_text(f"# {name}\n\nText of {name} about pumps.\n")
+    settings = make_settings(file_timeout=0.5, convert_workers=2)
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        results = t.add([tmp_path / n for n in names], on_error="collect")
+        release.set()
+        by_name = {Path(r.source).name: r for r in results}
+        assert by_name["stuck.md"].status == "failed"
+        assert "took longer than 0.5s" in str(by_name["stuck.md"].error)
+        assert all(by_name[n].status == "indexed" for n in ("a.md", "b.md", "c.md"))
+        assert [Path(r.source).name for r in results] == names  # results keep their order
+
+
+def test_new_chunk_settings_chunk_unchanged_text_again(tmp_path: Path) -> None:
+    """The same text added again after rag.chunk_size (or chunk_overlap) changed is chunked
+    with the new settings ("replaced"); with the same settings it is "skipped". Vectors of
+    chunk texts that did not change are reused (same hash)."""
+    body = "\n\n".join(f"Paragraph {i} is about the centrifuge rotor." for i in range(40))
+    path = write(tmp_path / "rotor.md", f"# Rotor\n\n{body}\n")
+    db = tmp_path / "chunking.db"
+    with Tether(db=db, settings=make_settings(chunk_size=1000, chunk_overlap=100)) as t:
+        [first] = t.add(path)
+        assert [r.status for r in t.add(path)] == ["skipped"]
+        wide = len(t.chunks(first.document_id))
+    with Tether(db=db, settings=make_settings(chunk_size=300, chunk_overlap=0)) as t:
+        [second] = t.add(path)
+        assert (second.status, second.document_id) == ("replaced", first.document_id)
+        narrow = t.chunks(first.document_id)
+        assert len(narrow) > wide and max(c.char_end - c.char_start for c in narrow) <= 300
+        assert [r.status for r in t.add(path)] == ["skipped"]
+        t.store.fts_integrity_check()
+
+
+def test_pdf_manual_chunks_fit_the_embedders_window(tmp_path: Path) -> None:
+    """A real PDF manual, embedded by a model with all-MiniLM-L6-v2's window: every text
+    sent to the embedder (chunk and context header) fits 256 tokens with the model's
+    [CLS]/[SEP], and every chunk keeps its page."""
+    from tether.embed.local import packaged_token_counter
+    from tether.testing import HashEmbedder
+
+    counter = packaged_token_counter()
+    assert counter is not None
+
+    class MiniLMWindow(HashEmbedder):
+        max_tokens = 256
+
+    sentence = "Check the impeller clearance (0.35-0.50 mm) before restarting pump P-{i}."
+    pages = [" ".join(sentence.format(i=p * 100 + i) for i in range(25)) for p in range(4)]
+    path = make_pdf(tmp_path / "manual.pdf", pages, title="Pump manual")
+    embedder = MiniLMWindow()
+    with Tether(db=tmp_path / "t.db", embedder=embedder, count_tokens=counter) as t:
+        [result] = t.add(path)
+        chunks = t.chunks(result.document_id)
+    assert len(chunks) > len(pages)
+    assert {c.page for c in chunks} == {1, 2, 3, 4}
+    counts = counter.count_many(embedder.embedded_texts)
+    assert max(n or 0 for n in counts) + 2 <= 256
+    assert all(c.token_count == counter(c.content) for c in chunks)
+
+
+def test_document_text_reads_the_documents_text_back_from_its_chunks(tmp_path: Path) -> None:
+    """Overlapping chunks are read once; the words and their order are the document's."""
+    text = "\n\n".join(
+        f"Paragraph {i}: the valve seat of pump {i} is checked, then the seal is replaced."
+        for i in range(12)
+    )
+    with Tether(
+        db=tmp_path / "t.db", settings=make_settings(chunk_size=120, chunk_overlap=40)
+    ) as t:
+        [result] = t.add(text=text, title="Pumps")
+        assert len(t.chunks(result.document_id)) > 5
+        assert t.document_text(result.document_id).split() == text.split()
+
+
+@pytest.mark.parametrize("field", ["text", "title"])
+def test_a_text_source_that_is_not_text_is_a_typed_error(field: str) -> None:
+    values = {"text": "Some text.", "title": "A title", field: None}
+    with pytest.raises(InvalidArgument, match=f"TextSource.{field} must be str, not NoneType"):
+        TextSource(**values)  # type: ignore[arg-type]

