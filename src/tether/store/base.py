@@ -1,7 +1,7 @@
 """The backend interface: what tether asks of a store, and what a store promises.
 
 :class:`Store` is written against the records of :mod:`tether.store.records` and the
-models of :mod:`tether.models`; ``tests/test_store_contract.py`` is its conformance
+models of :mod:`tether.models`; ``tests/store/test_store_contract.py`` is its conformance
 suite, run against every backend.
 """
 
