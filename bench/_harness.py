@@ -435,9 +435,9 @@ def build_tether_store(
     """Write ``texts`` with their vectors straight through the repository: documents of
     ``per_doc`` chunks, ``docs_per_txn`` documents per transaction. Returns seconds."""
     from tether.models import GLOBAL_WORKSPACE
-    from tether.store import ChunkVectors, Database, NewChunk, NewDocument, SQLiteStore
+    from tether.store import ChunkVectors, NewChunk, NewDocument, SQLiteDatabase, SQLiteStore
 
-    db = Database(path)
+    db = SQLiteDatabase(path)
     repo = SQLiteStore(db)
     n = len(texts)
     started = time.perf_counter()

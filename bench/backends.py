@@ -37,7 +37,7 @@ from tether.models import Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.vector import VectorIndex
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, open_store
-from tether.store.local_postgres import LocalPostgres
+from tether.store.postgres.local import LocalPostgres
 
 
 def copy_store(source: Store, target: Store, model: str) -> int:

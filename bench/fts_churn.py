@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tether import Settings, Tether, TextSource
 from tether.models import Scope
-from tether.store._fts_upkeep import fts_shape
+from tether.store.sqlite.fts_upkeep import fts_shape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scifact_lexical import DEFAULT_DATASET, documents_and_matches, percentile

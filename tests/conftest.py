@@ -73,7 +73,7 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real PostgreSQL 16 server with pgvector (the pgserver wheel) for the session."""
     pytest.importorskip("pgserver", reason="the dev extra installs pgserver")
     pytest.importorskip("psycopg", reason="the postgres extra installs psycopg")
-    from tether.store.local_postgres import LocalPostgres
+    from tether.store.postgres.local import LocalPostgres
 
     server = LocalPostgres(tmp_path_factory.mktemp("pg"))
     yield server

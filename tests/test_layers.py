@@ -274,14 +274,15 @@ def dynamic_imports(tree: Tree) -> list[str]:
 
 
 def private_imports(tree: Tree) -> list[str]:
-    """A private name is seen only inside its package: ``from X import _name`` needs
-    ``X`` in the importer's package, and a module with a private part ``P._part`` is
-    imported only from package ``P`` or from inside ``P._part``."""
+    """A private name is seen only inside its package (its subpackages included: a
+    backend's folder is part of the store): ``from X import _name`` needs ``X``'s
+    package to hold the importer, and a module with a private part ``P._part`` is
+    imported only from package ``P`` (or below it) or from inside ``P._part``."""
     found = []
     for module in sorted(tree.graph):
         home = package_of(module, tree.packages)
         for source, name in sorted(tree.names[module]):
-            if _private(name) and package_of(source, tree.packages) != home:
+            if _private(name) and not _within(home, package_of(source, tree.packages)):
                 found.append(
                     f"{module} -> {source}.{name} (a private name of package"
                     f" {package_of(source, tree.packages)})"
@@ -290,7 +291,7 @@ def private_imports(tree: Tree) -> list[str]:
             parts = target.split(".")
             for index, part in enumerate(parts):
                 holder, inside = ".".join(parts[:index]), ".".join(parts[: index + 1])
-                seen = home == holder or _within(home, inside)
+                seen = _within(home, holder) or _within(home, inside)
                 if _private(part) and not seen:
                     found.append(f"{module} -> {target} (a private module of package {holder})")
                     break
@@ -311,9 +312,10 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-#: Behind the Store interface: the SQLite implementation and its parts.
+#: Behind the Store interface: each backend's folder (the SQLite and PostgreSQL
+#: implementations and their parts).
 STORE = "tether.store"
-STORE_INTERNALS = ("tether.store.sqlite", "tether.store.database", "tether.store.migrations")
+STORE_INTERNALS = ("tether.store.sqlite", "tether.store.postgres")
 
 
 def store_internals(tree: Tree) -> list[str]:
@@ -531,9 +533,9 @@ def planted_tree(tmp_path: Path, plants: dict[str, str]) -> Path:
             id="store-implementation-past-the-interface",
         ),
         pytest.param(
-            {"ingest/_plant.py": "from ..store import database\n"},
+            {"ingest/_plant.py": "from ..store.sqlite import database\n"},
             store_internals,
-            "tether.ingest._plant -> tether.store.database (behind the Store interface:"
+            "tether.ingest._plant -> tether.store.sqlite.database (behind the Store interface:"
             " import from tether.store)",
             id="store-module-named-from-the-package",
         ),

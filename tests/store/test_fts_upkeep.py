@@ -1,4 +1,4 @@
-"""The FTS5 index is kept compact while documents are replaced (store/_fts_upkeep.py)."""
+"""The FTS5 index is kept compact while documents are replaced (store/sqlite/fts_upkeep.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from helpers import make_settings
 from tether import Tether, TextSource
-from tether.store import _fts_upkeep as upkeep
-from tether.store._fts_upkeep import fts_shape
+from tether.store.sqlite import fts_upkeep as upkeep
+from tether.store.sqlite.fts_upkeep import fts_shape
 
 WORDS = ("pump valve seal drain filter motor relay fuse cable torque gasket bearing rotor "
          "stator sensor relay housing bracket spring lever").split()  # fmt: skip

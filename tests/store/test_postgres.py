@@ -20,12 +20,12 @@ from tether.errors import SchemaVersionError, StoreError
 from tether.models import GLOBAL_WORKSPACE, Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.vector import VectorIndex
-from tether.store import ChunkVectors, Database, NewChunk, NewDocument, SQLiteStore, Store
+from tether.store import ChunkVectors, NewChunk, NewDocument, SQLiteDatabase, SQLiteStore, Store
 from tether.testing import HashEmbedder
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra installs psycopg")
-from tether.store._pg_schema import LATEST_VERSION  # noqa: E402
 from tether.store.postgres import PostgresStore  # noqa: E402 - after the skip above
+from tether.store.postgres.schema import LATEST_VERSION  # noqa: E402
 
 TEXTS = [
     "The pump primes in thirty seconds when the valve is open.",
@@ -63,7 +63,7 @@ def _fill(store: Store, *, vectors: bool = False) -> None:
 
 
 def test_bm25_gives_the_scores_fts5_gives(postgres_url: str, tmp_path: Path) -> None:
-    sqlite = SQLiteStore(Database(tmp_path / "t.db"))
+    sqlite = SQLiteStore(SQLiteDatabase(tmp_path / "t.db"))
     postgres = PostgresStore.connect(postgres_url)
     try:
         for store in (sqlite, postgres):

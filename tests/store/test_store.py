@@ -24,9 +24,9 @@ from tether.models import Scope
 from tether.store import (
     LATEST_VERSION,
     MIGRATIONS,
-    Database,
     NewChunk,
     NewDocument,
+    SQLiteDatabase,
     SQLiteStore,
     Store,
     migrate,
@@ -316,7 +316,7 @@ def test_reindexing_unchanged_content_is_idempotent(tether: Tether, tmp_path: Pa
 
 
 def test_database_class_opens_one_connection_per_thread(db_path: Path) -> None:
-    db = Database(db_path)
+    db = SQLiteDatabase(db_path)
     ids = set()
 
     def grab() -> None:
@@ -370,7 +370,7 @@ def test_every_older_version_migrates_forward(db_path: Path, start: int) -> None
 def test_a_failed_migration_leaves_the_file_at_its_version(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tether.store import database, migrations
+    from tether.store.sqlite import database, migrations
 
     conn = sqlite3.connect(db_path, isolation_level=None)
     migrate(conn, to=2)
@@ -378,7 +378,7 @@ def test_a_failed_migration_leaves_the_file_at_its_version(
     broken = (*MIGRATIONS[:3], migrations.Migration(4, "broken", "CREATE TABLE t(x);\nNOPE;"))
     monkeypatch.setattr(database, "MIGRATIONS", broken)
     with pytest.raises(StoreError, match=r"migration 4 \(broken\) failed.*left at version 2"):
-        Database(db_path)
+        SQLiteDatabase(db_path)
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -389,7 +389,7 @@ def test_a_failed_migration_leaves_the_file_at_its_version(
 def _open_and_close(path: str, barrier: object, out: object) -> None:
     barrier.wait()  # type: ignore[attr-defined]
     try:
-        Database(path).close()
+        SQLiteDatabase(path).close()
         out.put("ok")  # type: ignore[attr-defined]
     except Exception as exc:  # reported to the test, which shows it
         out.put(f"{type(exc).__name__}: {exc}")  # type: ignore[attr-defined]
@@ -426,7 +426,7 @@ def test_a_newer_file_with_a_pending_wal_is_left_unchanged(db_path: Path) -> Non
     import subprocess
     import sys
 
-    Database(db_path).close()
+    SQLiteDatabase(db_path).close()
     script = (
         "import os, sqlite3\n"
         f"c = sqlite3.connect({str(db_path)!r}, isolation_level=None)\n"
@@ -440,7 +440,7 @@ def test_a_newer_file_with_a_pending_wal_is_left_unchanged(db_path: Path) -> Non
     assert wal.stat().st_size > 0
     before = (sha256(db_path), sha256(wal))
     with pytest.raises(SchemaVersionError):
-        Database(db_path)
+        SQLiteDatabase(db_path)
     with pytest.raises(SchemaVersionError):
         Tether(db=db_path, settings=make_settings())
     assert (sha256(db_path), sha256(wal)) == before
@@ -451,7 +451,7 @@ def test_a_refused_caller_connection_is_not_reconfigured(db_path: Path) -> None:
     conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
     assert conn.isolation_level == ""
     with pytest.raises(SchemaVersionError):
-        Database(conn)
+        SQLiteDatabase(conn)
     assert conn.isolation_level == ""
     conn.close()
 
@@ -555,7 +555,7 @@ def test_the_store_package_exports_exactly_its_public_surface() -> None:
 
 
 def test_sqlite_store_on_its_own_file(db_path: Path) -> None:
-    store = SQLiteStore(Database(db_path))
+    store = SQLiteStore(SQLiteDatabase(db_path))
     assert isinstance(store, Store)
     assert store.location == str(db_path)
     assert repr(store) == f"SQLiteStore({str(db_path)!r})"
@@ -593,7 +593,7 @@ def test_closing_never_pulls_a_connection_from_under_another_thread(tmp_path: Pa
     """A thread inside a transaction when the store is closed (an abandoned file loader,
     say) finishes it on a connection that is still open; the connection is closed when
     it is done, and that thread's next transaction is a StoreError, never a crash."""
-    db = Database(tmp_path / "t.db")
+    db = SQLiteDatabase(tmp_path / "t.db")
     inside, closed = threading.Event(), threading.Event()
     seen: list[object] = []
 

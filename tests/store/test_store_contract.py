@@ -23,10 +23,10 @@ from tether.store import (
     AuditEntry,
     CandidateRow,
     ChunkVectors,
-    Database,
     NewChunk,
     NewDocument,
     RegistryEntry,
+    SQLiteDatabase,
     SQLiteStore,
     Store,
     VectorSnapshot,
@@ -37,7 +37,7 @@ BEACON = '"beacon"'
 
 
 def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return SQLiteStore(Database(tmp_path / "t.db"))
+    return SQLiteStore(SQLiteDatabase(tmp_path / "t.db"))
 
 
 def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:

@@ -1,9 +1,9 @@
-"""The store: the backend interface (:class:`Store`), its typed records, the SQL builders,
-and the SQLite backend (schema, numbered migrations, connections, all the SQL)."""
+"""The store: the backend interface (:class:`Store`, with the :class:`Database` protocol
+both backends implement), its typed records, the SQL builders, the parts every backend
+shares (``_documents``, ``_sessions``, ``_search``, ...), and the backends in their own
+folders: :mod:`tether.store.sqlite` (the default) and :mod:`tether.store.postgres`."""
 
-from tether.store.base import Store
-from tether.store.database import Database, migrate
-from tether.store.migrations import LATEST_VERSION, MIGRATIONS
+from tether.store.base import Connection, Database, NativeVectors, Store
 from tether.store.opening import is_postgres_url, open_store
 from tether.store.records import (
     ApiKey,
@@ -37,7 +37,7 @@ from tether.store.sql import (
     upsert_registry_sql,
     vectors_for_hashes_sql,
 )
-from tether.store.sqlite import SQLiteStore
+from tether.store.sqlite import LATEST_VERSION, MIGRATIONS, SQLiteDatabase, SQLiteStore, migrate
 
 __all__ = [
     "FTS_COLUMN_WEIGHTS",
@@ -47,10 +47,13 @@ __all__ = [
     "AuditEntry",
     "CandidateRow",
     "ChunkVectors",
+    "Connection",
     "Database",
+    "NativeVectors",
     "NewChunk",
     "NewDocument",
     "RegistryEntry",
+    "SQLiteDatabase",
     "SQLiteStore",
     "Store",
     "StoredChunk",

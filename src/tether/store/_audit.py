@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tether.store import _rows
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store.records import AuditEntry
 from tether.store.sql import retrieval_log_sql
 
@@ -18,7 +18,7 @@ _INSERT = (
 )
 
 
-class AuditMixin(SQLiteMixin):
+class AuditMixin(StorePart):
     def log_retrieval(self, entry: AuditEntry) -> None:
         with self.db.write() as conn:
             kind, scope_id = entry.scope.get("kind"), entry.scope.get("id")

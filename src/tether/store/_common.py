@@ -8,8 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from tether.store.base import Store
-from tether.store.database import Database
+from tether.store.base import Database, Store
 
 T = TypeVar("T")
 
@@ -26,9 +25,12 @@ _COUNTED_TABLES = (
 )
 
 
-class SQLiteMixin(Store):
-    """The base of the SQLite store's parts (mixins of :class:`SQLiteStore`): each is
-    written over ``self.db`` and may call the others through the :class:`Store` methods."""
+class StorePart(Store):
+    """The base of the parts every store shares (the mixins of
+    :class:`~tether.store.sqlite.SQLiteStore` and
+    :class:`~tether.store.postgres.PostgresStore`): each is written over ``self.db``, a
+    :class:`~tether.store.base.Database` of either backend, and may call the others
+    through the :class:`Store` methods."""
 
     db: Database
     _scope_shares: dict[tuple[Any, ...], tuple[int, float, int]]

@@ -10,7 +10,7 @@ from typing import Any
 from tether.errors import DocumentNotFound
 from tether.models import Document, Tags
 from tether.store import _rows
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store._paths import stored_path
 from tether.store.records import ChunkVectors, NewChunk, NewDocument, StoredChunk, utcnow
 from tether.store.sql import find_document_sql, list_documents_sql
@@ -75,7 +75,7 @@ def _insert_chunks(
         )
 
 
-class DocumentsMixin(SQLiteMixin):
+class DocumentsMixin(StorePart):
     # -- reads ---------------------------------------------------------------------------
 
     def get_document(self, document_id: str) -> Document:

@@ -7,12 +7,12 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store.records import VectorSnapshot
 from tether.store.sql import vectors_for_hashes_sql
 
 
-class EmbeddingsMixin(SQLiteMixin):
+class EmbeddingsMixin(StorePart):
     def vectors_for_hashes(self, model: str, hashes: Iterable[str]) -> dict[str, tuple[int, bytes]]:
         wanted = list(dict.fromkeys(hashes))
         rows = self._select_in_batches(wanted, lambda batch: vectors_for_hashes_sql(model, batch))

@@ -1,7 +1,7 @@
 """What a store says when its storage fails: a full disk, a read-only store, a damaged
 file. Each backend maps its driver's errors to these at one place (SQLite's in
-:mod:`tether.store.database`, PostgreSQL's in :mod:`tether.store._pg_database`); the words
-are the same on both."""
+:mod:`tether.store.sqlite.database`, PostgreSQL's in
+:mod:`tether.store.postgres.database`); the words are the same on both."""
 
 from __future__ import annotations
 

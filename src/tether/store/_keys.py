@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from tether.errors import NotFound, StorageFull, StorageReadOnly
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store.records import ApiKey, utcnow
 
 _COLUMNS = (
@@ -32,7 +32,7 @@ def _key(row: Any) -> ApiKey:
     )
 
 
-class KeysMixin(SQLiteMixin):
+class KeysMixin(StorePart):
     def insert_api_key(self, key: ApiKey, key_hash: str) -> None:
         with self.db.write() as conn:
             conn.execute(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.store import _rows
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store._paths import stored_path
 from tether.store.records import RegistryEntry
 from tether.store.sql import registry_sql, upsert_registry_sql
@@ -13,7 +13,7 @@ from tether.store.sql import registry_sql, upsert_registry_sql
 _DELETE = "DELETE FROM rag_index_registry WHERE source_path = ?"
 
 
-class RegistryMixin(SQLiteMixin):
+class RegistryMixin(StorePart):
     def registry(self, under: str | None = None) -> list[RegistryEntry]:
         return [_rows.registry_entry(row) for row in self._select(*registry_sql(under))]
 

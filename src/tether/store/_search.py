@@ -13,7 +13,7 @@ from typing import Any
 
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store.records import CandidateRow, TermStatistics
 from tether.store.sql import (
     candidate_rows_sql,
@@ -48,7 +48,7 @@ RARE_FIRST_MIN_TERMS = 7
 RARE_SHARE = 0.03
 
 
-class SearchMixin(SQLiteMixin):
+class SearchMixin(StorePart):
     def search_lexical(
         self,
         scope: Scope,

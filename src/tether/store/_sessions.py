@@ -5,7 +5,7 @@ from __future__ import annotations
 from tether.errors import ScopeError, SessionNotFound, WorkspaceNotFound
 from tether.models import GLOBAL_WORKSPACE, Document, Scope, Session, Workspace
 from tether.store import _rows
-from tether.store._common import SQLiteMixin
+from tether.store._common import StorePart
 from tether.store.records import utcnow
 from tether.store.sql import list_sessions_sql
 
@@ -24,7 +24,7 @@ _MARK_STALE = (
 )
 
 
-class SessionsMixin(SQLiteMixin):
+class SessionsMixin(StorePart):
     # -- workspaces ----------------------------------------------------------------------
 
     def ensure_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:

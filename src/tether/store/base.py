@@ -8,9 +8,11 @@ suite, run against every backend.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from tether.models import (
     Document,
@@ -34,6 +36,59 @@ from tether.store.records import (
     TermStatistics,
     VectorSnapshot,
 )
+
+
+class Connection(Protocol):
+    """What a backend's parts write their SQL against: SQLite's ``sqlite3.Connection``,
+    or PostgreSQL's connection, which reads the same SQL in its own dialect."""
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> Any: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+
+class Database(Protocol):
+    """One backend's database: snapshots to read in, transactions to write in (nested:
+    a savepoint), and its lifetime. Both backends implement it
+    (:class:`~tether.store.sqlite.SQLiteDatabase`,
+    :class:`~tether.store.postgres.database.PgDatabase`); the parts every store shares
+    are written over it."""
+
+    #: Where the data lives, for messages (a path, ``:memory:``, a URL without password).
+    path: str
+    #: Whether connections may be used from several threads (each thread its own).
+    cross_thread: bool
+
+    def read(self) -> AbstractContextManager[Any]: ...
+
+    def write(self) -> AbstractContextManager[Any]: ...
+
+    def thread_in_transaction(self) -> bool: ...
+
+    def schema_version(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class NativeVectors(Protocol):
+    """A vector search a backend runs itself (PostgreSQL's pgvector), in place of the
+    in-memory :class:`~tether.retrieve.vector.VectorIndex`: the same three calls."""
+
+    def load(self) -> int: ...
+
+    def search(
+        self,
+        scope: Scope,
+        query: np.ndarray,
+        k: int,
+        filters: Filters | None = None,
+        exclusions: Exclusions | None = None,
+    ) -> list[tuple[int, float]]: ...
+
+    def cosines(self, query: np.ndarray, chunk_ids: list[int]) -> dict[int, float]: ...
 
 
 class Store(ABC):
@@ -421,7 +476,7 @@ class Store(ABC):
 
     # -- maintenance ---------------------------------------------------------------------
 
-    def native_vectors(self, model: str) -> Any | None:
+    def native_vectors(self, model: str) -> NativeVectors | None:
         """A vector search the backend runs itself (``search``, ``cosines``, ``load``, as
         :class:`~tether.retrieve.vector.VectorIndex` has), or None: retrieval then keeps
         ``model``'s vectors in memory, read through :meth:`load_vectors` and

@@ -6,8 +6,8 @@ import os
 import sqlite3
 
 from tether.store.base import Store
-from tether.store.database import Database
 from tether.store.sqlite import SQLiteStore
+from tether.store.sqlite.database import SQLiteDatabase
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -23,4 +23,4 @@ def open_store(db: str | os.PathLike[str] | sqlite3.Connection) -> Store:
         from tether.store.postgres import PostgresStore
 
         return PostgresStore.connect(str(db))
-    return SQLiteStore(Database(db))
+    return SQLiteStore(SQLiteDatabase(db))

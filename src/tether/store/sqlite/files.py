@@ -1,6 +1,6 @@
 """A SQLite file as it is found: one that cannot be written (opened to be read only),
 one that is damaged or not SQLite at all (refused, untouched), and SQLite's failures in
-tether's words (a full disk, a read-only store, a damaged file). :mod:`tether.store.database`
+tether's words (a full disk, a read-only store, a damaged file). :mod:`tether.store.sqlite.database`
 opens its files and runs its transactions through these."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tether.store._failures import (
     storage_read_only,
     store_corrupt,
 )
-from tether.store.migrations import LATEST_VERSION
+from tether.store.sqlite.migrations import LATEST_VERSION
 
 # SQLite's primary result codes (the low byte of an extended one) that tether tells apart.
 _SQLITE_READONLY = 8

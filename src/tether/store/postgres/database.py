@@ -23,7 +23,7 @@ from typing import Any
 
 from tether.errors import InvalidArgument, StorageReadOnly, StoreError
 from tether.store._failures import storage_full, storage_read_only
-from tether.store._pg_schema import LATEST_VERSION, migrate, schema_version
+from tether.store.postgres.schema import LATEST_VERSION, migrate, schema_version
 
 try:
     import psycopg

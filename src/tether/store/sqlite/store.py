@@ -1,6 +1,7 @@
 """The SQLite store: the embedded default backend, one file (or ``:memory:``).
 
-Its parts are mixins by concern, each over the same :class:`Database`. Every writing
+Its parts are mixins by concern (shared with PostgreSQL's store), each over the same
+:class:`~tether.store.sqlite.database.SQLiteDatabase`. Every writing
 method opens its own ``BEGIN IMMEDIATE`` transaction, or becomes a savepoint of the one
 open in :meth:`SQLiteStore.write`, so each call is atomic on its own.
 """
@@ -12,13 +13,13 @@ from typing import Any
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
 from tether.store._embeddings import EmbeddingsMixin
-from tether.store._fts_upkeep import FtsShape, fts_shape
 from tether.store._keys import KeysMixin
 from tether.store._registry import RegistryMixin
 from tether.store._search import SearchMixin
 from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
-from tether.store.database import Database
+from tether.store.sqlite.database import SQLiteDatabase
+from tether.store.sqlite.fts_upkeep import FtsShape, fts_shape
 
 
 class SQLiteStore(
@@ -31,9 +32,9 @@ class SQLiteStore(
     KeysMixin,
     Store,
 ):
-    """All reads and writes of the tether schema, on one :class:`Database`."""
+    """All reads and writes of the tether schema, on one :class:`SQLiteDatabase`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SQLiteDatabase) -> None:
         self.db = db
         # Each scope's share of the store's chunks, by the documents counter it was
         # counted at: it picks the lexical plan (see SearchMixin._rank_first_depth).

@@ -1,9 +1,9 @@
 """The PostgreSQL store: :class:`~tether.store.Store` over one PostgreSQL database.
 
 Its parts are the SQLite store's mixins wherever their SQL is also PostgreSQL's (run
-through :class:`~tether.store._pg_database.PgConnection`), and the methods below
+through :class:`~tether.store.postgres.database.PgConnection`), and the methods below
 where it is not: chunk and vector writes (generated ids, a ``tsvector`` per chunk, pgvector
-values), the vector reads, and the scoped searches (:mod:`tether.store._pg_search`).
+values), the vector reads, and the scoped searches (:mod:`tether.store.postgres.search`).
 The scope of every read is the same predicate as SQLite's
 (:func:`~tether.store.sql.scope_sql`), in the statement.
 """
@@ -20,12 +20,12 @@ from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
 from tether.store._embeddings import EmbeddingsMixin, _pruned_since, _seq
 from tether.store._keys import KeysMixin
-from tether.store._pg_database import PgConnection, PgDatabase
-from tether.store._pg_schema import ensure_vector_index
-from tether.store._pg_search import PgSearch, PgVectors, index_text
 from tether.store._registry import RegistryMixin
 from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
+from tether.store.postgres.database import PgConnection, PgDatabase
+from tether.store.postgres.schema import ensure_vector_index
+from tether.store.postgres.search import PgSearch, PgVectors, index_text
 from tether.store.records import ChunkVectors, NewChunk, VectorSnapshot
 from tether.store.sql import scope_sql
 
@@ -110,7 +110,7 @@ class PostgresStore(
 ):
     """All reads and writes of the tether schema, in one PostgreSQL database."""
 
-    db: PgDatabase  # type: ignore[assignment]
+    db: PgDatabase
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db

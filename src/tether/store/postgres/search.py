@@ -26,9 +26,9 @@ import numpy as np
 
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
-from tether.store._pg_database import PgConnection
-from tether.store._pg_schema import quote_literal
 from tether.store._search import SearchMixin
+from tether.store.postgres.database import PgConnection
+from tether.store.postgres.schema import quote_literal
 from tether.store.records import TermStatistics
 from tether.store.sql import match_terms, scope_sql
 

@@ -3,7 +3,7 @@
 SQLite's storage failures become tether's errors here: a full disk and a read-only store
 where a write transaction (or a migration) meets them, a damaged file where it is opened
 or read. A file that cannot be written is opened to be read only (see
-:mod:`tether.store._sqlite_files`).
+:mod:`tether.store.sqlite.files`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from pathlib import Path
 
 from tether.errors import InvalidArgument, SchemaVersionError, StorageReadOnly, StoreError
 from tether.store._failures import MAKE_THE_FILE_WRITABLE, storage_read_only
-from tether.store._fts_upkeep import FtsUpkeep
-from tether.store._sqlite_files import (
+from tether.store.sqlite.files import (
     check_version,
     connect_read_only,
     damage_as_corrupt,
@@ -28,12 +27,13 @@ from tether.store._sqlite_files import (
     unreadable,
     write_failure,
 )
-from tether.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from tether.store.sqlite.fts_upkeep import FtsUpkeep
+from tether.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, Migration
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
 
 
-class Database:
+class SQLiteDatabase:
     """A tether store in one SQLite file (or ``":memory:"``, or a connection you own).
 
     File databases get one connection per thread, so a reader on one thread never waits
@@ -219,7 +219,7 @@ class Database:
             # A deferred read transaction would take the write lock only at its first
             # write, and fail with "database is locked" if another writer got there.
             raise StoreError(
-                "a write cannot start inside a read transaction (Database.read());"
+                "a write cannot start inside a read transaction (SQLiteDatabase.read());"
                 " open the write transaction first"
             )
         if not conn.in_transaction:  # an earlier failure took the whole transaction with it
