@@ -1309,6 +1309,7 @@ def test_watch_indexes_a_burst_of_100_files(store: Tether, root: Path) -> None:
     store.store.fts_integrity_check()
 
 
+@pytest.mark.slow
 def test_watch_never_indexes_a_file_half_written(store: Tether, root: Path) -> None:
     """A file still being written (changing within the settle window) is not indexed
     until it holds still: it is indexed once, complete."""

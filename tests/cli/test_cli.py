@@ -273,6 +273,7 @@ def test_config_file_sets_db_and_rag_keys(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "chunk_sise" in result.output
 
 
+@pytest.mark.slow
 def test_installed_entry_point_runs(tmp_path: Path) -> None:
     """The console script installed by `pip install` works in a real subprocess."""
     exe = Path(sys.executable).with_name("tether")

@@ -106,6 +106,7 @@ def int8_settings(cache: Path) -> Settings:
     )
 
 
+@pytest.mark.slow
 def test_a_store_keeps_int8_vectors_apart_and_searches_them(
     export_cache: Path, db_path: Path
 ) -> None:

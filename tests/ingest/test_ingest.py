@@ -987,6 +987,7 @@ def test_split_span_prefers_paragraph_breaks(size: int, overlap: int) -> None:
 _SENTENCE = st.lists(_WORD, min_size=3, max_size=12).map(" ".join).map(lambda s: s + ".")
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     st.lists(_SENTENCE, min_size=20, max_size=80),

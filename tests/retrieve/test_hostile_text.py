@@ -140,6 +140,7 @@ def test_a_scope_refuses_an_id_it_could_not_store() -> None:
         Scope.session("chat\udcff")
 
 
+@pytest.mark.slow
 @given(text=HOSTILE)
 @hsettings(max_examples=60, deadline=None)
 def test_any_hostile_query_works_or_fails_typed(text: str) -> None:
@@ -182,6 +183,7 @@ def cli_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return db
 
 
+@pytest.mark.slow
 @given(text=HOSTILE.filter(lambda s: "\x00" not in s))  # argv cannot hold NUL
 @hsettings(max_examples=40, deadline=None)
 def test_any_hostile_argument_to_the_cli_is_an_answer_or_one_error_line(

@@ -158,6 +158,7 @@ def add_and_attach(t: Tether, doc: Any) -> None:
         assert t.attach(doc.id, session) is True
 
 
+@pytest.mark.slow
 @given(layout=layouts(), queries=st.lists(QUERIES, min_size=1, max_size=3), data=st.data())
 @hsettings(max_examples=50, deadline=None)
 def test_search_sees_exactly_its_scope_and_fills_top_k(
@@ -417,6 +418,7 @@ def lopsided_layouts(draw: st.DrawFn) -> Layout:
     return Layout(workspaces, sessions, tuple(docs))
 
 
+@pytest.mark.slow
 @given(
     layout=lopsided_layouts(),
     query=st.lists(st.sampled_from(VOCAB[:6]), min_size=1, max_size=3).map(" ".join),

@@ -371,6 +371,7 @@ def search_round(t: Tether, world: World, data: st.DataObject, label: str) -> No
                 check_search(t, world, query, scope, k, mode)
 
 
+@pytest.mark.slow
 @given(layout=layouts(), data=st.data())
 @hsettings(
     max_examples=40,

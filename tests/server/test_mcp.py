@@ -431,6 +431,7 @@ def writable(rights: dict[str, Any], workspace: str) -> bool:
     return not rights.get("read_only", False) and workspace in rights["workspaces"]
 
 
+@pytest.mark.slow
 def test_http_authorization_no_read_or_write_outside_the_binding(world: World) -> None:
     """Every key x every scope header, through every tool and resource: the oracle is
     the store (what lies in the scope) and the key's rights, never the server."""

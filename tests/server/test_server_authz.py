@@ -139,6 +139,7 @@ def document_workspaces(t: Tether) -> dict[str, str]:
     return {d.id: d.workspace_id for d in t.documents()}
 
 
+@pytest.mark.slow
 @given(key=st.sampled_from(tuple(KEYS)), request=REQUESTS)
 @hsettings(
     max_examples=300,

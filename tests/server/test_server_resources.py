@@ -204,6 +204,7 @@ def test_an_upload_job_is_followed_by_polling_and_by_its_event_stream(
     _no_upload_folders_left(uploads)
 
 
+@pytest.mark.slow
 def test_a_queued_job_is_cancelled_by_a_writer_never_by_a_reader(
     tmp_path: Path, uploads: Path, serve: Callable[[Tether], Any]
 ) -> None:

@@ -45,6 +45,7 @@ def api_schema(api: tuple[str, str]) -> Any:
 EXCLUDED = [positive_data_acceptance, use_after_free, ensure_resource_availability]
 
 
+@pytest.mark.slow
 def test_every_route_answers_within_its_schema_and_never_500(
     api: tuple[str, str], api_schema: Any
 ) -> None:
