@@ -40,9 +40,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # The edit-and-run loop: everything but the tests marked slow (whole datasets, real
-# servers killed and restarted, the local model end to end) and the browser's.
+# servers killed and restarted, the local model end to end, the longest property tests)
+# and the browser's, on every core (pytest-xdist).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not browser"
+	$(BIN)/python -m pytest -q -m "not slow and not browser" -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples
