@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -23,7 +22,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tether import Access, IndexJob, IndexResult, TetherError
 from tether.models import DocumentStatus
@@ -58,7 +57,7 @@ from tether.server._schemas import (
 )
 from tether.server._service import AccessDep, Service, ServiceDep
 from tether.server._spool import SpooledJob, spool_failures
-from tether.server._uploads import Upload, named, parse_tags, upload_body
+from tether.server._uploads import Upload, _Strict, named, parse_tags, upload_body
 from tether.tags import validate_tags
 
 router = APIRouter()
@@ -67,17 +66,9 @@ router = APIRouter()
 MAX_TEXT_CHARS = 5_000_000
 #: How often a job's event stream looks at its progress (seconds).
 EVENT_INTERVAL = 0.2
-#: The most files one upload may carry, and the most bytes of each of its other fields.
-MAX_UPLOAD_FILES = 1000
-MAX_FIELD_BYTES = 64 << 10
-_UNSAFE = re.compile(r"[^\w.\- ]+")
 
 
 # -- request bodies ---------------------------------------------------------------------
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class TextIn(_Strict):
