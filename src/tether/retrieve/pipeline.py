@@ -22,16 +22,13 @@ guidance would suggest next (its workspace, or the global library) is searched t
 a document there is clearly closer (``rag.wider_scope_margin`` more evidence), the
 answer is not grounded here and the guidance says where it is.
 
-**Threads.** :meth:`Pipeline.aretrieve` runs on the caller's event loop, with the
-blocking work (SQLite, the embedding model) in threads. :meth:`Pipeline.retrieve`, the
-synchronous call, runs the same coroutine, so there is one flow to keep right, and a
-sync caller crosses three kinds of thread per query: its own (which waits), the
-pipeline's private event-loop thread (:class:`~tether.retrieve.loop.LoopThread`, which
-runs the coroutine; a private one, so ``retrieve`` also works where the caller's thread
-already runs a loop), and the worker threads that loop hands the blocking steps to (the
-lexical and vector sides of each query run on two of them at once). The store is opened
-for use from several threads (SQLite: a connection per thread, WAL), which is why a
-store on a caller's own ``check_same_thread`` connection is refused here.
+**Threads.** :meth:`Pipeline.aretrieve` runs on the caller's event loop, the blocking
+work (SQLite, the model) in worker threads. :meth:`Pipeline.retrieve` runs the same
+coroutine (one flow to keep right) on the pipeline's private loop thread
+(:class:`~tether.retrieve.loop.LoopThread`: it works where the caller's thread already
+runs a loop) while the caller waits; the lexical and vector sides of a query run on two
+workers at once. So the store is used from several threads (SQLite: a connection each),
+and a store on a caller's own ``check_same_thread`` connection is refused.
 
 The model steps (decide, condense, rewrite, LLM rerank, judge) share one budget per
 retrieval (:class:`~tether.retrieve.budget.ModelBudget`): ``[llm] retrieval_budget``
@@ -66,7 +63,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from tether.errors import AuditUnavailable, ConfigurationError, LLMError, RetrievalTimeout
+from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
 from tether.llm import ChatModel
 from tether.models import Exclusions, RetrievalResult
 from tether.retrieve.budget import ModelBudget, Skipped
@@ -89,11 +86,13 @@ from tether.retrieve.rewrite import Rewrite, arewrite_query
 from tether.retrieve.run import (
     EMPTY_CONTEXT,
     Run,
+    append_audit,
     audit_entry,
     audit_outcome,
     make_result,
     skipped_result,
     tag_exception,
+    unaudited,
 )
 from tether.retrieve.search import Candidates, Ranked, Searcher, ms_since
 from tether.retrieve.turns import (
@@ -217,7 +216,7 @@ class Pipeline:
             outcome, reason = audit_outcome(request, result)
             unlogged = await self._audit(request, retrieval_id, result, outcome, reason)
             if unlogged is not None:
-                _unaudited(request, result, unlogged)
+                unaudited(request, result, unlogged)
         return result
 
     async def _audit(
@@ -228,18 +227,12 @@ class Pipeline:
         outcome: str,
         reason: str | None,
     ) -> str | None:
-        """Append the retrieval's audit row; why it could not be written, if it could not
-        (a full or read-only store): the caller decides what that means."""
+        """Append the retrieval's audit row (``policy.audit``); why it could not be
+        written, if it could not: the caller decides what that means."""
         if not self.settings.policy.audit:
             return None
         entry = audit_entry(request, retrieval_id, result, outcome, reason)
-        try:
-            await asyncio.to_thread(self.store.log_retrieval, entry)
-        except Exception as exc:
-            message = f"the audit row of retrieval {retrieval_id} was not written: {exc}"
-            logger.error("%s", message)
-            return message
-        return None
+        return await append_audit(self.store, entry)
 
     async def _run(self, request: Request, span: Span, retrieval_id: str) -> RetrievalResult:
         rag = self.settings.rag
@@ -605,18 +598,3 @@ class Pipeline:
             run.degrade(f"LLM rerank {what}, heuristic order kept: {exc}")
             return ranked, heuristic_debug
         return reordered, {**llm_debug, "heuristic": heuristic_debug}
-
-
-def _unaudited(request: Request, result: RetrievalResult, problem: str) -> None:
-    """A retrieval whose audit row could not be written. A guarded one fails closed: the
-    agent team's rule is that every retrieval set is logged, so its generation is
-    blocked. A plain one answers, and says so in ``debug["degradations"]``."""
-    if request.guarded:
-        raise AuditUnavailable(
-            "audit",
-            f"{problem}; every guarded retrieval must be logged, so generation is blocked."
-            " Make the store writable (free space, a writable file) and retry",
-            result=result,
-            retrieval_id=result.retrieval_id,
-        )
-    result.debug.setdefault("degradations", []).append(problem)

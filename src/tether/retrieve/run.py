@@ -3,6 +3,7 @@ audit outcome."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -12,6 +13,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from tether.errors import AuditUnavailable
 from tether.models import RetrievalResult
 from tether.retrieve.budget import ModelBudget
 from tether.retrieve.context import Context, build_context
@@ -20,7 +22,7 @@ from tether.retrieve.request import Request
 from tether.retrieve.rerank import Candidate
 from tether.retrieve.search import ms_since
 from tether.sanitize import sanitize_query
-from tether.store import AuditEntry, utcnow
+from tether.store import AuditEntry, Store, utcnow
 
 logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
@@ -174,3 +176,30 @@ def skipped_result(run: Run) -> RetrievalResult:
         selected_chunk_ids=(),
         debug=run.debug,
     )
+
+
+async def append_audit(store: Store, entry: AuditEntry) -> str | None:
+    """Append ``entry`` to the audit log; why it could not be written (a full or
+    read-only store), if it could not."""
+    try:
+        await asyncio.to_thread(store.log_retrieval, entry)
+    except Exception as exc:
+        message = f"the audit row of retrieval {entry.retrieval_id} was not written: {exc}"
+        logger.error("%s", message)
+        return message
+    return None
+
+
+def unaudited(request: Request, result: RetrievalResult, problem: str) -> None:
+    """A retrieval whose audit row could not be written. A guarded one fails closed: the
+    agent team's rule is that every retrieval set is logged, so its generation is
+    blocked. A plain one answers, and says so in ``debug["degradations"]``."""
+    if request.guarded:
+        raise AuditUnavailable(
+            "audit",
+            f"{problem}; every guarded retrieval must be logged, so generation is blocked."
+            " Make the store writable (free space, a writable file) and retry",
+            result=result,
+            retrieval_id=result.retrieval_id,
+        )
+    result.debug.setdefault("degradations", []).append(problem)

@@ -89,9 +89,10 @@ def create_app(
     _core_routes(app)
     _retrieval_routes(app)
     _audit_route(app)
-    from tether.server import _resources
+    from tether.server import _jobs, _resources
 
     app.include_router(_resources.router, prefix="/v1")
+    app.include_router(_jobs.router, prefix="/v1")
     from tether.server import _console
 
     _console.install(app)
@@ -164,7 +165,7 @@ DRAIN_SECONDS = 10.0
 
 async def _resume_uploads(svc: Service) -> None:
     """Resubmit the uploads a previous run accepted and did not finish (see ``_spool``)."""
-    from tether.server._resources import start_job
+    from tether.server._jobs import start_job
 
     pending = await svc.read(svc.spool.recover)
     for entry in pending:

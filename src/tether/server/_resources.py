@@ -1,5 +1,5 @@
-"""The resource routes under ``/v1``: documents, background indexing jobs, sessions,
-workspaces and the library folder.
+"""The resource routes under ``/v1``: documents, sessions, workspaces and the library
+folder (the jobs' routes are in :mod:`tether.server._jobs`).
 
 Each route checks the caller's key first (:mod:`tether.server._auth`), makes one library
 call and returns its ``to_dict()`` (the JSON of ``tether ... --json``). Writes go through
@@ -12,19 +12,16 @@ unless the caller waits, and the folder is removed when the indexing ends.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import json
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from tether import Access, IndexJob, IndexResult, TetherError
+from tether import Access
 from tether.models import DocumentStatus
 from tether.server._auth import (
     document_view,
@@ -36,10 +33,10 @@ from tether.server._auth import (
     writable_placement,
 )
 from tether.server._errors import ApiError, not_found
+from tether.server._jobs import EVENT_INTERVAL, job_out, start_job
 from tether.server._schemas import (
     ERRORS,
     AttachedOut,
-    CancelledOut,
     DeletedOut,
     DetachedOut,
     DocumentOneOut,
@@ -47,7 +44,6 @@ from tether.server._schemas import (
     DocumentsOut,
     IndexedOut,
     JobOneOut,
-    JobsOut,
     LibraryOut,
     MeOut,
     SessionOneOut,
@@ -57,15 +53,13 @@ from tether.server._schemas import (
 )
 from tether.server._service import AccessDep, Service, ServiceDep
 from tether.server._spool import SpooledJob, spool_failures
-from tether.server._uploads import Upload, _Strict, named, parse_tags, upload_body
+from tether.server._uploads import Upload, _Strict, parse_tags, upload_body
 from tether.tags import validate_tags
 
 router = APIRouter()
 
 #: The longest text ``POST /documents/text`` takes (characters).
 MAX_TEXT_CHARS = 5_000_000
-#: How often a job's event stream looks at its progress (seconds).
-EVENT_INTERVAL = 0.2
 
 
 # -- request bodies ---------------------------------------------------------------------
@@ -282,177 +276,8 @@ async def upload_documents(
         while not entry.done():
             await asyncio.sleep(EVENT_INTERVAL / 4)
         response.status_code = 200
-        return {"results": _job_out(entry, svc)["results"]}
-    return {"job": _job_out(entry, svc)}
-
-
-async def start_job(svc: Service, entry: SpooledJob) -> None:
-    """Index a spooled upload on the indexing threads, recording its end in the spool
-    when it ends; one that cannot start (its session deleted meanwhile) ends failed."""
-    tether = svc.tether
-    try:
-        entry.job = await svc.index(
-            tether.submit, entry.sources(), workspace_id=entry.workspace_id,
-            session_id=entry.session_id, kind="upload",
-        )  # fmt: skip
-    except TetherError as exc:
-        results = [IndexResult(n, "failed", error=exc).to_dict() for n in entry.names.values()]
-        await svc.read(svc.spool.end, entry, "failed", results)
-        return
-    task = asyncio.create_task(_finish(svc, entry))
-    svc.background.add(task)
-    task.add_done_callback(svc.background.discard)
-
-
-async def _finish(svc: Service, entry: SpooledJob) -> None:
-    job = entry.job
-    assert job is not None
-    with contextlib.suppress(Exception):  # a crashed job is in its own status
-        await job.async_wait()
-    if svc.spool.closing and job.status == "cancelled":
-        return  # stopped by a shutdown, not by a client: the next start resumes it
-    results = [named(r, entry.paths()) for r in job.results]
-    await svc.read(svc.spool.end, entry, job.status, results)
-
-
-# -- jobs ----------------------------------------------------------------------------------
-
-Job = SpooledJob | IndexJob
-
-
-def _all_jobs(svc: Service) -> list[Job]:
-    """Upload jobs (spooled, in the order they were accepted), then jobs submitted to
-    the library otherwise (the library folder's, admins only)."""
-    spooled = sorted(svc.spool.jobs.values(), key=lambda j: j.created_at)
-    owned = {id(j.job) for j in spooled if j.job is not None}
-    return [*spooled, *(j for j in svc.tether.jobs() if id(j) not in owned)]
-
-
-def _job_workspace(job: Job) -> str | None:
-    return job.workspace_id if isinstance(job, SpooledJob) else None
-
-
-def _may_see(caller: Access, workspace_id: str | None) -> bool:
-    """A job is seen by those who may read its workspace; one not submitted over HTTP
-    (its workspace unrecorded) by admins only."""
-    return caller.admin if workspace_id is None else caller.can_read(workspace_id)
-
-
-def _job_out(job: Job, svc: Service) -> dict[str, Any]:
-    progress = job.progress
-    current = progress.current
-    if isinstance(job, SpooledJob):
-        names = job.paths()
-        current = next((n for p, n in names.items() if str(p) == current), current)
-        if job.ended is not None:
-            results = job.ended["results"]
-        else:
-            results = [named(r, names) for r in (job.job.results if job.job else [])]
-        ident, kind = job.id, "upload"
-    else:
-        results = [r.to_dict() for r in job.results]
-        ident, kind = job.id, job.kind
-    return {
-        "id": ident,
-        "kind": kind,
-        "status": job.status,
-        "workspace_id": _job_workspace(job),
-        "progress": {"done": progress.done, "total": progress.total, "current": current,
-                     "description": progress.description},
-        "results": results,
-    }  # fmt: skip
-
-
-def _visible_job(svc: Service, caller: Access, job_id: str) -> Job:
-    job = next((j for j in _all_jobs(svc) if j.id == job_id), None)
-    if job is None or not _may_see(caller, _job_workspace(job)):
-        raise not_found("job", job_id)
-    return job
-
-
-@router.get(
-    "/jobs",
-    tags=["jobs"],
-    summary="Indexing jobs this key may see, oldest first",
-    response_model=JobsOut,
-    responses=ERRORS,
-)
-async def list_jobs(svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
-    jobs = [j for j in _all_jobs(svc) if _may_see(caller, _job_workspace(j))]
-    return {"jobs": [_job_out(j, svc) for j in jobs]}
-
-
-@router.get(
-    "/jobs/{job_id}",
-    tags=["jobs"],
-    summary="A job's status, progress and results",
-    response_model=JobOneOut,
-    responses=ERRORS,
-)
-async def show_job(job_id: str, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
-    return {"job": _job_out(_visible_job(svc, caller, job_id), svc)}
-
-
-@router.post(
-    "/jobs/{job_id}/cancel",
-    tags=["jobs"],
-    summary="Stop a job before its next file (a document is never stored half-way)",
-    response_model=CancelledOut,
-    responses=ERRORS,
-)
-async def cancel_job(job_id: str, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
-    job = _visible_job(svc, caller, job_id)
-    workspace_id = _job_workspace(job)
-    if not (caller.admin if workspace_id is None else caller.can_write(workspace_id)):
-        raise ApiError(403, "Forbidden", f"this key may not cancel jobs of {workspace_id!r}")
-    running = job.job if isinstance(job, SpooledJob) else job
-    cancelled = running.cancel() if running is not None and not job.done() else False
-    return {"cancelled": cancelled, "job": _job_out(job, svc)}
-
-
-@router.get(
-    "/jobs/{job_id}/events",
-    tags=["jobs"],
-    summary="A job's progress as Server-Sent Events: `progress` on each change, then `done`",
-    response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            "description": "Events whose data is the job, as GET /jobs/{job_id} gives it",
-        },
-        **ERRORS,
-    },
-)
-async def job_events(
-    job_id: str, request: Request, svc: ServiceDep, caller: AccessDep
-) -> StreamingResponse:
-    job = _visible_job(svc, caller, job_id)
-
-    async def events() -> AsyncIterator[str]:
-        last = None
-        while True:
-            finished = job.done()  # read first: the state read next is then the final one
-            out = _job_out(job, svc)
-            state = (out["status"], out["progress"]["done"], out["progress"]["current"])
-            if state != last:
-                last = state
-                yield _event("progress", out)
-            if finished:
-                yield _event("done", out)
-                return
-            if await request.is_disconnected():
-                return
-            await asyncio.sleep(EVENT_INTERVAL)
-
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
-def _event(name: str, data: dict[str, Any]) -> str:
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+        return {"results": job_out(entry)["results"]}
+    return {"job": job_out(entry)}
 
 
 # -- sessions and workspaces ----------------------------------------------------------------
