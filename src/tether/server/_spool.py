@@ -175,7 +175,10 @@ class Spool:
         self.closing = False
         self.temporary = False
         self._lock = threading.Lock()
+        #: Bytes being received, and bytes of accepted jobs not yet ended: counted as
+        #: they change, since every piece of an upload asks (:meth:`reserve`).
         self._receiving = 0
+        self._queued = 0
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -187,7 +190,7 @@ class Spool:
     def reserve(self, size: int) -> bool:
         """Count ``size`` more bytes as queued, if the bound allows them."""
         with self._lock:
-            if self.queued_bytes() + self._receiving + size > self.max_bytes:
+            if self._queued + self._receiving + size > self.max_bytes:
                 return False
             self._receiving += size
             return True
@@ -195,9 +198,6 @@ class Spool:
     def release(self, size: int) -> None:
         with self._lock:
             self._receiving = max(0, self._receiving - size)
-
-    def queued_bytes(self) -> int:
-        return sum(j.bytes for j in self.jobs.values() if j.ended is None)
 
     def pending_of(self, key_id: str | None) -> int:
         """Upload jobs of one key that have not ended."""
@@ -212,7 +212,9 @@ class Spool:
         _sync_folder(self.root)
         job.folder = final
         job.bytes = received
-        self.release(received)
+        with self._lock:
+            self._receiving = max(0, self._receiving - received)
+            self._queued += received
         self.jobs[job.id] = job
         return job
 
@@ -220,6 +222,9 @@ class Spool:
 
     def end(self, job: SpooledJob, status: str, results: list[dict[str, Any]]) -> None:
         """Record how a job ended, then delete its files (the manifest stays a while)."""
+        if job.ended is None:
+            with self._lock:
+                self._queued = max(0, self._queued - job.bytes)
         job.ended = {"status": status, "results": results, "ended_at": time.time()}
         try:
             _write_json(job.folder / MANIFEST, job.manifest())
@@ -252,6 +257,7 @@ class Spool:
                 continue
             self.jobs[job.id] = job
             if job.ended is None:
+                self._queued += job.bytes
                 pending.append(job)
         return pending
 
