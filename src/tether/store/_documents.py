@@ -79,8 +79,9 @@ class DocumentsMixin(StorePart):
     # -- reads ---------------------------------------------------------------------------
 
     def get_document(self, document_id: str) -> Document:
+        columns = _rows.document_columns(self.db.dialect)
         row = self._select_one(
-            f"SELECT {_rows.DOCUMENT_COLUMNS} FROM rag_documents d WHERE d.id = ?", (document_id,)
+            f"SELECT {columns} FROM rag_documents d WHERE d.id = ?", (document_id,)
         )
         if row is None:
             raise DocumentNotFound(document_id)
@@ -99,6 +100,7 @@ class DocumentsMixin(StorePart):
             document_id=document_id,
             source_path=source_path,
             content_hash=content_hash,
+            dialect=self.db.dialect,
         )
         if query is None:
             return None
@@ -108,7 +110,11 @@ class DocumentsMixin(StorePart):
     def list_documents(
         self, *, workspace_id: str | None = None, session_id: str | None = None
     ) -> list[Document]:
-        rows = self._select(*list_documents_sql(workspace_id=workspace_id, session_id=session_id))
+        rows = self._select(
+            *list_documents_sql(
+                workspace_id=workspace_id, session_id=session_id, dialect=self.db.dialect
+            )
+        )
         return [_rows.document(row) for row in rows]
 
     def chunks_of(self, document_id: str) -> list[StoredChunk]:

@@ -9,17 +9,21 @@ from typing import Any
 
 from tether.models import Document, Hit, Tags
 from tether.store._paths import read_path
+from tether.store.dialect import Dialect
 from tether.store.records import AuditEntry, CandidateRow, RegistryEntry
 
-#: A document with its chunk count and attached sessions (``d`` = rag_documents).
-DOCUMENT_COLUMNS = (
-    "d.id, d.workspace_id, d.title, d.source_path, d.source_type, d.mime, d.content_hash,"
-    " d.file_size, d.status, d.created_at, d.indexed_at, d.metadata,"
-    " d.project_id, d.domain, d.version, d.last_verified, d.stale_at, d.chunking,"
-    " (SELECT count(*) FROM rag_chunks c WHERE c.document_id = d.id) AS chunk_count,"
-    " (SELECT group_concat(s.session_id, char(31)) FROM rag_document_sessions s"
-    "   WHERE s.document_id = d.id) AS session_ids"
-)
+
+def document_columns(dialect: Dialect) -> str:
+    """A document with its chunk count and attached sessions (``d`` = rag_documents)."""
+    return (
+        "d.id, d.workspace_id, d.title, d.source_path, d.source_type, d.mime, d.content_hash,"
+        " d.file_size, d.status, d.created_at, d.indexed_at, d.metadata,"
+        " d.project_id, d.domain, d.version, d.last_verified, d.stale_at, d.chunking,"
+        " (SELECT count(*) FROM rag_chunks c WHERE c.document_id = d.id) AS chunk_count,"
+        f" (SELECT {dialect.joined('s.session_id')} FROM rag_document_sessions s"
+        "   WHERE s.document_id = d.id) AS session_ids"
+    )
+
 
 #: A hit (``c`` = rag_chunks, ``d`` = rag_documents); queries may add columns after it.
 HIT_COLUMNS = (

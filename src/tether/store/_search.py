@@ -211,7 +211,7 @@ class SearchMixin(StorePart):
         cached = self._scope_shares.get(key)
         if cached is None or cached[0] != version:
             in_scope, total = conn.execute(
-                *scope_chunk_count_sql(scope, filters, exclusions)
+                *scope_chunk_count_sql(scope, filters, exclusions, dialect=self.db.dialect)
             ).fetchone()
             cached = (version, in_scope / total if total else 0.0, total)
             if len(self._scope_shares) > 1024:
@@ -235,7 +235,9 @@ class SearchMixin(StorePart):
                 if not store[term]:
                     in_scope[term] = False
                     continue
-                sql, params = term_in_scope_sql(scope, term, filters=filters, exclusions=exclusions)
+                sql, params = term_in_scope_sql(
+                    scope, term, filters=filters, exclusions=exclusions, dialect=self.db.dialect
+                )
                 in_scope[term] = bool(conn.execute(sql, params).fetchone()[0])
         return TermStatistics(chunks=chunks, store=store, in_scope=in_scope)
 
@@ -260,7 +262,13 @@ class SearchMixin(StorePart):
         exclusions: Exclusions | None = None,
     ) -> list[int]:
         sql, params = document_chunks_sql(
-            scope, page=page, first=first, limit=limit, filters=filters, exclusions=exclusions
+            scope,
+            page=page,
+            first=first,
+            limit=limit,
+            filters=filters,
+            exclusions=exclusions,
+            dialect=self.db.dialect,
         )
         return [row[0] for row in self._select(sql, params)]
 

@@ -6,22 +6,25 @@ from tether.errors import ScopeError, SessionNotFound, WorkspaceNotFound
 from tether.models import GLOBAL_WORKSPACE, Document, Scope, Session, Workspace
 from tether.store import _rows
 from tether.store._common import StorePart
+from tether.store.dialect import Dialect
 from tether.store.records import utcnow
 from tether.store.sql import list_sessions_sql
 
-# ChatPDF documents of a closed session that nothing else uses any more.
-_MARK_STALE = (
-    "UPDATE rag_documents SET stale_at = ? WHERE stale_at IS NULL"
-    " AND json_extract(metadata, '$.origin') = 'chatpdf'"
-    # A file of a watched library folder is the library's, not the chat's.
-    " AND NOT EXISTS (SELECT 1 FROM rag_index_registry r"
-    "   WHERE r.document_id = rag_documents.id)"
-    " AND id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
-    " AND NOT EXISTS (SELECT 1 FROM rag_document_sessions ds"
-    "   JOIN sessions s ON s.id = ds.session_id"
-    "   WHERE ds.document_id = rag_documents.id AND s.closed_at IS NULL)"
-    " RETURNING id"
-)
+
+def _mark_stale_sql(dialect: Dialect) -> str:
+    """Mark the ChatPDF documents of a closed session that nothing else uses any more."""
+    return (
+        "UPDATE rag_documents SET stale_at = ? WHERE stale_at IS NULL"
+        f" AND {dialect.json_text('metadata', 'origin')} = 'chatpdf'"
+        # A file of a watched library folder is the library's, not the chat's.
+        " AND NOT EXISTS (SELECT 1 FROM rag_index_registry r"
+        "   WHERE r.document_id = rag_documents.id)"
+        " AND id IN (SELECT document_id FROM rag_document_sessions WHERE session_id = ?)"
+        " AND NOT EXISTS (SELECT 1 FROM rag_document_sessions ds"
+        "   JOIN sessions s ON s.id = ds.session_id"
+        "   WHERE ds.document_id = rag_documents.id AND s.closed_at IS NULL)"
+        " RETURNING id"
+    )
 
 
 class SessionsMixin(StorePart):
@@ -102,12 +105,12 @@ class SessionsMixin(StorePart):
             )
             if cur.rowcount == 0:
                 raise SessionNotFound(session_id)
-            rows = conn.execute(_MARK_STALE, (now, session_id)).fetchall()
+            rows = conn.execute(_mark_stale_sql(self.db.dialect), (now, session_id)).fetchall()
         return self.get_session(session_id), sorted(r[0] for r in rows)
 
     def stale_documents(self, cutoff: str) -> list[Document]:
         rows = self._select(
-            f"SELECT {_rows.DOCUMENT_COLUMNS} FROM rag_documents d"
+            f"SELECT {_rows.document_columns(self.db.dialect)} FROM rag_documents d"
             " WHERE d.stale_at IS NOT NULL AND d.stale_at <= ? ORDER BY d.stale_at, d.id",
             (cutoff,),
         )

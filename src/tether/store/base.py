@@ -25,6 +25,7 @@ from tether.models import (
     Tags,
     Workspace,
 )
+from tether.store.dialect import Dialect
 from tether.store.records import (
     ApiKey,
     AuditEntry,
@@ -62,6 +63,8 @@ class Database(Protocol):
     path: str
     #: Whether connections may be used from several threads (each thread its own).
     cross_thread: bool
+    #: How its SQL spells what the dialects spell differently.
+    dialect: Dialect
 
     def read(self) -> AbstractContextManager[Any]: ...
 

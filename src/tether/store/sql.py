@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from tether.models import GLOBAL_WORKSPACE, Exclusions, Filters, Scope
 from tether.store._paths import stored_path
-from tether.store._rows import AUDIT_COLUMNS, DOCUMENT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS
+from tether.store._rows import AUDIT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS, document_columns
+from tether.store.dialect import SQLITE, Dialect
 from tether.store.records import RegistryEntry
 
 # bm25 column weights for (content, section_title).
@@ -37,11 +38,12 @@ def scope_sql(
     exclusions: Exclusions | None = None,
     *,
     document_column: DocumentColumn = "c.document_id",
+    dialect: Dialect = SQLITE,
 ) -> tuple[str, dict[str, Any]]:
     """The WHERE fragment for what ``scope`` may see under its tag filters and the
     policy's exclusions: active documents only. ``d`` is rag_documents; the document id
     is read from ``document_column`` (``c.document_id`` when the statement selects
-    chunks ``c``, ``d.id`` when it selects documents)."""
+    chunks ``c``, ``d.id`` when it selects documents); spelled for ``dialect``."""
     if document_column not in ("c.document_id", "d.id"):
         raise ValueError(f"unknown document column {document_column!r}")
     params: dict[str, Any] = {"scope_id": scope.id}
@@ -49,7 +51,7 @@ def scope_sql(
     if filters is not None:
         clauses += _filter_clauses(filters, params)
     if exclusions is not None:
-        clauses += _exclusion_clauses(exclusions, params)
+        clauses += _exclusion_clauses(exclusions, params, dialect)
     return " AND ".join(clauses), params
 
 
@@ -83,18 +85,21 @@ def _filter_clauses(filters: Filters, params: dict[str, Any]) -> list[str]:
     return clauses
 
 
-def _exclusion_clauses(exclusions: Exclusions, params: dict[str, Any]) -> list[str]:
+def _exclusion_clauses(
+    exclusions: Exclusions, params: dict[str, Any], dialect: Dialect
+) -> list[str]:
     clauses = []
+    distinct_from = dialect.distinct_from
     if exclusions.log_cutoff is not None:
         params["log_cutoff"] = exclusions.log_cutoff
         # NULL-safe throughout: an untagged document is never excluded by accident.
         clauses.append(
-            "(d.source_type IS NOT 'log'"
+            f"(d.source_type {distinct_from} 'log'"
             " OR coalesce(d.last_verified, d.indexed_at, d.created_at) >= :log_cutoff)"
         )
     if exclusions.unverified_urls:
         clauses.append(
-            "(d.last_verified IS NOT NULL OR (d.source_type IS NOT 'link'"
+            f"(d.last_verified IS NOT NULL OR (d.source_type {distinct_from} 'link'"
             " AND lower(coalesce(d.source_path, '')) NOT LIKE 'http://%'"
             " AND lower(coalesce(d.source_path, '')) NOT LIKE 'https://%'))"
         )
@@ -186,10 +191,14 @@ def _ranked_matches(score: str, where: str, *, scope_first: bool) -> str:
 
 
 def scope_chunk_count_sql(
-    scope: Scope, filters: Filters | None = None, exclusions: Exclusions | None = None
+    scope: Scope,
+    filters: Filters | None = None,
+    exclusions: Exclusions | None = None,
+    *,
+    dialect: Dialect = SQLITE,
 ) -> tuple[str, dict[str, Any]]:
     """SQL for ``(chunks in scope, chunks in the store)``: which lexical plan fits."""
-    where, params = scope_sql(scope, filters, exclusions)
+    where, params = scope_sql(scope, filters, exclusions, dialect=dialect)
     sql = f"""
         SELECT (SELECT count(*) FROM rag_chunks c
                 JOIN rag_documents d ON d.id = c.document_id WHERE {where}),
@@ -247,9 +256,10 @@ def term_in_scope_sql(
     *,
     filters: Filters | None = None,
     exclusions: Exclusions | None = None,
+    dialect: Dialect = SQLITE,
 ) -> tuple[str, dict[str, Any]]:
     """SQL whose one row says whether any chunk ``scope`` may see holds ``term``."""
-    where, params = scope_sql(scope, filters, exclusions)
+    where, params = scope_sql(scope, filters, exclusions, dialect=dialect)
     sql = f"""
         SELECT EXISTS (
             SELECT 1 FROM rag_chunks_fts
@@ -310,12 +320,13 @@ def document_chunks_sql(
     limit: int = 50,
     filters: Filters | None = None,
     exclusions: Exclusions | None = None,
+    dialect: Dialect = SQLITE,
 ) -> tuple[str, dict[str, Any]]:
     """SQL for the ids of chunks that a request about a document itself wants, inside
     ``scope``: those on ``page`` (the page whose printed label is that number, in a
     document that has one; else the physical page), or the ``first`` chunks of each
     document (its opening). Newest document first, then reading order."""
-    where, params = scope_sql(scope, filters, exclusions)
+    where, params = scope_sql(scope, filters, exclusions, dialect=dialect)
     if page is not None:
         where += (
             " AND c.page = coalesce((SELECT l.page FROM rag_chunks l"
@@ -381,6 +392,7 @@ def find_document_sql(
     document_id: str | None = None,
     source_path: str | None = None,
     content_hash: str | None = None,
+    dialect: Dialect = SQLITE,
 ) -> tuple[str, list[Any]] | None:
     """SQL for the document a new source would update: by id, else by path, else (for
     text without a path) by identical content in the workspace; None without any key."""
@@ -394,12 +406,15 @@ def find_document_sql(
         params = [workspace_id, content_hash]
     else:
         return None
-    sql = f"SELECT {DOCUMENT_COLUMNS} FROM rag_documents d WHERE {where}"
+    sql = f"SELECT {document_columns(dialect)} FROM rag_documents d WHERE {where}"
     return sql + " ORDER BY d.created_at LIMIT 1", params
 
 
 def list_documents_sql(
-    *, workspace_id: str | None = None, session_id: str | None = None
+    *,
+    workspace_id: str | None = None,
+    session_id: str | None = None,
+    dialect: Dialect = SQLITE,
 ) -> tuple[str, list[Any]]:
     """SQL for the documents of a workspace and/or attached to a session (else all)."""
     clauses, params = [], []
@@ -412,7 +427,7 @@ def list_documents_sql(
         )
         params.append(session_id)
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-    sql = f"SELECT {DOCUMENT_COLUMNS} FROM rag_documents d{where}"
+    sql = f"SELECT {document_columns(dialect)} FROM rag_documents d{where}"
     return sql + " ORDER BY d.workspace_id, d.title, d.id", params
 
 
@@ -446,7 +461,9 @@ def upsert_registry_sql(source_path: str, fields: Mapping[str, Any]) -> tuple[st
     unknown = set(fields) - REGISTRY_FIELDS
     if unknown:
         raise ValueError(f"unknown registry fields {sorted(unknown)}")
-    updates = ", ".join(f"{c} = excluded.{c}" for c in fields) or "status = status"
+    # Nothing to update: the row is left as it is (set to itself, named by its table).
+    updates = ", ".join(f"{c} = excluded.{c}" for c in fields)
+    updates = updates or "status = rag_index_registry.status"
     inserted = {"status": "queued", **fields}  # a new row needs a status
     columns = ["source_path", *inserted]
     sql = (

@@ -1,9 +1,10 @@
 """Opening a PostgreSQL database: connections per thread, transactions, migrations.
 
-The store's parts are written once, in SQLite's dialect where it is also PostgreSQL's;
-:class:`PgConnection` runs them here by rewriting their placeholders (``?`` and
-``:name``) as psycopg's. What differs between the two (full-text search, vectors, JSON,
-generated ids) is written for PostgreSQL in :mod:`tether.store.postgres`.
+The store's parts are written once, their few differing spellings built for
+:data:`~tether.store.dialect.POSTGRES` (``self.db.dialect``); :class:`PgConnection` runs
+them with psycopg's placeholders for the DB-API's ``?`` and ``:name``. What differs
+beyond spelling (full-text search, vectors, generated ids) is written for PostgreSQL in
+:mod:`tether.store.postgres`.
 
 Writers are serialized by a transaction-level advisory lock, as SQLite's one writer is:
 the change log's sequence numbers then commit in order, which its readers rely on
@@ -23,6 +24,7 @@ from typing import Any
 
 from tether.errors import InvalidArgument, StorageReadOnly, StoreError
 from tether.store._failures import storage_full, storage_read_only
+from tether.store.dialect import POSTGRES
 from tether.store.postgres.schema import LATEST_VERSION, migrate, schema_version
 
 try:
@@ -43,24 +45,11 @@ _MAKE_IT_WRITABLE = (
 )
 
 
-#: The SQLite spellings the shared statements use, and PostgreSQL's for them.
-DIALECT = (
-    ("group_concat(s.session_id, char(31))", "string_agg(s.session_id, chr(31))"),
-    ("IS NOT 'log'", "IS DISTINCT FROM 'log'"),
-    ("IS NOT 'link'", "IS DISTINCT FROM 'link'"),
-    ("json_extract(metadata, '$.origin')", "(metadata::jsonb ->> 'origin')"),
-    ("DO UPDATE SET status = status", "DO UPDATE SET status = rag_index_registry.status"),
-)
-
-
 @functools.lru_cache(maxsize=512)
-def translate(sql: str) -> str:
-    """``sql`` in PostgreSQL's dialect: the spellings of :data:`DIALECT` replaced, and
-    SQLite's placeholders as psycopg's: ``?`` as ``%s``, ``:name`` as ``%(name)s`` (a
-    ``::`` cast stays), every other ``%`` doubled, in string literals too
-    (``LIKE 'http://%'``)."""
-    for sqlite, postgres in DIALECT:
-        sql = sql.replace(sqlite, postgres)
+def psycopg_placeholders(sql: str) -> str:
+    """``sql`` with the DB-API placeholders the store writes as psycopg's: ``?`` as
+    ``%s``, ``:name`` as ``%(name)s`` (a ``::`` cast stays), every other ``%`` doubled, in
+    string literals too (``LIKE 'http://%'``)."""
     out: list[str] = []
     i, n, quoted = 0, len(sql), False
     while i < n:
@@ -89,7 +78,8 @@ def translate(sql: str) -> str:
 
 
 class PgConnection:
-    """One thread's psycopg connection, speaking the store's SQL (see :func:`translate`)."""
+    """One thread's psycopg connection, running the store's SQL with psycopg's
+    placeholders (:func:`psycopg_placeholders`)."""
 
     def __init__(self, raw: psycopg.Connection[Any], label: str = "the database") -> None:
         self.raw = raw
@@ -98,12 +88,12 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         with _errors(self.label):
-            return self.raw.execute(translate(sql), params, prepare=False)
+            return self.raw.execute(psycopg_placeholders(sql), params, prepare=False)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> Any:
         with _errors(self.label):
             cur = self.raw.cursor()
-            cur.executemany(translate(sql), rows)
+            cur.executemany(psycopg_placeholders(sql), rows)
             return cur
 
     @property
@@ -118,6 +108,8 @@ class PgDatabase:
     Each thread gets its own connection. A write is one transaction (nested writes are
     savepoints of it); a read is one snapshot.
     """
+
+    dialect = POSTGRES
 
     def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
         self.url = url

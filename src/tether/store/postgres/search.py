@@ -27,6 +27,7 @@ import numpy as np
 from tether.models import Exclusions, Filters, Hit, Scope
 from tether.store import _rows
 from tether.store._search import SearchMixin
+from tether.store.dialect import POSTGRES
 from tether.store.postgres.database import PgConnection
 from tether.store.postgres.schema import quote_literal
 from tether.store.records import TermStatistics
@@ -121,7 +122,7 @@ class PgSearch(SearchMixin):
             )
             if not lexemes:
                 return []
-            where, params = scope_sql(scope, filters, exclusions)
+            where, params = scope_sql(scope, filters, exclusions, dialect=POSTGRES)
             columns = "c.id" if ids_only else _rows.HIT_COLUMNS
             sql = f"""
                 WITH stats AS (
@@ -166,7 +167,7 @@ class PgSearch(SearchMixin):
         with self.db.read() as conn:
             (chunks,) = conn.execute("SELECT value FROM rag_state WHERE key = 'chunks'").fetchone()
             lexemes = self._lexemes(conn, list(dict.fromkeys(terms)))
-            where, params = scope_sql(scope, filters, exclusions)
+            where, params = scope_sql(scope, filters, exclusions, dialect=POSTGRES)
             for term, lxs in lexemes.items():
                 if not lxs:
                     store[term], in_scope[term] = 0, False
@@ -235,7 +236,7 @@ class PgVectors:
                 raise ValueError(
                     f"query has {query.shape} dims; stored {self.model!r} vectors have {dims}"
                 )
-            where, params = scope_sql(scope, filters, exclusions)
+            where, params = scope_sql(scope, filters, exclusions, dialect=POSTGRES)
             params.update(query=query, k=int(k))
             share = self.store._scope_share(conn, scope, filters, exclusions)
             if share >= HNSW_SHARE:

@@ -23,6 +23,7 @@ from tether.store._keys import KeysMixin
 from tether.store._registry import RegistryMixin
 from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
+from tether.store.dialect import POSTGRES
 from tether.store.postgres.database import PgConnection, PgDatabase
 from tether.store.postgres.schema import ensure_vector_index
 from tether.store.postgres.search import PgSearch, PgVectors, index_text
@@ -220,7 +221,9 @@ class PostgresStore(
         exclusions: Exclusions | None = None,
         among: Sequence[str] | None = None,
     ) -> list[str]:
-        where, params = scope_sql(scope, filters, exclusions, document_column="d.id")
+        where, params = scope_sql(
+            scope, filters, exclusions, document_column="d.id", dialect=POSTGRES
+        )
         sql = f"SELECT d.id FROM rag_documents d WHERE {where}"
         if among is not None:
             sql += " AND d.id = ANY(:among)"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tether.errors import InvalidArgument, SchemaVersionError, StorageReadOnly, StoreError
 from tether.store._failures import MAKE_THE_FILE_WRITABLE, storage_read_only
+from tether.store.dialect import SQLITE
 from tether.store.sqlite.files import (
     check_version,
     connect_read_only,
@@ -44,6 +45,8 @@ class SQLiteDatabase:
     only: ``read_only`` is then True, reads work, and each write raises
     :class:`~tether.errors.StorageReadOnly`.
     """
+
+    dialect = SQLITE
 
     def __init__(
         self,
