@@ -26,7 +26,7 @@ from tether.cli._shell import (
 )
 
 if TYPE_CHECKING:
-    from tether import Citation, Hit, RetrievalResult, Scope, SearchResults
+    from tether import Citation, Hit, RetrievalResult, SearchResults
 
 
 def search(
@@ -45,15 +45,17 @@ def search(
 ) -> None:
     """Search chunks inside a scope; print the cited hits."""
     with open_tether(db, config, must_exist=True) as tether:
-        resolved = tether.resolve_scope(scope, session_id=session, workspace_id=workspace)
-        hits = tether.search(query, scope=resolved, k=k, mode=mode)
+        hits = tether.search(
+            query, scope=scope, session_id=session, workspace_id=workspace, k=k, mode=mode
+        )
     if as_json:
-        print_json(hits.to_dict(query, resolved, k))
+        print_json(hits.to_dict())
     else:
-        _print_hits(hits, resolved)
+        _print_hits(hits)
 
 
-def _print_hits(hits: SearchResults, scope: Scope) -> None:
+def _print_hits(hits: SearchResults) -> None:
+    scope = hits.scope
     print_degradations(hits.debug)
     if hits.debug.get("scope_exists") is False:
         listing = "sessions" if scope.kind == "session" else "docs"

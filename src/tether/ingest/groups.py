@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from tether.errors import StoreError
 from tether.ingest.loaders import LoadedDocument
 from tether.models import IndexResult, Tags
-from tether.store import ChunkVectors, NewChunk, Store
-
-T = TypeVar("T")
+from tether.store import NewChunk
 
 #: Chunks of prepared documents gathered before they are embedded and stored together.
 GROUP_CHUNKS = 512
@@ -44,21 +41,10 @@ class Prepared:
 class Indexes(Protocol):
     """What a group asks of the indexer (:class:`tether.ingest.indexer.Indexer`)."""
 
-    store: Store
-
-    def _embed_group(
-        self, group: list[Prepared]
-    ) -> list[tuple[Prepared, ChunkVectors | None, str | None]]: ...
-
-    def _write(
-        self,
-        prepared: Prepared,
-        placement: Placement,
-        vectors: ChunkVectors | None,
-        warning: str | None,
-    ) -> IndexResult: ...
-
-    def committed(self, fn: Callable[[], T]) -> T: ...
+    def store_group(self, group: list[Prepared], placement: Placement) -> list[IndexResult]:
+        """Embed ``group`` in one call and store it in one transaction: a result per
+        document, in order."""
+        ...
 
 
 class Group:
@@ -93,22 +79,7 @@ class Group:
     def flush(self) -> None:
         if not self.group:
             return
-        indexer = self.indexer
-        embedded = indexer._embed_group([p for _, p in self.group])
-
-        def store() -> list[IndexResult]:
-            with indexer.store.write():
-                # Each document is a savepoint of the group's transaction: one that cannot
-                # be stored fails alone, and the others still commit.
-                return [
-                    indexer._write(prepared, self.placement, vectors, warning)
-                    for prepared, vectors, warning in embedded
-                ]
-
-        try:
-            written = indexer.committed(store)
-        except StoreError as exc:  # the group's transaction failed whole (a full disk)
-            written = [IndexResult(p.label, "failed", error=exc) for _, p in self.group]
+        written = self.indexer.store_group([p for _, p in self.group], self.placement)
         for (slot, _), result in zip(self.group, written, strict=True):
             self.report(slot, result)
         self.group.clear()

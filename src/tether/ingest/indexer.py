@@ -329,6 +329,25 @@ class Indexer:
             replace(c, page_label=loaded.page_labels.get(c.page)) if c.page else c for c in chunks
         ]
 
+    def store_group(self, group: list[Prepared], placement: Placement) -> list[IndexResult]:
+        """Embed ``group`` in one call, then store it in one transaction, each document a
+        savepoint of it (one that cannot be stored fails alone, the others commit): a
+        result per document, in order. A transaction that fails whole (a full disk) fails
+        every document of the group."""
+        embedded = self._embed_group(group)
+
+        def store() -> list[IndexResult]:
+            with self.store.write():
+                return [
+                    self._write(prepared, placement, vectors, warning)
+                    for prepared, vectors, warning in embedded
+                ]
+
+        try:
+            return self.committed(store)
+        except StoreError as exc:
+            return [IndexResult(p.label, "failed", error=exc) for p in group]
+
     def _embed_group(
         self, group: list[Prepared]
     ) -> list[tuple[Prepared, ChunkVectors | None, str | None]]:

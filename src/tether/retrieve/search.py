@@ -36,20 +36,31 @@ Ranked = list[tuple[int, float]]
 
 
 class SearchResults(list[Hit]):
-    """The hits, best first (a plain list), plus ``debug``: what ran, counts, timings in
-    milliseconds, per-chunk ranks of each method, and every degradation."""
+    """The hits, best first (a plain list), plus the ``query``, ``scope`` (as resolved)
+    and ``k`` they answer, and ``debug``: what ran, counts, timings in milliseconds,
+    per-chunk ranks of each method, and every degradation."""
 
-    def __init__(self, hits: list[Hit], debug: dict[str, Any]) -> None:
+    def __init__(
+        self, hits: list[Hit], debug: dict[str, Any], *, query: str, scope: Scope, k: int
+    ) -> None:
         super().__init__(hits)
         self.debug = debug
+        self.query = query
+        self.scope = scope
+        self.k = k
 
-    def to_dict(self, query: str, scope: Scope, k: int) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON of a search (``tether search --json``, ``POST /v1/search``): the
         query, scope and k it answered, its hits, and its debug without the per-chunk
         ranks (one entry per candidate: too long to print)."""
         debug = {key: value for key, value in self.debug.items() if key != "ranks"}
-        return {"query": query, "scope": scope.to_dict(), "k": k,
-                "hits": [hit.to_dict() for hit in self], "debug": debug}  # fmt: skip
+        return {
+            "query": self.query,
+            "scope": self.scope.to_dict(),
+            "k": self.k,
+            "hits": [hit.to_dict() for hit in self],
+            "debug": debug,
+        }
 
 
 @dataclasses.dataclass
@@ -398,7 +409,7 @@ class Searcher:
             degradations=found.degradations,
             ranks=_ranks(hits, found.lexical, found.vector),
         )
-        return SearchResults(hits, debug)
+        return SearchResults(hits, debug, query=query, scope=scope, k=k)
 
     def hits(self, scored: Ranked) -> list[Hit]:
         """Hits for ``(chunk_id, score)`` pairs, in order, with those scores."""

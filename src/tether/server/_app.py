@@ -269,7 +269,7 @@ def _retrieval_routes(app: FastAPI) -> None:
         hits = await svc.read(
             tether.search, body.query, scope=scope, k=body.k, mode=body.mode, filters=filters
         )
-        return hits.to_dict(body.query, scope, body.k)
+        return hits.to_dict()
 
     @app.post(
         "/v1/retrieve",
