@@ -78,21 +78,19 @@ class Indexing:
         ``policy.require_tags``) missing tag fails that source with :class:`InvalidTag`.
         Re-adding unchanged content with new tags or status updates them in place.
         """
-        if (sources is None) == (text is None):
-            raise InvalidArgument("give either sources or text=, not both and not neither")
         if on_error not in ("raise", "collect"):
             raise InvalidArgument(f"on_error must be 'raise' or 'collect', not {on_error!r}")
-        if text is not None:
-            items: list[PathSource | TextSource] = [make_text_source(
-                text, title=title, mime=mime, document_id=document_id, source=source,
-                metadata=metadata, tags=tags, status=status,
-            )]  # fmt: skip
-        elif document_id is not None or source is not None or metadata is not None:
-            raise InvalidArgument(
-                "document_id=, source= and metadata= go with text= (or a TextSource)"
-            )
+        if sources is None:
+            if text is None:
+                raise InvalidArgument("give either sources or text=, not both and not neither")
+            text_fields = {"document_id": document_id, "source": source, "metadata": metadata}
+            items = [
+                make_text_source(
+                    text, title=title, mime=mime, tags=tags, status=status, **text_fields
+                )
+            ]
         else:
-            items = coerce_sources(sources, tags, status)
+            items = _sources_alone(sources, text, document_id, source, metadata, tags, status)
         indexer = self._index()
         placement = indexer.place(workspace_id, session_id)
         return indexer.add(items, placement, on_error=on_error, progress=progress)
@@ -159,14 +157,18 @@ class Indexing:
         if not isinstance(text, str):
             raise InvalidArgument(f"text must be str, not {type(text).__name__}")
         if not self.settings.rag.index_text_artifacts:
-            logger.debug("text artifact %s not indexed: rag.index_text_artifacts is off",
-                         artifact_id)  # fmt: skip
+            logger.debug(
+                "text artifact %s not indexed: rag.index_text_artifacts is off", artifact_id
+            )
             return None
         source = TextSource(text, title or artifact_id, source=f"artifact:{artifact_id}")
         return self.submit(
-            source, workspace_id=workspace_id, session_id=session_id,
-            on_progress=on_progress, kind="text artifact",
-        )  # fmt: skip
+            source,
+            workspace_id=workspace_id,
+            session_id=session_id,
+            on_progress=on_progress,
+            kind="text artifact",
+        )
 
     def library(
         self,
@@ -182,9 +184,13 @@ class Indexing:
         :mod:`tether.ingest.watcher`. ``clock`` (for retry times) defaults to UTC now."""
         options: dict[str, Any] = {"clock": clock} if clock is not None else {}
         return LibrarySync(
-            self._index(), folder, workspace_id=workspace_id, settle=settle, backoff=backoff,
+            self._index(),
+            folder,
+            workspace_id=workspace_id,
+            settle=settle,
+            backoff=backoff,
             **options,
-        )  # fmt: skip
+        )
 
     def scan(self, folder: PathLike, *, workspace_id: str = GLOBAL_WORKSPACE) -> SyncReport:
         """One pass over ``folder``: index new and changed files, follow renames, delete
@@ -226,3 +232,21 @@ class Indexing:
         if writer is not None and not callable(writer):
             raise InvalidArgument(f"writer must be callable, not {type(writer).__name__}")
         self._index().writer = writer
+
+
+def _sources_alone(
+    sources: PathLike | TextSource | Iterable[PathLike | TextSource],
+    text: str | None,
+    document_id: str | None,
+    source: str | None,
+    metadata: dict[str, Any] | None,
+    tags: Tags | dict[str, Any] | None,
+    status: DocumentStatus | None,
+) -> list[PathSource | TextSource]:
+    """``sources`` as what :meth:`Indexing.add` indexes, when no ``text=`` (nor what goes
+    with one) is given too."""
+    if text is not None:
+        raise InvalidArgument("give either sources or text=, not both and not neither")
+    if document_id is not None or source is not None or metadata is not None:
+        raise InvalidArgument("document_id=, source= and metadata= go with text= (or a TextSource)")
+    return coerce_sources(sources, tags, status)

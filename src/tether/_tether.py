@@ -160,9 +160,13 @@ class Tether(Indexing, Catalog):
                     sizer = sizing_embedder(self.settings)
                 count_tokens = self._given[1] or default_token_counter(sizer)
                 self._indexer = Indexer(
-                    self.store, self.settings.rag, embedder=embedder,
-                    count_tokens=count_tokens, policy=self.settings.policy, sizer=sizer,
-                )  # fmt: skip
+                    self.store,
+                    self.settings.rag,
+                    embedder=embedder,
+                    count_tokens=count_tokens,
+                    policy=self.settings.policy,
+                    sizer=sizer,
+                )
             return self._indexer
 
     def _retrieval(self) -> Pipeline:
@@ -274,9 +278,8 @@ class Tether(Indexing, Catalog):
         with their ranks and scores, and the chunks they name (title, page, section):
         what the console's retrieval debugger draws.
         """
-        request = self._request(question, scope, session_id, workspace_id, decision, filters,
-                                max_chunks, min_relevance, timeout, guarded, history,
-                                explain)  # fmt: skip
+        options = (decision, filters, max_chunks, min_relevance, timeout, guarded, history, explain)
+        request = self._request(question, scope, session_id, workspace_id, *options)
         self.warmup()  # the model loads outside the retrieval's time budget
         return self._retrieval().retrieve(request)
 
@@ -299,14 +302,31 @@ class Tether(Indexing, Catalog):
         """:meth:`retrieve` for asyncio: the blocking work runs in threads, the queries
         concurrently (``asyncio.gather``), and LLM calls through the async client."""
         request = await asyncio.to_thread(
-            self._request, question, scope, session_id, workspace_id, decision, filters,
-            max_chunks, min_relevance, timeout, guarded, history, explain,
-        )  # fmt: skip
+            self._request,
+            question,
+            scope,
+            session_id,
+            workspace_id,
+            decision,
+            filters,
+            max_chunks,
+            min_relevance,
+            timeout,
+            guarded,
+            history,
+            explain,
+        )
         await asyncio.to_thread(self.warmup)  # outside the retrieval's time budget
         return await self._retrieval().aretrieve(request)
 
-    def _request(self, question: str, scope: ScopeArg, session_id: str | None,
-                 workspace_id: str | None, *options: Any) -> Request:  # fmt: skip
+    def _request(
+        self,
+        question: str,
+        scope: ScopeArg,
+        session_id: str | None,
+        workspace_id: str | None,
+        *options: Any,
+    ) -> Request:
         """The request, its options checked, for a scope whose session or workspace
         exists (NotFound otherwise)."""
         decision, filters, max_chunks, min_relevance, timeout, guarded, history, explain = options
@@ -322,9 +342,20 @@ class Tether(Indexing, Catalog):
         if session_id is not None:
             check_identifier("session_id", session_id)
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
-        request = Request(question, resolved, session_id, decision, filters, max_chunks,
-                          min_relevance, timeout, bool(guarded), history or (),
-                          bool(explain), current_asker())  # fmt: skip
+        request = Request(
+            question,
+            resolved,
+            session_id,
+            decision,
+            filters,
+            max_chunks,
+            min_relevance,
+            timeout,
+            bool(guarded),
+            history or (),
+            bool(explain),
+            current_asker(),
+        )
         if resolved.kind == "session":
             self.store.get_session(resolved.id)
         elif resolved.kind == "workspace":

@@ -269,9 +269,12 @@ def _empty_session(question: str, scope: Scope, decision: Decision) -> Retrieval
         queries=(question,),
         scope=scope,
         selected_chunk_ids=(),
-        debug={"decision": decision.to_dict(), "degradations": [],
-               "note": f"session {scope.id!r} is not known to tether: no documents"},
-    )  # fmt: skip
+        debug={
+            "decision": decision.to_dict(),
+            "degradations": [],
+            "note": f"session {scope.id!r} is not known to tether: no documents",
+        },
+    )
 
 
 def _log(node: str, reason: str, config: Any, **fields: Any) -> None:
@@ -356,8 +359,13 @@ class _RetrievalPlan:
 
     def arguments(self) -> dict[str, Any]:
         """The keyword arguments of ``Tether.retrieve`` for this plan."""
-        return {"scope": self.scope, "session_id": self.session_id, "decision": self.decision,
-                "filters": self.filters, "history": list(self.history)}  # fmt: skip
+        return {
+            "scope": self.scope,
+            "session_id": self.session_id,
+            "decision": self.decision,
+            "filters": self.filters,
+            "history": list(self.history),
+        }
 
 
 def _plan_retrieval(node: str, state: dict[str, Any], config: Any) -> _RetrievalPlan:
@@ -370,12 +378,14 @@ def _plan_retrieval(node: str, state: dict[str, Any], config: Any) -> _Retrieval
         # The open PDF, when there is one, is the only document searched.
         active_pdf = state.get("active_pdf_document_id")
         filters = Filters(document_ids=(active_pdf,)) if active_pdf else None
-        return _RetrievalPlan(question, decision, session_id, Scope.session(session_id),
-                              "local", filters, history)  # fmt: skip
+        return _RetrievalPlan(
+            question, decision, session_id, Scope.session(session_id), "local", filters, history
+        )
     # The global library or a workspace: the chat session plays no part (and need
     # not be known to tether yet).
-    return _RetrievalPlan(question, decision, None, _global_scope(config), "global",
-                          history=history)  # fmt: skip
+    return _RetrievalPlan(
+        question, decision, None, _global_scope(config), "global", history=history
+    )
 
 
 def _retrieval_update(

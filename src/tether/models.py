@@ -320,8 +320,11 @@ class Citation:
 
     def ids(self) -> dict[str, Any]:
         """What the audit log keeps of it: its number and ids, never text or scores."""
-        return {"number": self.number, "document_id": self.document_id,
-                "chunk_ids": list(self.chunk_ids)}  # fmt: skip
+        return {
+            "number": self.number,
+            "document_id": self.document_id,
+            "chunk_ids": list(self.chunk_ids),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -399,11 +402,16 @@ class CleanupReport:
             "deleted": self.deleted,
             "cutoff": self.cutoff,
             "documents": [
-                {"id": d.id, "title": d.title, "workspace_id": d.workspace_id,
-                 "stale_at": d.stale_at, "chunk_count": d.chunk_count}
+                {
+                    "id": d.id,
+                    "title": d.title,
+                    "workspace_id": d.workspace_id,
+                    "stale_at": d.stale_at,
+                    "chunk_count": d.chunk_count,
+                }
                 for d in self.documents
             ],
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)

@@ -115,21 +115,33 @@ class RerankSettings(BaseModel):
         2, ge=1, description="chunks of one document taken before other documents' turn"
     )
     evidence_weight: float = Field(
-        0.9, ge=0.0, le=1.0, allow_inf_nan=False,
+        0.9,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
         description="share of the question match (vs the fused score) in the rerank's base",
-    )  # fmt: skip
+    )
     title_weight: float = Field(
-        0.1, ge=0.0, le=1.0, allow_inf_nan=False,
+        0.1,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
         description="bonus for a section title that shares the question's terms",
-    )  # fmt: skip
+    )
     recency_margin: float = Field(
-        0.02, ge=0.0, le=1.0, allow_inf_nan=False,
+        0.02,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
         description="score gap within which the session's newest document wins",
-    )  # fmt: skip
+    )
     priority_weight: float = Field(
-        0.1, ge=0.0, le=1.0, allow_inf_nan=False,
+        0.1,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
         description="bonus per unit of a document's metadata priority (-1..1)",
-    )  # fmt: skip
+    )
     llm_candidates: int = Field(
         20, ge=2, le=50, description="candidates an LLM rerank scores (the rest keep order)"
     )
@@ -158,17 +170,21 @@ class RagSettings(BaseModel):
         " known, else in characters) or always in characters (chunk_size)",
     )
     chunk_tokens: int = Field(
-        256, ge=32, le=100_000,
+        256,
+        ge=32,
+        le=100_000,
         description="most tokens in a chunk as embedded (its context header included);"
         " the embedder's window caps it",
-    )  # fmt: skip
+    )
     chunk_overlap_tokens: int | None = Field(
         None, ge=0, description="tokens shared by adjacent chunks (default 15% of a chunk)"
     )
     chunk_size: int = Field(
-        1200, ge=100, le=100_000,
+        1200,
+        ge=100,
+        le=100_000,
         description="characters per chunk, when chunks are not sized in tokens",
-    )  # fmt: skip
+    )
     chunk_overlap: int = Field(
         150, ge=0, description="characters shared by adjacent chunks sized in characters"
     )
@@ -181,9 +197,11 @@ class RagSettings(BaseModel):
     # With RRF a search asks FTS5 for at least 1.5 k by default (Recall@100 of a k=100
     # search was 0.9510 from 150 lexical candidates, as from 300; 0.9493 from 100).
     k_lexical: int | None = Field(
-        None, ge=1, le=10_000,
+        None,
+        ge=1,
+        le=10_000,
         description="FTS5 candidates per query (default: 100 with RRF, 300 with z-score)",
-    )  # fmt: skip
+    )
     k_vector: int = Field(300, ge=1, le=10_000, description="vector candidates per query")
     # RRF by default; z-score fusion keeps how much better a candidate is and measured
     # higher on SciFact's test queries (hybrid nDCG@10 0.736 vs 0.716), but the rerank
@@ -324,9 +342,13 @@ class PolicySettings(BaseModel):
     # authoritative documents highest, project knowledge bases high, curated links medium.
     priorities: dict[str, float] = Field(
         default_factory=lambda: {
-            "policy": 1.0, "contract": 1.0, "guide": 0.6, "link": 0.3, "log": 0.0,
+            "policy": 1.0,
+            "contract": 1.0,
+            "guide": 0.6,
+            "link": 0.3,
+            "log": 0.0,
         }
-    )  # fmt: skip
+    )
     log_retention_days: int = Field(
         90, ge=1, description="logs last verified (or indexed) longer ago are excluded"
     )
@@ -491,8 +513,16 @@ class _RagFusionEnv(PydanticBaseSettingsSource):
         return {"rag": rag} if rag else {}
 
 
-_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True,
-             "0": False, "false": False, "no": False, "off": False}  # fmt: skip
+_BOOLEANS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
 
 
 def _read_toml(settings_cls: type[BaseSettings], path: Path) -> TomlConfigSettingsSource:

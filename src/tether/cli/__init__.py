@@ -84,11 +84,13 @@ def _root(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", help="Print tether's version and exit.", is_eager=True,
+            "--version",
+            help="Print tether's version and exit.",
+            is_eager=True,
             callback=_print_version,
         ),
     ] = False,
-) -> None:  # fmt: skip
+) -> None:
     # pypdf logs each defect of a malformed PDF; the file's typed error already says it.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
 

@@ -111,8 +111,10 @@ def eval_(
     if claims is not None or distractors is not None:
         fail("--claims and --distractors go with --grounding", code=2)
     if len(directories) != 1:
-        fail("give one dataset directory (several are measured side by side with --grounding)",
-             code=2)  # fmt: skip
+        fail(
+            "give one dataset directory (several are measured side by side with --grounding)",
+            code=2,
+        )
     (directory,) = directories
     try:
         with progress_bar() as bar:
@@ -208,10 +210,11 @@ def _documents_grounding(
             task = bar.add_task(f"Asking {directory.name}", total=None)
             report = grounding_on_documents(
                 directory / "questions.json",
-                db=db if db is not None else ":memory:", settings=Settings.load(config),
+                db=db if db is not None else ":memory:",
+                settings=Settings.load(config),
                 lexical_only=lexical_only,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )  # fmt: skip
+            )
     except TetherError as exc:
         fail(error_message(exc))
     if not show:
@@ -259,12 +262,14 @@ def _side_by_side(
     for report in reports:
         if isinstance(report, GroundingReport):
             kinds = report.kinds
-            columns.append({
-                "balanced accuracy": f"{report.balanced_accuracy:.4f}",
-                "right on answerable (grounded)": f"{kinds['answerable'].right:.4f}",
-                "right on unanswerable (refused)": f"{kinds['unanswerable'].right:.4f}",
-                "right on cross-scope (refused, wider)": f"{kinds['cross_scope'].right:.4f}",
-            })  # fmt: skip
+            columns.append(
+                {
+                    "balanced accuracy": f"{report.balanced_accuracy:.4f}",
+                    "right on answerable (grounded)": f"{kinds['answerable'].right:.4f}",
+                    "right on unanswerable (refused)": f"{kinds['unanswerable'].right:.4f}",
+                    "right on cross-scope (refused, wider)": f"{kinds['cross_scope'].right:.4f}",
+                }
+            )
         else:
             columns.append(dict(_document_rows(report.to_dict())))
     labels = list(dict.fromkeys(label for column in columns for label in column))
@@ -357,8 +362,13 @@ def _print_grounding(report: GroundingReport) -> None:
     for column in ("kind", "questions", "grounded", "wider scope", "right"):
         kinds.add_column(column, justify="left" if column == "kind" else "right")
     for kind, row in report.kinds.items():
-        kinds.add_row(names[kind], str(row.questions), str(row.grounded),
-                      str(row.suggested_wider), f"{row.right:.3f}")  # fmt: skip
+        kinds.add_row(
+            names[kind],
+            str(row.questions),
+            str(row.grounded),
+            str(row.suggested_wider),
+            f"{row.right:.3f}",
+        )
     out.print(kinds)
     quantiles = ("min", "p10", "p25", "p50", "p75", "p90", "max")
     spread = Table(title="best relevance per question")

@@ -67,8 +67,13 @@ def add(
     as_json: JsonOption = False,
 ) -> None:
     """Index files into a workspace, attaching them to a session if given."""
-    raw_tags = {"domain": domain, "source_type": source_type, "project_id": project,
-                "last_verified": last_verified, "version": version}  # fmt: skip
+    raw_tags = {
+        "domain": domain,
+        "source_type": source_type,
+        "project_id": project,
+        "last_verified": last_verified,
+        "version": version,
+    }
     tags = {k: v for k, v in raw_tags.items() if v is not None} or None
     if global_ and workspace not in (None, GLOBAL_WORKSPACE):
         fail("--global and --workspace contradict each other", code=2)

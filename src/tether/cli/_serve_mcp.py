@@ -9,42 +9,49 @@ import typer
 
 from tether.cli._shell import ConfigOption, DbOption, fail, open_tether
 
+_WorkspaceOption = Annotated[
+    str | None,
+    typer.Option("--workspace", "-w", help="Serve this workspace.", show_default=False),
+]
+_SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session", "-s", help="Serve the documents of this session.", show_default=False
+    ),
+]
+_GlobalOption = Annotated[
+    bool, typer.Option("--global", help="Serve the global library.", show_default=False)
+]
+_KeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--key",
+        envvar="TETHER_API_KEY",
+        help="An API key (better: $TETHER_API_KEY). The scope must be one it may read, and"
+        " add_text is offered only where it may write. Without one: the local operator.",
+        show_default=False,
+    ),
+]
+_GuardedOption = Annotated[
+    bool,
+    typer.Option(
+        "--guarded/--unguarded",
+        help="Guard retrieve by the agent team's rules: nothing grounded returns the block"
+        " and its advisory, never context. --unguarded: grounded=false with guidance.",
+    ),
+]
+_ReadOnlyOption = Annotated[
+    bool, typer.Option("--read-only", help="Offer no add_text, whatever the key may do.")
+]
+
 
 def mcp(
-    workspace: Annotated[
-        str | None,
-        typer.Option("--workspace", "-w", help="Serve this workspace.", show_default=False),
-    ] = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session", "-s", help="Serve the documents of this session.", show_default=False
-        ),
-    ] = None,
-    global_: Annotated[
-        bool, typer.Option("--global", help="Serve the global library.", show_default=False)
-    ] = False,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            envvar="TETHER_API_KEY",
-            help="An API key (better: $TETHER_API_KEY). The scope must be one it may read, and"
-            " add_text is offered only where it may write. Without one: the local operator.",
-            show_default=False,
-        ),
-    ] = None,
-    guarded: Annotated[
-        bool,
-        typer.Option(
-            "--guarded/--unguarded",
-            help="Guard retrieve by the agent team's rules: nothing grounded returns the block"
-            " and its advisory, never context. --unguarded: grounded=false with guidance.",
-        ),
-    ] = True,
-    read_only: Annotated[
-        bool, typer.Option("--read-only", help="Offer no add_text, whatever the key may do.")
-    ] = False,
+    workspace: _WorkspaceOption = None,
+    session: _SessionOption = None,
+    global_: _GlobalOption = False,
+    key: _KeyOption = None,
+    guarded: _GuardedOption = True,
+    read_only: _ReadOnlyOption = False,
     db: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -54,13 +61,25 @@ def mcp(
         from tether.server import serve_mcp_stdio
     except ImportError:
         fail("tether mcp needs the server extra: pip install 'tether[server]'")
-    named = [flag for flag, given in (("--workspace", workspace), ("--session", session),
-                                      ("--global", global_)) if given]  # fmt: skip
+    named = [
+        flag
+        for flag, given in (
+            ("--workspace", workspace),
+            ("--session", session),
+            ("--global", global_),
+        )
+        if given
+    ]
     if len(named) > 1:
         fail(f"name one scope, not {' and '.join(named)}")
     # Ctrl-C (SIGINT) is one way an agent host stops its server: not an error.
     with contextlib.suppress(KeyboardInterrupt), open_tether(db, config, must_exist=True) as t:
         serve_mcp_stdio(
-            t, key=key, scope="global" if global_ else None, session_id=session,
-            workspace_id=workspace, guarded=guarded, read_only=read_only,
-        )  # fmt: skip
+            t,
+            key=key,
+            scope="global" if global_ else None,
+            session_id=session,
+            workspace_id=workspace,
+            guarded=guarded,
+            read_only=read_only,
+        )

@@ -52,14 +52,17 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
     try:
         if config.provider == "local" and config.runtime == "onnx-int8":
             embedder: Embedder = OnnxEmbedder(
-                config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path,
+                config.model or DEFAULT_LOCAL_MODEL,
+                model_path=config.model_path,
                 cache_dir=config.cache_dir,
-            )  # fmt: skip
+            )
         elif config.provider == "local":
             embedder = LocalEmbedder(
-                config.model or DEFAULT_LOCAL_MODEL, model_path=config.model_path,
-                device=config.device, precision=config.precision,
-            )  # fmt: skip
+                config.model or DEFAULT_LOCAL_MODEL,
+                model_path=config.model_path,
+                device=config.device,
+                precision=config.precision,
+            )
         else:
             key = config.api_key or settings.llm.api_key
             embedder = OpenAIEmbedder(

@@ -107,9 +107,12 @@ class Embedder(ABC):
                 attempt += 1
                 logger.warning(
                     "embedding batch failed (%s); retry %d of %d in %.1fs",
-                    exc, attempt, self.retries, delay,
+                    exc,
+                    attempt,
+                    self.retries,
+                    delay,
                     extra={"model": self.model, "attempt": attempt},
-                )  # fmt: skip
+                )
                 time.sleep(delay)
 
     def __repr__(self) -> str:

@@ -197,9 +197,13 @@ def export_int8(model_path: str, destination: Path) -> None:
         quantized = work / _MODEL_FILE
         with _quiet_quantizer():
             quantize_dynamic(
-                str(float_path), str(quantized), per_channel=True, weight_type=QuantType.QInt8,
-                op_types_to_quantize=["MatMul"], nodes_to_exclude=_activation_matmuls(float_path),
-            )  # fmt: skip
+                str(float_path),
+                str(quantized),
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                nodes_to_exclude=_activation_matmuls(float_path),
+            )
         cosine = _probe_cosine(reference, model_path, quantized)
         if cosine < MIN_PROBE_COSINE:
             raise EmbeddingsUnavailable(
@@ -247,10 +251,15 @@ def _export_float(torch: Any, transformer: Any, path: Path) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            LastHiddenState(), args, str(path), input_names=names,
-            output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17,
+            LastHiddenState(),
+            args,
+            str(path),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
             dynamo=False,
-        )  # fmt: skip
+        )
 
 
 @contextlib.contextmanager
@@ -277,9 +286,10 @@ def _activation_matmuls(path: Path) -> list[str]:
     graph = onnx.load(str(path), load_external_data=True).graph
     weights = {init.name for init in graph.initializer}
     return [
-        node.name for node in graph.node
+        node.name
+        for node in graph.node
         if node.op_type == "MatMul" and not any(i in weights for i in node.input)
-    ]  # fmt: skip
+    ]
 
 
 class _Runner:

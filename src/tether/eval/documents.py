@@ -114,10 +114,17 @@ def _manuals(path: Path, data: dict[str, Any], pdfs: Path) -> QuestionSet:
     questions = []
     for q in data["questions"]:
         where = q.get("asked_in") if q["kind"] == "cross_scope" else q["document"]
-        questions.append(Question(
-            q["id"], q["kind"], q["question"], ("session", f"manual-{where}"),
-            q.get("document"), frozenset(q.get("pages", ())), q.get("answer"),
-        ))  # fmt: skip
+        questions.append(
+            Question(
+                q["id"],
+                q["kind"],
+                q["question"],
+                ("session", f"manual-{where}"),
+                q.get("document"),
+                frozenset(q.get("pages", ())),
+                q.get("answer"),
+            )
+        )
     return QuestionSet(
         name=path.parent.name,
         workspace=WORKSPACE,
@@ -138,10 +145,17 @@ def _docset(path: Path, data: dict[str, Any]) -> QuestionSet:
         if scope == "session" and not session_id:
             raise ValueError(f"question {q['id']} is asked in a session the set does not have")
         where = ("session", session_id) if scope == "session" else ("workspace", workspace)
-        questions.append(Question(
-            q["id"], q["kind"], q["question"], where, q.get("document"),
-            frozenset(q.get("pages", ())), q.get("answer"),
-        ))  # fmt: skip
+        questions.append(
+            Question(
+                q["id"],
+                q["kind"],
+                q["question"],
+                where,
+                q.get("document"),
+                frozenset(q.get("pages", ())),
+                q.get("answer"),
+            )
+        )
     return QuestionSet(
         name=path.parent.name,
         workspace=workspace,
@@ -200,11 +214,12 @@ class DocumentsReport:
 
     def answer_page_rate(self, first: bool = False, *, ranked: bool = False) -> float:
         found = [
-            o.answer_page_ranked if ranked
+            o.answer_page_ranked
+            if ranked
             else (o.answer_page_first if first else o.answer_page_in_context)
             for o in self.outcomes
             if o.kind == "answerable"
-        ]  # fmt: skip
+        ]
         return round(sum(bool(f) for f in found) / len(found), 4) if found else 0.0
 
     def losses(self) -> dict[str, int]:
@@ -222,8 +237,13 @@ class DocumentsReport:
                 grounded = [o.best_relevance >= t and not o.closer_elsewhere for o in group]
                 right = grounded if kind == "answerable" else [not g for g in grounded]
                 rates.append(sum(right) / len(right) if right else 0.0)
-            rows.append({"threshold": t, **dict(zip(KINDS, (round(r, 4) for r in rates),
-                         strict=True)), "balanced": round(statistics.fmean(rates), 4)})  # fmt: skip
+            rows.append(
+                {
+                    "threshold": t,
+                    **dict(zip(KINDS, (round(r, 4) for r in rates), strict=True)),
+                    "balanced": round(statistics.fmean(rates), 4),
+                }
+            )
         return rows
 
     def to_dict(self) -> dict[str, Any]:
@@ -335,9 +355,10 @@ def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> Quest
         order = [cid for cid, _, _ in result.debug.get("ranked", [])]
         hits = t.store.hits_for_chunks(order)
         holding = [
-            i for i, cid in enumerate(order)
+            i
+            for i, cid in enumerate(order)
             if cid in hits and answers(hits[cid].document_id, hits[cid].page, hits[cid].text)
-        ]  # fmt: skip
+        ]
         ranked = bool(holding) and holding[0] < t.settings.rag.max_chunks
         if not (result.grounded and in_context):
             lost = "not_retrieved" if not holding else "judged_out" if ranked else "ranked_below"
@@ -400,9 +421,10 @@ def _boilerplate_chunks(
     if documents < 4:
         return 0
     common = {
-        line for line, n in documents_with.items()
+        line
+        for line, n in documents_with.items()
         if n >= max(4, documents / 3) and len(line.split()) >= 3
-    }  # fmt: skip
+    }
     return sum(1 for lines in chunk_lines if lines & common)
 
 

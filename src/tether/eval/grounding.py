@@ -435,8 +435,13 @@ def _distribution(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
     quantiles = {f"p{pct}": round(_percentile(values, pct), 4) for pct in (10, 25, 50, 75, 90)}
-    return {"n": len(values), "mean": round(statistics.fmean(values), 4),
-            "min": min(values), **quantiles, "max": max(values)}  # fmt: skip
+    return {
+        "n": len(values),
+        "mean": round(statistics.fmean(values), 4),
+        "min": min(values),
+        **quantiles,
+        "max": max(values),
+    }
 
 
 def threshold_rows(
@@ -492,17 +497,21 @@ def grounding(
         store = db if db is not None else Path(tmp) / "grounding.db"
         with Tether(store, settings=settings, embedder=embedder) as tether:
             indexing = index_layout(
-                tether, layout, corpus,
+                tether,
+                layout,
+                corpus,
                 progress=_stage(progress, f"Indexing {dataset.name} for grounding", documents),
-            )  # fmt: skip
+            )
             answers = ask(
-                tether, layout,
+                tether,
+                layout,
                 progress=_stage(progress, f"Asking {dataset.name}", 3 * len(layout.claims)),
-            )  # fmt: skip
+            )
             first = next(layout.questions())[2]
             method = tether.search(layout.claims[0].text, scope=first, k=1).debug["method"]
-    return _report(dataset.name, method, layout, distractors, indexing, answers, settings,
-                   thresholds)  # fmt: skip
+    return _report(
+        dataset.name, method, layout, distractors, indexing, answers, settings, thresholds
+    )
 
 
 def _report(

@@ -33,29 +33,102 @@ from tether.ingest.chunking import Heading
 from tether.text import normalize_text
 
 _BLOCK_TAGS = {
-    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
-    "figure", "footer", "form", "header", "hr", "li", "main", "nav", "ol", "p", "pre",
-    "section", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
-}  # fmt: skip
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+}
 _SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "iframe", "object"}
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 #: Elements without an end tag: never pushed on a nesting stack.
 _VOID = {
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-    "source", "track", "wbr",
-}  # fmt: skip
-_NOT_CONTENT_ROLES = {"navigation", "banner", "contentinfo", "search", "menu", "menubar",
-                      "complementary"}  # fmt: skip
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "param",
+    "source",
+    "track",
+    "wbr",
+}
+_NOT_CONTENT_ROLES = {
+    "navigation",
+    "banner",
+    "contentinfo",
+    "search",
+    "menu",
+    "menubar",
+    "complementary",
+}
 _NOT_CONTENT_NAMES = {
-    "nav", "navbar", "navigation", "menu", "menubar", "sidebar", "sphinxsidebar", "breadcrumb",
-    "breadcrumbs", "footer", "related", "cookie", "cookies", "consent", "banner", "skiplink",
-    "searchbox", "headerlink", "skip",
-}  # fmt: skip
+    "nav",
+    "navbar",
+    "navigation",
+    "menu",
+    "menubar",
+    "sidebar",
+    "sphinxsidebar",
+    "breadcrumb",
+    "breadcrumbs",
+    "footer",
+    "related",
+    "cookie",
+    "cookies",
+    "consent",
+    "banner",
+    "skiplink",
+    "searchbox",
+    "headerlink",
+    "skip",
+}
 #: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
 #: make ids from headings, and a section titled "Cookies" is content).
-_NOT_CONTENT_IDS = {"nav", "navbar", "navigation", "menu", "sidebar", "breadcrumb",
-                    "breadcrumbs", "footer", "site-footer", "site-header", "cookie-banner",
-                    "searchbox"}  # fmt: skip
+_NOT_CONTENT_IDS = {
+    "nav",
+    "navbar",
+    "navigation",
+    "menu",
+    "sidebar",
+    "breadcrumb",
+    "breadcrumbs",
+    "footer",
+    "site-footer",
+    "site-header",
+    "cookie-banner",
+    "searchbox",
+}
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
 #: A main landmark holding less than this share of the page's text (and little text) is
@@ -87,8 +160,9 @@ def is_not_content(tag: str, attrs: list[tuple[str, str | None]], *, in_article:
 
 
 def is_main(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
-    return tag == "main" or any(n == "role" and (v or "").strip().lower() == "main"
-                                for n, v in attrs)  # fmt: skip
+    return tag == "main" or any(
+        n == "role" and (v or "").strip().lower() == "main" for n, v in attrs
+    )
 
 
 class _Nesting:

@@ -32,7 +32,13 @@ from tether.ingest.loaders import (
     load_text,
 )
 from tether.ingest.sources import PathSource, Source, smallest_first
-from tether.ingest.workers import LoaderPool, load_path_source, loads_in_worker, timed_out
+from tether.ingest.workers import (
+    InlineExecutor,
+    LoaderPool,
+    load_path_source,
+    loads_in_worker,
+    timed_out,
+)
 from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
@@ -210,7 +216,7 @@ class Indexer:
         pool: Any = (
             concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tether-load")
             if self.store.cross_thread
-            else _InlineExecutor()  # a caller's single-thread connection: no helpers
+            else InlineExecutor()  # a caller's single-thread connection: no helpers
         )
         loaders = LoaderPool(timeout=timeout, memory_mb=self.rag.loader_memory_mb)
         maximum = self.rag.max_file_bytes
@@ -246,9 +252,11 @@ class Indexer:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
 
         Anything wrong with this one source is its failed result, never the batch's end."""
-        label = str(source.path) if isinstance(source, PathSource) else (
-            source.source or source.document_id or source.title
-        )  # fmt: skip
+        label = (
+            str(source.path)
+            if isinstance(source, PathSource)
+            else (source.source or source.document_id or source.title)
+        )
         try:
             return self._prepare_source(source, label, placement, loaders)
         except TetherError as exc:
@@ -293,9 +301,15 @@ class Indexer:
                 return IndexResult(label, "updated", existing.id, existing.chunk_count)
             return IndexResult(label, "skipped", existing.id, existing.chunk_count)
         return Prepared(
-            label, loaded, digest, lookup, metadata, self._chunks(loaded), tags,
+            label,
+            loaded,
+            digest,
+            lookup,
+            metadata,
+            self._chunks(loaded),
+            tags,
             source.status or (existing.status if existing else "active"),
-        )  # fmt: skip
+        )
 
     def _load(
         self, source: Source, loaders: LoaderPool
@@ -463,8 +477,10 @@ class Indexer:
                 vectors, problem = self._chunk_vectors(chunks, known)
                 if vectors is None:
                     raise EmbeddingError(problem or f"could not embed document {document_id!r}")
-                rows = [(c.id, vectors.dims, blob)
-                        for c, blob in zip(chunks, vectors.blobs, strict=True)]  # fmt: skip
+                rows = [
+                    (c.id, vectors.dims, blob)
+                    for c, blob in zip(chunks, vectors.blobs, strict=True)
+                ]
                 self.committed(
                     functools.partial(self._store_vectors, model, document_id, chunks, rows)
                 )
@@ -575,19 +591,3 @@ def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking
         and existing.mime == loaded.mime
         and existing.chunking in (None, chunking)
     )
-
-
-class _InlineExecutor:
-    """``submit`` runs the call at once, in this thread: no timeout applies to the thread,
-    only to the files it hands to worker processes."""
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args))
-        except BaseException as exc:
-            future.set_exception(exc)
-        return future
-
-    def shutdown(self, **_: Any) -> None:
-        return None

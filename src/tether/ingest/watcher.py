@@ -247,10 +247,15 @@ class LibrarySync:
             key, digest = str(file.path), file.sha256
             if result.error is None:
                 self.store.upsert_registry(
-                    key, content_hash=digest, status="indexed", retry_count=0,
-                    document_id=result.document_id, last_indexed_at=utcnow(),
-                    next_retry_at=None, error=None,
-                )  # fmt: skip
+                    key,
+                    content_hash=digest,
+                    status="indexed",
+                    retry_count=0,
+                    document_id=result.document_id,
+                    last_indexed_at=utcnow(),
+                    next_retry_at=None,
+                    error=None,
+                )
                 report.indexed.append(key)
             else:
                 row = registered.get(key)
@@ -267,9 +272,13 @@ class LibrarySync:
         delay = timedelta(seconds=self.backoff * 2 ** (retries - 1))
         due = None if gave_up else iso_utc(self.clock() + delay)
         self.store.upsert_registry(
-            key, content_hash=digest, status="failed" if gave_up else "error",
-            retry_count=retries, next_retry_at=due, error=error[:500],
-        )  # fmt: skip
+            key,
+            content_hash=digest,
+            status="failed" if gave_up else "error",
+            retry_count=retries,
+            next_retry_at=due,
+            error=error[:500],
+        )
         log = logger.error if gave_up else logger.warning
         log("%s failed (attempt %d of %d): %s", key, retries, self.max_retries, error)
 

@@ -28,6 +28,7 @@ Which files go to a worker: see :func:`loads_in_process`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import pickle
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -426,3 +428,19 @@ def loads_in_worker(source: Source, max_bytes: int) -> bool:
     path = Path(source.path).expanduser()
     size = len(source.content) if source.content is not None else _file_size(path)
     return size is not None and size <= max_bytes and not _in_process(path, size, max_bytes)
+
+
+class InlineExecutor:
+    """``submit`` runs the call at once, in this thread: no timeout applies to the thread,
+    only to the files it hands to worker processes."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, **_: Any) -> None:
+        return None

@@ -15,8 +15,14 @@ from tether.settings import LLMSettings
 
 T = TypeVar("T")
 
-__all__ = ["LOCAL_RESERVE_MIN_S", "LOCAL_RESERVE_SHARE", "MIN_MODEL_STEP_S", "ModelBudget",
-           "Skipped", "record_failure"]  # fmt: skip
+__all__ = [
+    "LOCAL_RESERVE_MIN_S",
+    "LOCAL_RESERVE_SHARE",
+    "MIN_MODEL_STEP_S",
+    "ModelBudget",
+    "Skipped",
+    "record_failure",
+]
 
 
 #: Of a retrieval's own ``timeout``, the share (and at least the seconds) kept for the
@@ -71,8 +77,13 @@ class ModelBudget:
         return f"the retrieval's {self.seconds:g} s model budget"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "timeout": self.timeout, "allowed": self.allowed,
-                "spent": round(self.spent, 3), "steps": self.steps}  # fmt: skip
+        return {
+            "seconds": self.seconds,
+            "timeout": self.timeout,
+            "allowed": self.allowed,
+            "spent": round(self.spent, 3),
+            "steps": self.steps,
+        }
 
     async def ask(self, step: str, span: Span, call: Callable[[], Awaitable[T]], model: str) -> T:
         """``call()``, one model step, within what is left of this budget (``model``
@@ -109,6 +120,29 @@ class ModelBudget:
             self.spent += elapsed
             self.steps[step] = round(elapsed, 3)
             span.set_attribute("rag.llm.seconds", round(elapsed, 3))
+
+    async def attempt(
+        self,
+        step: str,
+        span: Span,
+        call: Callable[[], Awaitable[T]],
+        model: str,
+        degrade: Callable[[str], None],
+        *,
+        what: str,
+        instead: str,
+        timeout_says: str = "timed out",
+    ) -> T | None:
+        """:meth:`ask`, or None when the step was skipped or failed: ``degrade`` is then
+        told (``"<what> skipped, <instead>: <why>"``; ``failed``, or ``timeout_says``
+        when it ran out of time), and the caller goes on without the model."""
+        try:
+            return await self.ask(step, span, call, model)
+        except Skipped as exc:
+            degrade(f"{what} skipped, {instead}: {exc}")
+        except LLMError as exc:
+            degrade(f"{what} {timeout_says if exc.timeout else 'failed'}, {instead}: {exc}")
+        return None
 
 
 class Skipped(Exception):

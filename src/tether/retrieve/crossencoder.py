@@ -142,8 +142,9 @@ class _TorchRunner(_Runner):
 
         pairs = [(question, passage) for passage in passages]
         identity = torch.nn.Identity()
-        logits = self.model.predict(pairs, activation_fn=identity, convert_to_numpy=True,
-                                    show_progress_bar=False)  # fmt: skip
+        logits = self.model.predict(
+            pairs, activation_fn=identity, convert_to_numpy=True, show_progress_bar=False
+        )
         return probabilities(np.asarray(logits), self.entail)
 
 

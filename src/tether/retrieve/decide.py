@@ -31,8 +31,12 @@ class Decision:
     by: Literal["local", "llm"] = "local"
 
     def to_dict(self) -> dict[str, object]:
-        return {"needed": self.needed, "category": self.category, "reason": self.reason,
-                "by": self.by}  # fmt: skip
+        return {
+            "needed": self.needed,
+            "category": self.category,
+            "reason": self.reason,
+            "by": self.by,
+        }
 
 
 _NAME = r"(?:,?\s+(?:there|all|everyone|everybody|folks|team|guys|tether|bot|friend))?"

@@ -45,8 +45,26 @@ _CODE = re.compile(
 )
 #: Abbreviations that look like codes.
 _NOT_CODES = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m", "and/or", "w/o"})
-_SUFFIXES = ("ing", "ed", "es", "s", "er", "ers", "or", "ors", "ly", "d", "ness", "able",
-             "ity", "ion", "ions", "ment", "ments", "al")  # fmt: skip
+_SUFFIXES = (
+    "ing",
+    "ed",
+    "es",
+    "s",
+    "er",
+    "ers",
+    "or",
+    "ors",
+    "ly",
+    "d",
+    "ness",
+    "able",
+    "ity",
+    "ion",
+    "ions",
+    "ment",
+    "ments",
+    "al",
+)
 _PREFIXES = ("re", "un", "pre", "non", "de", "dis", "sub", "over", "multi")
 
 
@@ -70,8 +88,23 @@ def word_forms(word: str) -> set[str]:
     base = _stem(word)
     forms = {word, base}
     for stem in {base, base[:-1] if base.endswith("e") else base}:
-        forms |= {stem + ending for ending in ("s", "es", "ed", "d", "e", "ing", "er", "ers",
-                                               "ion", "ions", "ment", "or")}  # fmt: skip
+        forms |= {
+            stem + ending
+            for ending in (
+                "s",
+                "es",
+                "ed",
+                "d",
+                "e",
+                "ing",
+                "er",
+                "ers",
+                "ion",
+                "ions",
+                "ment",
+                "or",
+            )
+        }
     return {f for f in forms if len(f) > 1}
 
 

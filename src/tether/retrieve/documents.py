@@ -33,14 +33,20 @@ def document_candidates(
     order, and for an overview the outline (section titles) of each document."""
     if wanted.kind == "page":
         ids = store.document_chunk_ids(
-            request.scope, page=wanted.page, limit=max_chunks,
-            filters=request.filters, exclusions=exclusions,
-        )  # fmt: skip
+            request.scope,
+            page=wanted.page,
+            limit=max_chunks,
+            filters=request.filters,
+            exclusions=exclusions,
+        )
     else:
         ids = store.document_chunk_ids(
-            request.scope, first=OPENING_CHUNKS, limit=OPENING_CHUNKS * MAX_DOCUMENTS,
-            filters=request.filters, exclusions=exclusions,
-        )  # fmt: skip
+            request.scope,
+            first=OPENING_CHUNKS,
+            limit=OPENING_CHUNKS * MAX_DOCUMENTS,
+            filters=request.filters,
+            exclusions=exclusions,
+        )
     rows = store.candidate_rows(ids, request.session_id)
     candidates = [_asked_for(rows[i]) for i in ids if i in rows]
     outline: dict[str, list[str]] = {}

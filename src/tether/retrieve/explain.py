@@ -24,17 +24,34 @@ def explain_candidates(
         return [[cid, float(f"{score:.6g}")] for cid, score in ranked[:EXPLAIN_DEPTH]]
 
     lists = [
-        {"query": q, "lexical": top(found.lexical), "vector": top(found.vector),
-         "fused": top(found.fused), "method": found.method}
+        {
+            "query": q,
+            "lexical": top(found.lexical),
+            "vector": top(found.vector),
+            "fused": top(found.fused),
+            "method": found.method,
+        }
         for q, found in zip(queries, per_query, strict=True)
-    ]  # fmt: skip
+    ]
     across = top(fused)
-    named = sorted({int(cid) for entry in lists for side in ("lexical", "vector", "fused")
-                    for cid, _ in entry[side]} | {int(cid) for cid, _ in across})  # fmt: skip
+    named = sorted(
+        {
+            int(cid)
+            for entry in lists
+            for side in ("lexical", "vector", "fused")
+            for cid, _ in entry[side]
+        }
+        | {int(cid) for cid, _ in across}
+    )
     chunks = {
-        str(cid): {"document_id": h.document_id, "title": h.title,
-                   "section_title": h.section_title, "page": h.page,
-                   "page_label": h.page_label, "ordinal": h.ordinal}
+        str(cid): {
+            "document_id": h.document_id,
+            "title": h.title,
+            "section_title": h.section_title,
+            "page": h.page,
+            "page_label": h.page_label,
+            "ordinal": h.ordinal,
+        }
         for cid, h in store.hits_for_chunks(named).items()
-    }  # fmt: skip
+    }
     return {"depth": EXPLAIN_DEPTH, "queries": lists, "fused": across, "chunks": chunks}

@@ -145,10 +145,11 @@ class Grounder:
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
         terms = question_terms(question, stats)
         absent = [
-            code for code, cores in codes.items()
+            code
+            for code, cores in codes.items()
             if not stats.in_scope.get(code, False)
             and not (cores and all(stats.in_scope.get(c, False) for c in cores))
-        ]  # fmt: skip
+        ]
         rare = self.rare_words_absent(terms.absent, scope, filters)
         absent += [w for w in rare if not misspelt(w, candidate_texts)]
         return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
@@ -164,9 +165,11 @@ class Grounder:
             return []
         forms = {word: word_forms(word) for word in rare}
         stats = self.store.term_statistics(
-            sorted({f for group in forms.values() for f in group}), scope, filters,
+            sorted({f for group in forms.values() for f in group}),
+            scope,
+            filters,
             self.searcher.exclusions(),
-        )  # fmt: skip
+        )
         return [w for w, group in forms.items() if not any(stats.in_scope.get(f) for f in group)]
 
     def closer_elsewhere(
@@ -187,16 +190,26 @@ class Grounder:
         if wider is None:
             return None, None
         found = self.searcher.candidates(
-            question, wider, mode="hybrid", lexical_depth=rag.lexical_depth,
-            vector_depth=rag.k_vector, filters=filters, exclusions=self.searcher.exclusions(),
+            question,
+            wider,
+            mode="hybrid",
+            lexical_depth=rag.lexical_depth,
+            vector_depth=rag.k_vector,
+            filters=filters,
+            exclusions=self.searcher.exclusions(),
             parallel=True,
-        )  # fmt: skip
+        )
         here = {c.hit.document_id for c in ranked}
         inside = set(self.store.scope_document_ids(scope))
         outside, _ = self.candidates(
-            question, found.query_vector if vectors else None, found.fused[: rag.rerank_top_n],
-            wider, session_id=session_id, filters=filters, agreed=agreed(found),
-        )  # fmt: skip
+            question,
+            found.query_vector if vectors else None,
+            found.fused[: rag.rerank_top_n],
+            wider,
+            session_id=session_id,
+            filters=filters,
+            agreed=agreed(found),
+        )
         outside = [c for c in outside if c.hit.document_id not in inside | here]
         best_here = max(c.relevance for c in ranked)
         best_there = max((c.relevance for c in outside), default=0.0)

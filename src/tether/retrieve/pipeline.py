@@ -32,12 +32,12 @@ and a store on a caller's own ``check_same_thread`` connection is refused.
 
 The model steps (decide, condense, rewrite, LLM rerank, judge) share one budget per
 retrieval (:class:`~tether.retrieve.budget.ModelBudget`): ``[llm] retrieval_budget``
-seconds of model time
-(default ``[llm] timeout``), and never past a deadline that keeps a reserve of the
-request's own ``timeout`` for the local stages. Each step gets what the steps before it
-left, retries included; a step with too little left is skipped. Either way it degrades
-with the time it really took, and the local stages still produce the result: a slow
-model never makes a retrieval raise :class:`~tether.errors.RetrievalTimeout`.
+seconds of model time (default ``[llm] timeout``), and never past a deadline that keeps
+a reserve of the request's own ``timeout`` for the local stages. Each step gets what the
+steps before it left, retries included; a step with too little left is skipped. Either
+way it degrades with the time it really took, and the local stages still produce the
+result: a slow model never makes a retrieval raise
+:class:`~tether.errors.RetrievalTimeout`.
 
 OpenTelemetry spans: ``rag.retrieve`` with ``decide_retrieval`` and
 ``condense_question`` (only when the chat model is asked), ``generate_sub_queries``
@@ -56,24 +56,21 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from tether.errors import ConfigurationError, LLMError, RetrievalTimeout
+from tether.errors import ConfigurationError, RetrievalTimeout
 from tether.llm import ChatModel
 from tether.models import Exclusions, RetrievalResult
-from tether.retrieve.budget import ModelBudget, Skipped
+from tether.retrieve.budget import ModelBudget
 from tether.retrieve.context import finish_sentences
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.documents import describe as describe_document_request
 from tether.retrieve.documents import document_candidates, outline_text
-from tether.retrieve.evidence import (
-    explain,
-)
 from tether.retrieve.explain import explain_candidates
 from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.grounding import Grounder, agreed
@@ -108,8 +105,6 @@ __all__ = ["MAX_QUESTION_CHARS", "Pipeline", "Request"]
 
 logger = logging.getLogger("tether.retrieve")
 tracer = trace.get_tracer("tether")
-
-T = TypeVar("T")
 
 
 class Pipeline:
@@ -206,8 +201,13 @@ class Pipeline:
                     raise
                 message = f"retrieval took longer than its {request.timeout:g}s budget"
                 logger.error("%s (retrieval %s)", message, retrieval_id)
-                await self._audit(request, retrieval_id, None, "blocked" if request.guarded
-                                  else "error", f"timeout: {message}")  # fmt: skip
+                await self._audit(
+                    request,
+                    retrieval_id,
+                    None,
+                    "blocked" if request.guarded else "error",
+                    f"timeout: {message}",
+                )
                 raise RetrievalTimeout(message, retrieval_id=retrieval_id) from None
             except Exception as exc:
                 await self._audit(request, retrieval_id, None, "error", type(exc).__name__)
@@ -235,25 +235,7 @@ class Pipeline:
         return await append_audit(self.store, entry)
 
     async def _run(self, request: Request, span: Span, retrieval_id: str) -> RetrievalResult:
-        rag = self.settings.rag
-        run = Run(
-            request,
-            retrieval_id,
-            question=request.question,
-            max_chunks=request.max_chunks or rag.max_chunks,
-            min_relevance=(
-                request.min_relevance if request.min_relevance is not None else rag.min_relevance
-            ),
-            budget=ModelBudget.start(self.settings.llm, request.timeout),
-            span=span,
-        )
-        scope = request.scope
-        run.debug.update(
-            retrieval_id=retrieval_id,
-            scope=scope.to_dict(),
-            filters=request.filters.to_dict() if request.filters else None,
-            degradations=run.degradations,
-        )
+        run = Run.start(request, retrieval_id, self.settings, span)
         result = await self._flow(run, span)
         run.debug["model_budget"] = run.budget.to_dict()
         return result
@@ -294,10 +276,14 @@ class Pipeline:
             t0 = time.perf_counter()
             request = run.request
             closer, compared = await asyncio.to_thread(
-                self.grounder.closer_elsewhere, run.question, scope, ranked,
-                vectors=question_vector is not None, session_id=request.session_id,
+                self.grounder.closer_elsewhere,
+                run.question,
+                scope,
+                ranked,
+                vectors=question_vector is not None,
+                session_id=request.session_id,
                 filters=request.filters,
-            )  # fmt: skip
+            )
             if compared is not None:
                 run.lap("wider_scope", t0)
                 run.debug["wider_scope"] = compared
@@ -313,9 +299,11 @@ class Pipeline:
         if not grounded:
             has_documents = bool(await asyncio.to_thread(self.store.scope_document_ids, scope))
             suggestion = guidance(
-                scope, has_documents=has_documents, found=len(fused),
+                scope,
+                has_documents=has_documents,
+                found=len(fused),
                 closer=closer.kind if closer else None,
-            )  # fmt: skip
+            )
         span.set_attribute("rag.grounded", grounded)
         run.lap("total", run.started)
         run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
@@ -326,9 +314,13 @@ class Pipeline:
         """A request about the document itself: its page, or its opening and outline."""
         request, t0 = run.request, time.perf_counter()
         candidates, outline = await asyncio.to_thread(
-            document_candidates, self.store, request, wanted, self.searcher.exclusions(),
+            document_candidates,
+            self.store,
+            request,
+            wanted,
+            self.searcher.exclusions(),
             max_chunks=run.max_chunks,
-        )  # fmt: skip
+        )
         run.lap("retrieve", t0)
         run.debug["document_request"] = describe_document_request(wanted, candidates)
         run.debug["relevance"] = {"definition": "asked_for", "min_relevance": run.min_relevance}
@@ -357,18 +349,23 @@ class Pipeline:
         chat = self.chat
         if chat is not None:
             with tracer.start_as_current_span("condense_question") as condense_span:
-                try:
-                    standalone = await run.budget.ask(
-                        "condense", condense_span,
-                        lambda: acondense_with_llm(chat, question, history), self._model,
-                    )  # fmt: skip
-                    how = "llm"
-                except Skipped as exc:
-                    run.degrade(f"LLM condensing skipped, rule-based follow-up used: {exc}")
-                except LLMError as exc:
-                    run.degrade(f"LLM condensing failed, rule-based follow-up used: {exc}")
-        run.debug["standalone"] = {"question": standalone, "by": how,
-                                   "changed": standalone != question}  # fmt: skip
+                condensed = await run.budget.attempt(
+                    "condense",
+                    condense_span,
+                    lambda: acondense_with_llm(chat, question, history),
+                    self._model,
+                    run.degrade,
+                    what="LLM condensing",
+                    instead="rule-based follow-up used",
+                    timeout_says="failed",
+                )
+            if condensed is not None:
+                how, standalone = "llm", condensed
+        run.debug["standalone"] = {
+            "question": standalone,
+            "by": how,
+            "changed": standalone != question,
+        }
         return standalone
 
     # -- stages -------------------------------------------------------------------------
@@ -392,15 +389,18 @@ class Pipeline:
             degrade(f"LLM decision unavailable ({self.chat_unavailable}), local decision used")
         elif rag.decide == "llm" and chat is not None:
             with tracer.start_as_current_span("decide_retrieval") as decide_span:
-                try:
-                    return await budget.ask(
-                        "decide", decide_span, lambda: adecide_with_llm(chat, question),
-                        self._model,
-                    )  # fmt: skip
-                except Skipped as exc:
-                    degrade(f"LLM decision skipped, local decision used: {exc}")
-                except LLMError as exc:
-                    degrade(f"LLM decision failed, local decision used: {exc}")
+                decided = await budget.attempt(
+                    "decide",
+                    decide_span,
+                    lambda: adecide_with_llm(chat, question),
+                    self._model,
+                    degrade,
+                    what="LLM decision",
+                    instead="local decision used",
+                    timeout_says="failed",
+                )
+            if decided is not None:
+                return decided
         return decide_locally(question)
 
     async def _queries(self, run: Run) -> list[str]:
@@ -417,8 +417,11 @@ class Pipeline:
             sub.set_attribute("rag.rewrites", len(rewrite.queries))
         if rewrite.degradation:
             run.degrade(rewrite.degradation)
-        run.debug["rewrite"] = {"asked": rag.rewrite_count, "got": len(rewrite.queries),
-                                "notes": rewrite.notes}  # fmt: skip
+        run.debug["rewrite"] = {
+            "asked": rag.rewrite_count,
+            "got": len(rewrite.queries),
+            "notes": rewrite.notes,
+        }
         run.lap("rewrite", t0)
         return [question, *rewrite.queries]
 
@@ -429,14 +432,18 @@ class Pipeline:
             return Rewrite(
                 degradation=f"query rewrite is on but {self.chat_unavailable}; original query only"
             )
-        try:
-            return await run.budget.ask(
-                "rewrite", span, lambda: arewrite_query(chat, question, count), self._model
-            )
-        except Skipped as exc:
-            return Rewrite(degradation=f"query rewrite skipped, original query only: {exc}")
-        except LLMError as exc:
-            return Rewrite(degradation=f"query rewrite failed, original query only: {exc}")
+        problems: list[str] = []
+        rewrite = await run.budget.attempt(
+            "rewrite",
+            span,
+            lambda: arewrite_query(chat, question, count),
+            self._model,
+            problems.append,
+            what="query rewrite",
+            instead="original query only",
+            timeout_says="failed",
+        )
+        return rewrite if rewrite is not None else Rewrite(degradation=problems[0])
 
     async def _retrieve_all(self, run: Run, queries: list[str]) -> tuple[Ranked, np.ndarray | None]:
         """Every query's candidates, in parallel, fused across queries by RRF (one query:
@@ -463,10 +470,16 @@ class Pipeline:
         question_vector = per_query[0].query_vector
         run.agreed = agreed(per_query[0])
         run.debug["queries"] = [
-            {"index": i, "query": q, "lexical": len(found.lexical), "vector": len(found.vector),
-             "fusion": found.fusion, "ms": found.timings_ms.get("total")}
+            {
+                "index": i,
+                "query": q,
+                "lexical": len(found.lexical),
+                "vector": len(found.vector),
+                "fusion": found.fusion,
+                "ms": found.timings_ms.get("total"),
+            }
             for i, (q, found) in enumerate(zip(queries, per_query, strict=True))
-        ]  # fmt: skip
+        ]
         if run.request.explain:
             run.debug["explain"] = explain_candidates(self.store, queries, per_query, fused)
         run.debug["method"] = "hybrid" if question_vector is not None else "lexical"
@@ -507,9 +520,15 @@ class Pipeline:
         with tracer.start_as_current_span("rerank_chunks") as rerank_span:
             request = run.request
             candidates, judged = await asyncio.to_thread(
-                self.grounder.candidates, question, question_vector, top, request.scope,
-                session_id=request.session_id, filters=request.filters, agreed=run.agreed,
-            )  # fmt: skip
+                self.grounder.candidates,
+                question,
+                question_vector,
+                top,
+                request.scope,
+                session_id=request.session_id,
+                filters=request.filters,
+                agreed=run.agreed,
+            )
             ranked, rerank_debug = heuristic_rerank(
                 question, candidates, rag.rerank, in_session=run.request.scope.kind == "session"
             )
@@ -521,29 +540,7 @@ class Pipeline:
             rerank_span.set_attribute("rag.rerank.candidates", len(candidates))
         run.lap("rerank", t0)
         run.debug["rerank"] = rerank_debug
-        run.debug["ranked"] = [
-            [c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked
-        ]
-        best = max(ranked, key=lambda c: c.relevance, default=None)
-        best_evidence = judged.evidence.get(best.hit.chunk_id) if best else None
-        run.debug["relevance"] = {
-            "definition": "evidence" if judged.vectors else "evidence (lexical)",
-            "min_relevance": run.min_relevance,
-            "best": round(best.relevance, 4) if best else 0.0,
-            "below_min": [c.hit.chunk_id for c in ranked if c.relevance < run.min_relevance],
-        }
-        grounded = best is not None and best.relevance >= run.min_relevance
-        run.debug["grounding"] = {
-            "why": explain(judged.terms, best_evidence, run.min_relevance, grounded=grounded),
-            "absent_terms": list(judged.terms.absent),
-            "distinctive_absent": list(judged.terms.distinctive_absent),
-            "missing": round(judged.terms.missing, 4),
-            "agreement": None if run.agreed is None else round(run.agreed, 4),
-            "evidence": {cid: e.to_dict() for cid, e in judged.evidence.items()},
-        }
-        if judged.model:
-            run.debug["relevance"]["definition"] = "cross-encoder"
-            run.debug["grounding"]["model"] = {cid: round(p, 4) for cid, p in judged.model.items()}
+        run.record_judgment(ranked, judged)
         return ranked
 
     async def _judge(self, run: Run, ranked: list[Candidate]) -> Verdict | None:
@@ -556,27 +553,20 @@ class Pipeline:
         shown = ranked[: rag.judge_candidates]
         t0 = time.perf_counter()
         with tracer.start_as_current_span("judge_answerability") as judge_span:
-            try:
-                verdict = await run.budget.ask(
-                    "judge", judge_span, lambda: ajudge(chat, run.question, shown), self._model
-                )
-            except Skipped as exc:
-                run.degrade(f"LLM judge skipped, local judgment used: {exc}")
-                return None
-            except LLMError as exc:
-                what = "timed out" if exc.timeout else "failed"
-                run.degrade(f"LLM judge {what}, local judgment used: {exc}")
+            verdict = await run.budget.attempt(
+                "judge",
+                judge_span,
+                lambda: ajudge(chat, run.question, shown),
+                self._model,
+                run.degrade,
+                what="LLM judge",
+                instead="local judgment used",
+            )
+            if verdict is None:
                 return None
             judge_span.set_attribute("rag.judge.answerable", verdict.answerable)
         run.lap("judge", t0)
-        grounding = run.debug.setdefault("grounding", {})
-        grounding["judge"] = {"by": "llm", "shown": len(shown), **verdict.to_dict()}
-        grounding["why"] = (
-            f"grounded: the LLM judge found the answer in {len(verdict.supporting)} of the"
-            f" {len(shown)} passages shown"
-            if verdict.answerable
-            else f"not grounded: the LLM judge found no answer in the {len(shown)} passages shown"
-        )
+        run.record_verdict(verdict, len(shown))
         return verdict
 
     async def _llm_rerank(
@@ -586,15 +576,16 @@ class Pipeline:
         if chat is None:
             run.degrade(f"LLM rerank is on but {self.chat_unavailable}; heuristic order kept")
             return ranked, heuristic_debug
-        try:
-            reordered, llm_debug = await run.budget.ask(
-                "rerank", span, lambda: allm_rerank(chat, question, ranked, settings), self._model
-            )
-        except Skipped as exc:
-            run.degrade(f"LLM rerank skipped, heuristic order kept: {exc}")
+        reranked = await run.budget.attempt(
+            "rerank",
+            span,
+            lambda: allm_rerank(chat, question, ranked, settings),
+            self._model,
+            run.degrade,
+            what="LLM rerank",
+            instead="heuristic order kept",
+        )
+        if reranked is None:
             return ranked, heuristic_debug
-        except LLMError as exc:
-            what = "timed out" if exc.timeout else "failed"
-            run.degrade(f"LLM rerank {what}, heuristic order kept: {exc}")
-            return ranked, heuristic_debug
+        reordered, llm_debug = reranked
         return reordered, {**llm_debug, "heuristic": heuristic_debug}

@@ -156,10 +156,12 @@ def numbered_passages(candidates: list[Candidate], chars: int) -> str:
     """The candidates as a chat model is shown them: ``[n] Title — Section``, then the
     first ``chars`` characters of the text with its whitespace collapsed."""
     return "\n\n".join(
-        f"[{i}] {c.hit.title}" + (f" — {c.hit.section_title}" if c.hit.section_title else "")
-        + "\n" + " ".join(c.hit.text.split())[:chars]
+        f"[{i}] {c.hit.title}"
+        + (f" — {c.hit.section_title}" if c.hit.section_title else "")
+        + "\n"
+        + " ".join(c.hit.text.split())[:chars]
         for i, c in enumerate(candidates, start=1)
-    )  # fmt: skip
+    )
 
 
 def _rerank_prompt(question: str, candidates: list[Candidate]) -> list[dict[str, str]]:

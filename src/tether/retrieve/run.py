@@ -17,11 +17,14 @@ from tether.errors import AuditUnavailable
 from tether.models import RetrievalResult
 from tether.retrieve.budget import ModelBudget
 from tether.retrieve.context import Context, build_context
+from tether.retrieve.evidence import explain
+from tether.retrieve.grounding import Judged
 from tether.retrieve.judge import Verdict
 from tether.retrieve.request import Request
 from tether.retrieve.rerank import Candidate
 from tether.retrieve.search import ms_since
 from tether.sanitize import sanitize_query
+from tether.settings import Settings
 from tether.store import AuditEntry, Store, utcnow
 
 logger = logging.getLogger("tether.retrieve")
@@ -48,6 +51,29 @@ class Run:
     debug: dict[str, Any] = field(default_factory=dict)
     #: The ``rag.retrieve`` span, where each degradation is recorded as an event.
     span: Span = trace.INVALID_SPAN
+
+    @classmethod
+    def start(cls, request: Request, retrieval_id: str, settings: Settings, span: Span) -> Run:
+        """The run of ``request``: the request's limits, else the settings'; the model
+        budget starts now. Its debug names the retrieval, scope and filters."""
+        rag = settings.rag
+        min_relevance = request.min_relevance
+        run = cls(
+            request,
+            retrieval_id,
+            question=request.question,
+            max_chunks=request.max_chunks or rag.max_chunks,
+            min_relevance=min_relevance if min_relevance is not None else rag.min_relevance,
+            budget=ModelBudget.start(settings.llm, request.timeout),
+            span=span,
+        )
+        run.debug.update(
+            retrieval_id=retrieval_id,
+            scope=request.scope.to_dict(),
+            filters=request.filters.to_dict() if request.filters else None,
+            degradations=run.degradations,
+        )
+        return run
 
     def lap(self, name: str, since: float) -> None:
         self.timings[name] = ms_since(since)
@@ -89,6 +115,45 @@ class Run:
             "truncated": context.truncated,
         }
         return context
+
+    def record_judgment(self, ranked: list[Candidate], judged: Judged) -> None:
+        """Say in the debug record how the candidates were judged: their order and
+        relevance, the best, and why the result is grounded or not."""
+        self.debug["ranked"] = [
+            [c.hit.chunk_id, c.hit.document_id, round(c.relevance, 4)] for c in ranked
+        ]
+        best = max(ranked, key=lambda c: c.relevance, default=None)
+        best_evidence = judged.evidence.get(best.hit.chunk_id) if best else None
+        self.debug["relevance"] = {
+            "definition": "evidence" if judged.vectors else "evidence (lexical)",
+            "min_relevance": self.min_relevance,
+            "best": round(best.relevance, 4) if best else 0.0,
+            "below_min": [c.hit.chunk_id for c in ranked if c.relevance < self.min_relevance],
+        }
+        grounded = best is not None and best.relevance >= self.min_relevance
+        terms = judged.terms
+        self.debug["grounding"] = {
+            "why": explain(terms, best_evidence, self.min_relevance, grounded=grounded),
+            "absent_terms": list(terms.absent),
+            "distinctive_absent": list(terms.distinctive_absent),
+            "missing": round(terms.missing, 4),
+            "agreement": None if self.agreed is None else round(self.agreed, 4),
+            "evidence": {cid: e.to_dict() for cid, e in judged.evidence.items()},
+        }
+        if judged.model:
+            self.debug["relevance"]["definition"] = "cross-encoder"
+            self.debug["grounding"]["model"] = {cid: round(p, 4) for cid, p in judged.model.items()}
+
+    def record_verdict(self, verdict: Verdict, shown: int) -> None:
+        """Say in the debug record what the LLM judge found in the ``shown`` passages."""
+        grounding = self.debug.setdefault("grounding", {})
+        grounding["judge"] = {"by": "llm", "shown": shown, **verdict.to_dict()}
+        grounding["why"] = (
+            f"grounded: the LLM judge found the answer in {len(verdict.supporting)} of the"
+            f" {shown} passages shown"
+            if verdict.answerable
+            else f"not grounded: the LLM judge found no answer in the {shown} passages shown"
+        )
 
 
 EMPTY_CONTEXT = Context(

@@ -248,12 +248,16 @@ class Searcher:
             # (Vector mode without vectors falls back to the lexical side.)
             lexical = self._lexical(query, scope, lexical_depth, filters, exclusions, with_text)
         found = Candidates(
-            lexical=lexical.ranked if lexical else [], vector=vector.ranked, fused=[],
-            method="lexical", query_vector=vector.query_vector, vectors_ran=vector.ran,
+            lexical=lexical.ranked if lexical else [],
+            vector=vector.ranked,
+            fused=[],
+            method="lexical",
+            query_vector=vector.query_vector,
+            vectors_ran=vector.ran,
             lexical_hits=lexical.hits if lexical else None,
             timings_ms={**(lexical.timings_ms if lexical else {}), **vector.timings_ms},
             degradations=list(vector.degradations),
-        )  # fmt: skip
+        )
         self._fuse_sides(mode, found)
         return found
 

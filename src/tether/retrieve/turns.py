@@ -36,18 +36,35 @@ _OVERVIEW_WORDS = (
 _OVERVIEW = re.compile(
     _POLITE
     + r"(?:"
-    + _OVERVIEW_WORDS + r"\s+" + _THIS + r"\s+" + _DOC
-    + r"|(?:what\s+is|what's|whats)\s+" + _THIS + r"\s+" + _DOC + r"\s+(?:about|for)"
-    + r"|(?:what\s+does|what\s+do)\s+" + _THIS + r"\s+" + _DOC + r"\s+(?:say|cover|contain)"
-    + r"|(?:what's|what\s+is)\s+in\s+" + _THIS + r"\s+" + _DOC
+    + _OVERVIEW_WORDS
+    + r"\s+"
+    + _THIS
+    + r"\s+"
+    + _DOC
+    + r"|(?:what\s+is|what's|whats)\s+"
+    + _THIS
+    + r"\s+"
+    + _DOC
+    + r"\s+(?:about|for)"
+    + r"|(?:what\s+does|what\s+do)\s+"
+    + _THIS
+    + r"\s+"
+    + _DOC
+    + r"\s+(?:say|cover|contain)"
+    + r"|(?:what's|what\s+is)\s+in\s+"
+    + _THIS
+    + r"\s+"
+    + _DOC
     + r"|tl;?\s*dr"
-    + r")" + _END
-)  # fmt: skip
+    + r")"
+    + _END
+)
 #: "summarize this" / "can you summarize it?": the open document, when there is one.
 _BARE_OVERVIEW = re.compile(
-    _POLITE + r"(?:summari[sz]e|sum\s+up|give\s+(?:me\s+)?(?:a\s+)?summary\s+of)\s+(?:this|it)"
+    _POLITE
+    + r"(?:summari[sz]e|sum\s+up|give\s+(?:me\s+)?(?:a\s+)?summary\s+of)\s+(?:this|it)"
     + _END
-)  # fmt: skip
+)
 #: "what does page 12 say?", "show me page 3", "and page 12?", "p. 7".
 _PAGE = re.compile(
     r"(?:and\s+|what\s+about\s+|how\s+about\s+)?"
@@ -55,9 +72,14 @@ _PAGE = re.compile(
     + r"(?:(?:what\s+(?:does|is\s+on|'s\s+on|is\s+written\s+on)|what'?s\s+on|show(?:\s+me)?"
     r"|read(?:\s+me)?|open|go\s+to|summari[sz]e|explain)\s+)?"
     + r"(?:the\s+)?(?:page|p\.|pg\.?)\s*(\d{1,5})"
-    + r"(?:\s+(?:of|in)\s+(?:it|" + _THIS + r"\s+" + _DOC + r"))?"
-    + r"(?:\s+(?:say|says|said|contain|contains|cover|covers|mean|means))?" + _END
-)  # fmt: skip
+    + r"(?:\s+(?:of|in)\s+(?:it|"
+    + _THIS
+    + r"\s+"
+    + _DOC
+    + r"))?"
+    + r"(?:\s+(?:say|says|said|contain|contains|cover|covers|mean|means))?"
+    + _END
+)
 
 
 @dataclass(frozen=True)

@@ -200,9 +200,16 @@ class VectorIndex:
         self._memo_lock = threading.Lock()
         self._layouts = 0
         #: How the index caught up with writes: full loads, deltas, merges, compactions.
-        self.stats = {"loads": 0, "deltas": 0, "merges": 0, "compactions": 0,
-                      "scope_loads": 0, "scope_patches": 0, "quantized": 0,
-                      "quantized_exact": 0}  # fmt: skip
+        self.stats = {
+            "loads": 0,
+            "deltas": 0,
+            "merges": 0,
+            "compactions": 0,
+            "scope_loads": 0,
+            "scope_patches": 0,
+            "quantized": 0,
+            "quantized_exact": 0,
+        }
 
     def __len__(self) -> int:
         return 0 if self._matrix is None else self._matrix.live
@@ -264,8 +271,9 @@ class VectorIndex:
             order = segment.id_order
             if len(order) == 0:
                 continue
-            pos = np.minimum(np.searchsorted(segment.chunk_ids, wanted, sorter=order),
-                             len(order) - 1)  # fmt: skip
+            pos = np.minimum(
+                np.searchsorted(segment.chunk_ids, wanted, sorter=order), len(order) - 1
+            )
             rows = order[pos]
             found = (segment.chunk_ids[rows] == wanted) & ~dead[rows]
             scores = segment.vectors[rows[found]] @ query
@@ -315,9 +323,15 @@ class VectorIndex:
             segment.codes  # noqa: B018 - made now, with the load, not by the first search
         dead = np.zeros(len(chunk_ids), bool)
         return _Matrix(
-            version, snapshot.seq, self._next_layout(), dims, (segment,), (dead,), ranges,
+            version,
+            snapshot.seq,
+            self._next_layout(),
+            dims,
+            (segment,),
+            (dead,),
+            ranges,
             len(chunk_ids),
-        )  # fmt: skip
+        )
 
     def _apply_delta(self, matrix: _Matrix, version: tuple[int, int]) -> _Matrix | None:
         """``matrix`` with the documents changed since it was read replaced by their
@@ -458,9 +472,16 @@ def _compact(matrix: _Matrix, first: int, layout: int) -> _Matrix:
     segments = (*matrix.segments[:first], _Segment(vectors, chunk_ids, _center(matrix)))
     dead = (*matrix.dead[:first], np.zeros(len(chunk_ids), bool))
     return _Matrix(
-        matrix.version, matrix.seq, layout, matrix.dims, segments, dead, ranges, matrix.live,
+        matrix.version,
+        matrix.seq,
+        layout,
+        matrix.dims,
+        segments,
+        dead,
+        ranges,
+        matrix.live,
         moved=(matrix.layout, first),
-    )  # fmt: skip
+    )
 
 
 def _expand(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -479,9 +500,9 @@ def _score(matrix: _Matrix, spans: _Spans, query: np.ndarray) -> tuple[np.ndarra
         rows = _expand(starts, ends)
         if len(starts) <= _MAX_SLICES:
             vectors = segment.vectors
-            scores.append(np.concatenate(
-                [vectors[s:e] @ query for s, e in zip(starts, ends, strict=True)]
-            ))  # fmt: skip
+            scores.append(
+                np.concatenate([vectors[s:e] @ query for s, e in zip(starts, ends, strict=True)])
+            )
         else:
             scores.append(segment.vectors[rows] @ query)
         ids.append(segment.chunk_ids[rows])

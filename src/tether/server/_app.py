@@ -72,8 +72,11 @@ def create_app(
     """
     if open_access is None:
         open_access = not tether.keys.any_active()
-    svc = Service(tether=tether, key_policy=KeyPolicy(tether, open_at_start=open_access),
-                  spool=Spool.of(tether))  # fmt: skip
+    svc = Service(
+        tether=tether,
+        key_policy=KeyPolicy(tether, open_at_start=open_access),
+        spool=Spool.of(tether),
+    )
     mcp_app = _mcp_app(svc) if mcp else None
 
     app = FastAPI(
@@ -99,9 +102,13 @@ def create_app(
     if mcp_app is not None:
         # A route, not a mount: a mount answers ``/mcp`` with a redirect to ``/mcp/``.
         app.router.routes.append(
-            Route("/mcp", _AsgiEndpoint(mcp_app.asgi()), methods=["GET", "POST", "DELETE"],
-                  include_in_schema=False)
-        )  # fmt: skip
+            Route(
+                "/mcp",
+                _AsgiEndpoint(mcp_app.asgi()),
+                methods=["GET", "POST", "DELETE"],
+                include_in_schema=False,
+            )
+        )
     return app
 
 
@@ -140,9 +147,11 @@ def _edges(app: FastAPI, svc: Service, *, json_body_bytes: int, upload_body_byte
     app.add_middleware(Authenticate, policy=svc.key_policy, limits=limits, touch=svc.touch_key)
     if settings.allowed_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["*"],
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["*"],
             allow_headers=["Authorization", "Content-Type", *CLIENT_HEADERS],
-        )  # fmt: skip
+        )
     app.add_middleware(GuardOrigin, rule=EdgeRule.of(settings, svc.key_policy))
     app.add_middleware(ObserveRequests, metrics=svc.metrics, router=app.router)
 
@@ -294,10 +303,15 @@ def _retrieval_routes(app: FastAPI) -> None:
             result = grounding.result
         else:
             result = await tether.aretrieve(
-                body.query, scope=scope, filters=filters, max_chunks=body.max_chunks,
-                min_relevance=body.min_relevance, timeout=body.timeout, history=history,
+                body.query,
+                scope=scope,
+                filters=filters,
+                max_chunks=body.max_chunks,
+                min_relevance=body.min_relevance,
+                timeout=body.timeout,
+                history=history,
                 explain=body.explain,
-            )  # fmt: skip
+            )
         svc.metrics.retrievals.labels(outcome_of(result)).inc()
         out = result.to_dict()
         if not (body.debug or body.explain):
@@ -328,7 +342,12 @@ def _audit_route(app: FastAPI) -> None:
     ) -> list[dict[str, Any]]:
         view = await svc.read(audit_view, svc.tether, caller)
         entries = await svc.read(
-            svc.tether.retrieval_log, limit, outcome, retrieval_id=retrieval_id, since=since,
-            until=until, **view,
-        )  # fmt: skip
+            svc.tether.retrieval_log,
+            limit,
+            outcome,
+            retrieval_id=retrieval_id,
+            since=since,
+            until=until,
+            **view,
+        )
         return [entry.to_dict() for entry in entries]

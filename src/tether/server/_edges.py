@@ -45,8 +45,14 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 #: Paths whose callers are authenticated before their body is read.
 KEYED_PREFIXES = ("/v1/", "/mcp", "/metrics")
 #: The request headers a page of an allowed origin may send (CORS), MCP's included.
-CLIENT_HEADERS = ("X-Tether-Scope", "X-Tether-Workspace", "X-Tether-Session",
-                  "X-Tether-Guarded", "Mcp-Session-Id", "Mcp-Protocol-Version")  # fmt: skip
+CLIENT_HEADERS = (
+    "X-Tether-Scope",
+    "X-Tether-Workspace",
+    "X-Tether-Session",
+    "X-Tether-Guarded",
+    "Mcp-Session-Id",
+    "Mcp-Protocol-Version",
+)
 
 
 def host_name(host: str) -> str:
@@ -115,18 +121,26 @@ class GuardOrigin:
         headers = _headers(scope)
         host = headers.get("host", "")
         if not self.rule.host_allowed(host):
-            await _refuse(send, 421, "MisdirectedRequest",
-                          f"this server does not answer for host {host_name(host)!r}; add it"
-                          " to server.allowed_hosts to allow it")  # fmt: skip
+            await _refuse(
+                send,
+                421,
+                "MisdirectedRequest",
+                f"this server does not answer for host {host_name(host)!r}; add it"
+                " to server.allowed_hosts to allow it",
+            )
             return
         origin = headers.get("origin")
         cross_site = headers.get("sec-fetch-site") == "cross-site"
         if (origin is not None and not self.rule.origin_allowed(origin, host)) or (
             origin is None and cross_site
         ):
-            await _refuse(send, 403, "Forbidden",
-                          f"requests from the web page origin {origin or 'of another site'!r}"
-                          " are refused; add it to server.allowed_origins to allow it")  # fmt: skip
+            await _refuse(
+                send,
+                403,
+                "Forbidden",
+                f"requests from the web page origin {origin or 'of another site'!r}"
+                " are refused; add it to server.allowed_origins to allow it",
+            )
             return
         await self.app(scope, receive, send)
 
@@ -206,9 +220,13 @@ class Authenticate:
         if caller.key is not None:
             wait = math.ceil(self.limits.wait_for(caller.key.id))
             if wait > 0:
-                await _refuse(send, 429, "TooManyRequests",
-                              f"this key is over its request rate; retry in {wait}s",
-                              **{"Retry-After": str(wait)})  # fmt: skip
+                await _refuse(
+                    send,
+                    429,
+                    "TooManyRequests",
+                    f"this key is over its request rate; retry in {wait}s",
+                    **{"Retry-After": str(wait)},
+                )
                 return
             await self.touch(caller.key)
         scope.setdefault("state", {})[ACCESS_STATE] = caller

@@ -33,9 +33,12 @@ async def start_job(svc: Service, entry: SpooledJob) -> None:
     tether = svc.tether
     try:
         entry.job = await svc.index(
-            tether.submit, entry.sources(), workspace_id=entry.workspace_id,
-            session_id=entry.session_id, kind="upload",
-        )  # fmt: skip
+            tether.submit,
+            entry.sources(),
+            workspace_id=entry.workspace_id,
+            session_id=entry.session_id,
+            kind="upload",
+        )
     except TetherError as exc:
         results = [IndexResult(n, "failed", error=exc).to_dict() for n in entry.names.values()]
         await svc.read(svc.spool.end, entry, "failed", results)
@@ -98,10 +101,14 @@ def job_out(job: Job) -> dict[str, Any]:
         "kind": kind,
         "status": job.status,
         "workspace_id": _job_workspace(job),
-        "progress": {"done": progress.done, "total": progress.total, "current": current,
-                     "description": progress.description},
+        "progress": {
+            "done": progress.done,
+            "total": progress.total,
+            "current": current,
+            "description": progress.description,
+        },
         "results": results,
-    }  # fmt: skip
+    }
 
 
 def _visible_job(svc: Service, caller: Access, job_id: str) -> Job:

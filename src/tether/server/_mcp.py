@@ -220,9 +220,11 @@ class ToolSpec:
 
     def listing(self) -> Tool:
         annotations = ToolAnnotations(
-            read_only_hint=not self.writes, destructive_hint=False, idempotent_hint=True,
+            read_only_hint=not self.writes,
+            destructive_hint=False,
+            idempotent_hint=True,
             open_world_hint=False,
-        )  # fmt: skip
+        )
         return Tool(
             name=self.name,
             description=self.description,
@@ -362,9 +364,12 @@ class McpServer:
 
     async def search(self, binding: Binding, arguments: SearchArguments) -> dict[str, Any]:
         hits = await self.svc.read(
-            self.tether.search, arguments.query, scope=binding.scope, k=arguments.k,
+            self.tether.search,
+            arguments.query,
+            scope=binding.scope,
+            k=arguments.k,
             mode=arguments.mode,
-        )  # fmt: skip
+        )
         return {
             "query": arguments.query,
             "scope": binding.scope.to_dict(),
@@ -419,9 +424,12 @@ class McpServer:
 
     async def add_text(self, binding: Binding, arguments: AddTextArguments) -> dict[str, Any]:
         results = await self.svc.index(
-            self.tether.add, text=arguments.text, title=arguments.title,
-            workspace_id=binding.home, session_id=binding.session_id,
-        )  # fmt: skip
+            self.tether.add,
+            text=arguments.text,
+            title=arguments.title,
+            workspace_id=binding.home,
+            session_id=binding.session_id,
+        )
         return {"results": [result.to_dict() for result in results]}
 
     def _documents(self, binding: Binding) -> list[Document]:
@@ -551,7 +559,12 @@ def serve_mcp_stdio(
         tether.keys.mark_used(api_key)
         caller = Access(api_key)
     binding = bind(
-        tether, caller, scope=scope, session_id=session_id, workspace_id=workspace_id,
-        guarded=guarded, read_only=read_only,
-    )  # fmt: skip
+        tether,
+        caller,
+        scope=scope,
+        session_id=session_id,
+        workspace_id=workspace_id,
+        guarded=guarded,
+        read_only=read_only,
+    )
     anyio.run(McpServer(LocalBackend(tether), lambda _: binding).run_stdio)

@@ -48,9 +48,11 @@ class McpMount:
     async def lifespan_context(self) -> AsyncIterator[None]:
         # A manager runs once; a fresh one for each start of the app.
         self._sessions = StreamableHTTPSessionManager(
-            self.mcp.server, stateless=True, json_response=True,
+            self.mcp.server,
+            stateless=True,
+            json_response=True,
             security_settings=_loopback_only() if self.svc.key_policy.open_at_start else None,
-        )  # fmt: skip
+        )
         try:
             async with self._sessions.run():
                 yield
@@ -80,9 +82,13 @@ def _bind_headers(tether: Tether, caller: Access, headers: Mapping[str, str]) ->
     if guarded not in ("true", "false", "1", "0"):
         raise InvalidArgument(f"X-Tether-Guarded must be true or false, not {guarded!r}")
     return bind(
-        tether, caller, scope=headers.get(SCOPE_HEADER), session_id=headers.get(SESSION_HEADER),
-        workspace_id=headers.get(WORKSPACE_HEADER), guarded=guarded in ("true", "1"),
-    )  # fmt: skip
+        tether,
+        caller,
+        scope=headers.get(SCOPE_HEADER),
+        session_id=headers.get(SESSION_HEADER),
+        workspace_id=headers.get(WORKSPACE_HEADER),
+        guarded=guarded in ("true", "1"),
+    )
 
 
 def _request_binding(ctx: Context) -> Binding:

@@ -18,18 +18,24 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "tether_http_requests", "HTTP requests by route, method and status",
-            ["route", "method", "status"], registry=self.registry,
-        )  # fmt: skip
+            "tether_http_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
-            "tether_http_request_duration_seconds", "HTTP request latency by route",
-            ["route", "method"], registry=self.registry,
+            "tether_http_request_duration_seconds",
+            "HTTP request latency by route",
+            ["route", "method"],
+            registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )  # fmt: skip
+        )
         self.retrievals = Counter(
-            "tether_retrievals", "Retrievals by outcome (grounded, ungrounded, skipped, blocked)",
-            ["outcome"], registry=self.registry,
-        )  # fmt: skip
+            "tether_retrievals",
+            "Retrievals by outcome (grounded, ungrounded, skipped, blocked)",
+            ["outcome"],
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -142,13 +148,25 @@ class _BodyTooLarge(HTTPException):
 async def _too_large(send: Send, limit: int) -> None:
     import json
 
-    body = json.dumps({"error": {
-        "type": "RequestTooLarge", "status": 413,
-        "message": f"the request body is over this server's limit of {limit:,} bytes",
-    }}).encode()  # fmt: skip
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})  # fmt: skip
+    body = json.dumps(
+        {
+            "error": {
+                "type": "RequestTooLarge",
+                "status": 413,
+                "message": f"the request body is over this server's limit of {limit:,} bytes",
+            }
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -161,11 +161,19 @@ async def show_document(
         out: dict[str, Any] = {"document": document_view(tether, caller, document)}
         if chunks:
             out["chunks"] = [
-                {"chunk_id": c.id, "ordinal": c.ordinal, "section_title": c.section_title,
-                 "page": c.page, "page_label": c.page_label, "char_start": c.char_start,
-                 "char_end": c.char_end, "token_count": c.token_count, "text": c.content}
+                {
+                    "chunk_id": c.id,
+                    "ordinal": c.ordinal,
+                    "section_title": c.section_title,
+                    "page": c.page,
+                    "page_label": c.page_label,
+                    "char_start": c.char_start,
+                    "char_end": c.char_end,
+                    "token_count": c.token_count,
+                    "text": c.content,
+                }
                 for c in tether.chunks(document_id)
-            ]  # fmt: skip
+            ]
         return out
 
     return await svc.read(show)
@@ -215,9 +223,15 @@ async def add_text(body: TextIn, svc: ServiceDep, caller: AccessDep) -> dict[str
     if document_id is not None:  # the caller's namespace: a foreign id reads as a free one
         document_id = own_id(caller, workspace_id, document_id)
     [result] = await svc.index(
-        tether.add, text=body.text, title=body.title, document_id=document_id,
-        workspace_id=workspace_id, session_id=session_id, tags=body.tags, on_error="collect",
-    )  # fmt: skip
+        tether.add,
+        text=body.text,
+        title=body.title,
+        document_id=document_id,
+        workspace_id=workspace_id,
+        session_id=session_id,
+        tags=body.tags,
+        on_error="collect",
+    )
     if result.error is not None:
         raise result.error
     return {"result": result.to_dict()}
@@ -243,10 +257,13 @@ async def upload_documents(
     key_id = caller.key.id if caller.key is not None else None
     limit = tether.settings.server.uploads_per_key
     if key_id is not None and spool.pending_of(key_id) >= limit:
-        raise ApiError(429, "TooManyRequests",
-                       f"this key has {limit} upload jobs waiting or running"
-                       " (server.uploads_per_key); retry when one has ended",
-                       headers={"Retry-After": "5"})  # fmt: skip
+        raise ApiError(
+            429,
+            "TooManyRequests",
+            f"this key has {limit} upload jobs waiting or running"
+            " (server.uploads_per_key); retry when one has ended",
+            headers={"Retry-After": "5"},
+        )
     with spool_failures(spool.root):
         partial = await svc.read(spool.receiving)
     upload = Upload(partial, tether.settings.rag.max_file_bytes, reserve=spool.reserve)
@@ -261,9 +278,14 @@ async def upload_documents(
         if tags is not None:  # bad tags fail the upload now, not each file of its job
             validate_tags("upload", tags, tether.settings.policy)
         entry = SpooledJob(
-            uuid.uuid4().hex[:12], partial, workspace_id, session_id, tags,
-            {path.name: name for path, name in upload.files.items()}, key_id,
-        )  # fmt: skip
+            uuid.uuid4().hex[:12],
+            partial,
+            workspace_id,
+            session_id,
+            tags,
+            {path.name: name for path, name in upload.files.items()},
+            key_id,
+        )
         # Durable before the answer: from here on, a crash or a restart loses nothing.
         with spool_failures(spool.root):
             await svc.read(spool.accept, partial, entry, upload.received)

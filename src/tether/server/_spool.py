@@ -121,18 +121,30 @@ class SpooledJob:
 
     def manifest(self) -> dict[str, Any]:
         return {
-            "id": self.id, "workspace_id": self.workspace_id, "session_id": self.session_id,
-            "tags": self.tags, "names": self.names, "asked_by": self.asked_by,
-            "created_at": self.created_at, "ended": self.ended,
-        }  # fmt: skip
+            "id": self.id,
+            "workspace_id": self.workspace_id,
+            "session_id": self.session_id,
+            "tags": self.tags,
+            "names": self.names,
+            "asked_by": self.asked_by,
+            "created_at": self.created_at,
+            "ended": self.ended,
+        }
 
     @classmethod
     def read(cls, folder: Path) -> SpooledJob:
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         job = cls(
-            data["id"], folder, data["workspace_id"], data["session_id"], data["tags"],
-            data["names"], data["asked_by"], data["created_at"], ended=data["ended"],
-        )  # fmt: skip
+            data["id"],
+            folder,
+            data["workspace_id"],
+            data["session_id"],
+            data["tags"],
+            data["names"],
+            data["asked_by"],
+            data["created_at"],
+            ended=data["ended"],
+        )
         job.bytes = sum(p.stat().st_size for p in job.paths() if p.exists())
         return job
 
@@ -143,8 +155,10 @@ class SpooledJob:
     def sources(self) -> list[PathSource]:
         # Known by the upload name, not the path: the same upload again is the same
         # document, skipped when unchanged (a resumed job skips what was indexed).
-        return [PathSource(path, tags=self.tags, source=f"upload:{name}")
-                for path, name in self.paths().items()]  # fmt: skip
+        return [
+            PathSource(path, tags=self.tags, source=f"upload:{name}")
+            for path, name in self.paths().items()
+        ]
 
     @property
     def status(self) -> str:
@@ -264,8 +278,10 @@ class Spool:
     @classmethod
     def of(cls, tether: Tether) -> Spool:
         root = spool_root(tether)
-        spool = cls(root or Path(tempfile.mkdtemp(prefix="tether-uploads-")),
-                    tether.settings.server.max_queued_upload_bytes)  # fmt: skip
+        spool = cls(
+            root or Path(tempfile.mkdtemp(prefix="tether-uploads-")),
+            tether.settings.server.max_queued_upload_bytes,
+        )
         spool.temporary = root is None
         return spool
 

@@ -55,15 +55,23 @@ def upload_body() -> dict[str, Any]:
     fields = UploadForm.model_fields
     text = {"type": "string", "maxLength": 512}
     properties = {
-        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
-                  "minItems": 1, "description": "One or more files (pdf, md, txt, html)"},
+        "files": {
+            "type": "array",
+            "items": {"type": "string", "format": "binary"},
+            "minItems": 1,
+            "description": "One or more files (pdf, md, txt, html)",
+        },
         "workspace_id": {**text, "description": fields["workspace_id"].description},
         "session_id": {**text, "description": fields["session_id"].description},
         "tags": {"type": "string", "description": fields["tags"].description},
         "wait": {"type": "boolean", "default": False, "description": fields["wait"].description},
-    }  # fmt: skip
-    schema = {"type": "object", "properties": properties, "required": ["files"],
-              "additionalProperties": False}  # fmt: skip
+    }
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": ["files"],
+        "additionalProperties": False,
+    }
     return {"required": True, "content": {"multipart/form-data": {"schema": schema}}}
 
 
@@ -96,9 +104,10 @@ def safe_name(name: str | None, used: set[str]) -> str:
 
 def too_large(name: str, max_bytes: int) -> ApiError:
     return ApiError(
-        413, "LoadLimitExceeded",
+        413,
+        "LoadLimitExceeded",
         f"{name}: is over rag.max_file_bytes ({byte_size(max_bytes)}); raise it or split the file",
-    )  # fmt: skip
+    )
 
 
 @dataclasses.dataclass
@@ -139,12 +148,19 @@ class Upload:
             raise ApiError(
                 422, "ValidationError", "send the files as multipart/form-data, field 'files'"
             )
-        parser = MultipartParser(options[b"boundary"], {
-            "on_part_begin": self._begin, "on_header_field": self._header_field,
-            "on_header_value": self._header_value, "on_header_end": self._header_end,
-            "on_headers_finished": self._headers_finished, "on_part_data": self._data,
-            "on_part_end": self._end, "on_end": self._finished,
-        })  # fmt: skip
+        parser = MultipartParser(
+            options[b"boundary"],
+            {
+                "on_part_begin": self._begin,
+                "on_header_field": self._header_field,
+                "on_header_value": self._header_value,
+                "on_header_end": self._header_end,
+                "on_headers_finished": self._headers_finished,
+                "on_part_data": self._data,
+                "on_part_end": self._end,
+                "on_end": self._finished,
+            },
+        )
         try:
             async for chunk in request.stream():
                 parser.write(chunk)
@@ -197,8 +213,9 @@ class Upload:
                 raise ApiError(422, "ValidationError", "too many fields in the upload")
             return
         if len(self.files) >= MAX_UPLOAD_FILES:
-            raise ApiError(422, "ValidationError",
-                           f"at most {MAX_UPLOAD_FILES} files in one upload")  # fmt: skip
+            raise ApiError(
+                422, "ValidationError", f"at most {MAX_UPLOAD_FILES} files in one upload"
+            )
         given = options[b"filename"].decode("utf-8", "replace") if b"filename" in options else ""
         path = self.folder / safe_name(given, self._used)
         self._part.file = path.open("xb")
@@ -217,10 +234,13 @@ class Upload:
         else:
             if self.reserve is not None:
                 if not self.reserve(end - start):
-                    raise ApiError(429, "TooManyRequests",
-                                   "the server's queue of uploads waiting to be indexed is full"
-                                   " (server.max_queued_upload_bytes); retry later",
-                                   headers={"Retry-After": "10"})  # fmt: skip
+                    raise ApiError(
+                        429,
+                        "TooManyRequests",
+                        "the server's queue of uploads waiting to be indexed is full"
+                        " (server.max_queued_upload_bytes); retry later",
+                        headers={"Retry-After": "10"},
+                    )
                 self.received += end - start
             self._writes.append((part.file, data[start:end]))
 
@@ -233,8 +253,9 @@ class Upload:
             try:
                 self.fields[part.name] = part.data.decode("utf-8")
             except UnicodeDecodeError:
-                raise ApiError(422, "ValidationError",
-                               f"the field {part.name!r} is not UTF-8") from None  # fmt: skip
+                raise ApiError(
+                    422, "ValidationError", f"the field {part.name!r} is not UTF-8"
+                ) from None
 
     def _finished(self) -> None:
         self._ended = True

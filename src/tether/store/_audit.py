@@ -36,7 +36,12 @@ class AuditMixin(StorePart):
         global_askers: Sequence[str] | None = None,
     ) -> list[AuditEntry]:
         sql, params = retrieval_log_sql(
-            limit, outcome, workspace_ids=workspace_ids, retrieval_id=retrieval_id,
-            since=since, until=until, global_askers=global_askers,
-        )  # fmt: skip
+            limit,
+            outcome,
+            workspace_ids=workspace_ids,
+            retrieval_id=retrieval_id,
+            since=since,
+            until=until,
+            global_askers=global_askers,
+        )
         return [_rows.audit_entry(row) for row in self._select(sql, params)]

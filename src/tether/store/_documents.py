@@ -61,9 +61,19 @@ def _insert_chunks(
     for c in chunks:
         cur = conn.execute(
             _INSERT_CHUNK,
-            (document_id, c.ordinal, c.content, c.section_title, c.token_count,
-             c.char_start, c.char_end, c.page, c.content_hash, c.page_label),
-        )  # fmt: skip
+            (
+                document_id,
+                c.ordinal,
+                c.content,
+                c.section_title,
+                c.token_count,
+                c.char_start,
+                c.char_end,
+                c.page,
+                c.content_hash,
+                c.page_label,
+            ),
+        )
         ids.append(cur.lastrowid)
     if vectors is not None:
         conn.executemany(
@@ -170,9 +180,17 @@ class DocumentsMixin(StorePart):
             "UPDATE rag_documents SET source_type = ?, project_id = ?, domain = ?,"
             " version = ?, last_verified = ?, status = ?, title = coalesce(?, title)"
             " WHERE id = ?",
-            (t.source_type, t.project_id, t.domain, t.version, t.last_verified, status,
-             title, document_id),
-        )  # fmt: skip
+            (
+                t.source_type,
+                t.project_id,
+                t.domain,
+                t.version,
+                t.last_verified,
+                status,
+                title,
+                document_id,
+            ),
+        )
 
     def set_status(self, document_id: str, status: str) -> None:
         self._update_document(

@@ -69,10 +69,14 @@ class EmbeddingsMixin(StorePart):
             seq = _seq(conn)
             if _pruned_since(conn, since):
                 return None
-            changed = [r[0] for r in conn.execute(
-                "SELECT DISTINCT document_id FROM rag_document_changes"
-                " WHERE seq > ? AND vectors = 1 LIMIT ?", (since, limit + 1),
-            )]  # fmt: skip
+            changed = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT document_id FROM rag_document_changes"
+                    " WHERE seq > ? AND vectors = 1 LIMIT ?",
+                    (since, limit + 1),
+                )
+            ]
             if len(changed) > limit:
                 return None
             # From the changed documents to their chunks and vectors, by index: left to
@@ -97,10 +101,13 @@ class EmbeddingsMixin(StorePart):
             seq = _seq(conn)
             if _pruned_since(conn, since):
                 return None
-            changed = [r[0] for r in conn.execute(
-                "SELECT DISTINCT document_id FROM rag_document_changes WHERE seq > ? LIMIT ?",
-                (since, limit + 1),
-            )]  # fmt: skip
+            changed = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT document_id FROM rag_document_changes WHERE seq > ? LIMIT ?",
+                    (since, limit + 1),
+                )
+            ]
         return None if len(changed) > limit else (seq, changed)
 
     def change_counters(self) -> dict[str, int]:

@@ -38,10 +38,19 @@ class KeysMixin(StorePart):
             conn.execute(
                 f"INSERT INTO api_keys ({_COLUMNS}, key_hash)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key.id, key.name, json.dumps(list(key.workspaces)), int(key.global_write),
-                 int(key.read_only), int(key.admin), key.created_at, key.revoked_at,
-                 key.last_used_at, key_hash),
-            )  # fmt: skip
+                (
+                    key.id,
+                    key.name,
+                    json.dumps(list(key.workspaces)),
+                    int(key.global_write),
+                    int(key.read_only),
+                    int(key.admin),
+                    key.created_at,
+                    key.revoked_at,
+                    key.last_used_at,
+                    key_hash,
+                ),
+            )
 
     def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
         row = self._select_one(f"SELECT {_COLUMNS} FROM api_keys WHERE key_hash = ?", (key_hash,))

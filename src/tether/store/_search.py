@@ -93,9 +93,14 @@ class SearchMixin(StorePart):
                 if found is not None:
                     return found
                 sql, params = lexical_search_sql(
-                    scope, match, k, ids_only=ids_only, filters=filters,
-                    exclusions=exclusions, depth=depth,
-                )  # fmt: skip
+                    scope,
+                    match,
+                    k,
+                    ids_only=ids_only,
+                    filters=filters,
+                    exclusions=exclusions,
+                    depth=depth,
+                )
                 rows = conn.execute(sql, params).fetchall()
                 if len(rows) >= k:
                     return rows
@@ -153,19 +158,7 @@ class SearchMixin(StorePart):
         common = " OR ".join(fts_phrase(t) for t, r in zip(terms, is_rare, strict=True) if not r)
         found: list[Any] = []
         for part in (f"({rare}) AND ({common})", f"({rare}) NOT ({common})"):
-            sql, params = lexical_search_sql(
-                scope, part, k, ids_only=True, filters=filters, exclusions=exclusions,
-                depth=depth, count_ranked=True,
-            )  # fmt: skip
-            rows = conn.execute(sql, params).fetchall()
-            if len(rows) < k and (not rows or rows[0][-1] >= depth):
-                # The scope may hold more of this part's matches past ``depth``.
-                sql, params = lexical_search_sql(
-                    scope, part, k, ids_only=True, filters=filters, exclusions=exclusions
-                )
-                found += conn.execute(sql, params).fetchall()
-            else:
-                found += (row[:2] for row in rows)
+            found += _best_ids(conn, scope, part, k, depth, filters, exclusions)
         if len(found) < k:
             return None
         best = sorted(found, key=_by_rank)[:k]
@@ -288,6 +281,36 @@ class SearchMixin(StorePart):
             chunk_ids, lambda batch: candidate_rows_sql(batch, session_id)
         )
         return {row[0]: _rows.candidate_row(row) for row in rows}
+
+
+def _best_ids(
+    conn: Any,
+    scope: Scope,
+    match: str,
+    k: int,
+    depth: int,
+    filters: Filters | None,
+    exclusions: Exclusions | None,
+) -> list[tuple[int, float]]:
+    """``(chunk id, bm25)`` of the ``k`` best in scope for ``match``: ranked first to
+    ``depth``, then scope first when the scope may hold more past ``depth``."""
+    sql, params = lexical_search_sql(
+        scope,
+        match,
+        k,
+        ids_only=True,
+        filters=filters,
+        exclusions=exclusions,
+        depth=depth,
+        count_ranked=True,
+    )
+    rows = conn.execute(sql, params).fetchall()
+    if len(rows) >= k or (rows and rows[0][-1] < depth):
+        return [row[:2] for row in rows]
+    sql, params = lexical_search_sql(
+        scope, match, k, ids_only=True, filters=filters, exclusions=exclusions
+    )
+    return conn.execute(sql, params).fetchall()
 
 
 def _depth(share: float, k: int) -> int | None:

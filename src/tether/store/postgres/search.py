@@ -275,9 +275,12 @@ class PgVectors:
         rows = self.store._select(
             "SELECT chunk_id, 1 - (embedding <=> :query) FROM rag_embeddings"
             " WHERE model = :model AND chunk_id = ANY(:ids)",
-            {"query": np.asarray(query, dtype=np.float32), "model": self.model,
-             "ids": [int(c) for c in chunk_ids]},
-        )  # fmt: skip
+            {
+                "query": np.asarray(query, dtype=np.float32),
+                "model": self.model,
+                "ids": [int(c) for c in chunk_ids],
+            },
+        )
         return {int(c): float(v) for c, v in rows}
 
 

@@ -81,9 +81,21 @@ def _insert_chunks(
     for c in chunks:
         terms, text = index_text(c.content, c.section_title)
         rows.append(
-            (document_id, c.ordinal, c.content, c.section_title, c.token_count, c.char_start,
-             c.char_end, c.page, c.content_hash, c.page_label, terms, text)
-        )  # fmt: skip
+            (
+                document_id,
+                c.ordinal,
+                c.content,
+                c.section_title,
+                c.token_count,
+                c.char_start,
+                c.char_end,
+                c.page,
+                c.content_hash,
+                c.page_label,
+                terms,
+                text,
+            )
+        )
     ids: list[int] = []
     with conn.raw.cursor() as cur:
         cur.executemany(_INSERT_CHUNK, rows, returning=True)
@@ -182,10 +194,14 @@ class PostgresStore(
             seq = _seq(conn)
             if _pruned_since(conn, since):
                 return None
-            changed = [r[0] for r in conn.execute(
-                "SELECT DISTINCT document_id FROM rag_document_changes"
-                " WHERE seq > ? AND vectors = 1 LIMIT ?", (since, limit + 1),
-            )]  # fmt: skip
+            changed = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT document_id FROM rag_document_changes"
+                    " WHERE seq > ? AND vectors = 1 LIMIT ?",
+                    (since, limit + 1),
+                )
+            ]
             if len(changed) > limit:
                 return None
             found = conn.execute(

@@ -181,9 +181,10 @@ class SQLiteDatabase:
         :class:`~tether.errors.StorageReadOnly`; nothing of the write is stored then."""
         if self.read_only:
             raise storage_read_only(
-                self.path, "its file, folder or mount cannot be written",
+                self.path,
+                "its file, folder or mount cannot be written",
                 remedy=MAKE_THE_FILE_WRITABLE,
-            )  # fmt: skip
+            )
         with self._shared_lock if self._shared is not None else _nullcontext():
             conn = self.connection()
             if conn.in_transaction or getattr(self._local, "writing", False):

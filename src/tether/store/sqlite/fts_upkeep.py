@@ -157,8 +157,10 @@ class FtsUpkeep:
                         "the full-text index is fragmented (%d segments, %d pages where its"
                         " largest segment holds %d); run `tether compact` (Tether.compact())"
                         " when writes can wait",
-                        shape.segments, shape.pages, shape.largest,
-                    )  # fmt: skip
+                        shape.segments,
+                        shape.pages,
+                        shape.largest,
+                    )
                 return
             optimize(conn)
             self.stats["optimized"] += 1

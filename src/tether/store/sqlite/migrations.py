@@ -277,24 +277,40 @@ END;
 _0010_document_changes += "".join(
     _CHANGE_TRIGGER.format(name=name, event=event, vectors=vectors, document=document)
     for name, event, vectors, document in (
-        ("embedding_insert", "INSERT ON rag_embeddings", 1,
-         "SELECT document_id FROM rag_chunks WHERE id = NEW.chunk_id"),
-        ("embedding_update", "UPDATE ON rag_embeddings", 1,
-         "SELECT document_id FROM rag_chunks WHERE id = NEW.chunk_id"),
+        (
+            "embedding_insert",
+            "INSERT ON rag_embeddings",
+            1,
+            "SELECT document_id FROM rag_chunks WHERE id = NEW.chunk_id",
+        ),
+        (
+            "embedding_update",
+            "UPDATE ON rag_embeddings",
+            1,
+            "SELECT document_id FROM rag_chunks WHERE id = NEW.chunk_id",
+        ),
         # A vector deleted with its chunk (by cascade) may find the chunk gone already:
         # the chunk's own delete names the document then.
-        ("embedding_delete", "DELETE ON rag_embeddings", 1,
-         "SELECT document_id FROM rag_chunks WHERE id = OLD.chunk_id"),
+        (
+            "embedding_delete",
+            "DELETE ON rag_embeddings",
+            1,
+            "SELECT document_id FROM rag_chunks WHERE id = OLD.chunk_id",
+        ),
         ("chunk_delete", "DELETE ON rag_chunks", 1, "SELECT OLD.document_id"),
         ("document_insert", "INSERT ON rag_documents", 0, "SELECT NEW.id"),
         ("document_delete", "DELETE ON rag_documents", 0, "SELECT OLD.id"),
-        ("document_update", "UPDATE OF workspace_id, status, domain, source_type,"
-         " project_id, last_verified, source_path, indexed_at ON rag_documents", 0,
-         "SELECT NEW.id"),
+        (
+            "document_update",
+            "UPDATE OF workspace_id, status, domain, source_type,"
+            " project_id, last_verified, source_path, indexed_at ON rag_documents",
+            0,
+            "SELECT NEW.id",
+        ),
         ("attach", "INSERT ON rag_document_sessions", 0, "SELECT NEW.document_id"),
         ("detach", "DELETE ON rag_document_sessions", 0, "SELECT OLD.document_id"),
     )
-)  # fmt: skip
+)
 
 _0011_audit_asker = """
 -- The API key that asked for each retrieval (NULL: the library's own caller), so that the
