@@ -4,8 +4,8 @@ the change counters that tell readers when their caches are stale."""
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from tether.store._common import StorePart
 from tether.store.records import VectorSnapshot
@@ -60,25 +60,16 @@ class EmbeddingsMixin(StorePart):
                 " ORDER BY d.workspace_id, c.document_id, c.id",
                 (model,),
             ).fetchall()
-            seq = _seq(conn)
+            seq = newest_change(conn)
         assert len(rows) == count
         return VectorSnapshot(rows=rows, layout=order, seq=seq)
 
     def vector_delta(self, model: str, since: int, limit: int) -> VectorSnapshot | None:
         with self.db.read() as conn:
-            seq = _seq(conn)
-            if _pruned_since(conn, since):
+            changes = changes_since(conn, since, limit, vectors=True)
+            if changes is None:
                 return None
-            changed = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT document_id FROM rag_document_changes"
-                    " WHERE seq > ? AND vectors = 1 LIMIT ?",
-                    (since, limit + 1),
-                )
-            ]
-            if len(changed) > limit:
-                return None
+            seq, changed = changes
             # From the changed documents to their chunks and vectors, by index: left to
             # itself the planner scans every vector of the model (50 ms at 100k chunks).
             found = conn.execute(
@@ -88,39 +79,58 @@ class EmbeddingsMixin(StorePart):
                 " CROSS JOIN rag_embeddings e ON e.model = ? AND e.chunk_id = c.id",
                 (json.dumps(changed), model),
             ).fetchall()
-        found.sort(key=lambda row: row[:3])  # laid out as load_vectors does
-        return VectorSnapshot(
-            rows=[(chunk_id, dims, blob) for _, _, chunk_id, dims, blob in found],
-            layout=[(chunk_id, document_id) for _, document_id, chunk_id, _, _ in found],
-            seq=seq,
-            documents=tuple(changed),
-        )
+        return delta_snapshot(found, seq, changed)
 
     def document_changes(self, since: int, limit: int) -> tuple[int, list[str]] | None:
         with self.db.read() as conn:
-            seq = _seq(conn)
-            if _pruned_since(conn, since):
-                return None
-            changed = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT document_id FROM rag_document_changes WHERE seq > ? LIMIT ?",
-                    (since, limit + 1),
-                )
-            ]
-        return None if len(changed) > limit else (seq, changed)
+            return changes_since(conn, since, limit, vectors=False)
 
     def change_counters(self) -> dict[str, int]:
         # Triggers bump them on every change, FK cascades included (migration 3).
         return dict(self._select("SELECT key, value FROM rag_state"))
 
 
-def _seq(conn: sqlite3.Connection) -> int:
+def changes_since(
+    conn: Any, since: int, limit: int, *, vectors: bool
+) -> tuple[int, list[str]] | None:
+    """The newest change and the documents changed after ``since`` (those whose vectors
+    changed, with ``vectors``); None when more than ``limit`` did or the log no longer
+    reaches back to ``since``: the caller then reads everything again."""
+    seq = newest_change(conn)
+    if _pruned_since(conn, since):
+        return None
+    only = " AND vectors = 1" if vectors else ""
+    changed = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT document_id FROM rag_document_changes WHERE seq > ?{only} LIMIT ?",
+            (since, limit + 1),
+        )
+    ]
+    return None if len(changed) > limit else (seq, changed)
+
+
+def delta_snapshot(
+    found: list[Any], seq: int, changed: list[str], blob: Callable[[Any], bytes] = bytes
+) -> VectorSnapshot:
+    """The snapshot of the changed documents' vectors from ``(workspace id, document id,
+    chunk id, dims, vector)`` rows, laid out as a full load is (``blob`` reads a vector
+    as its bytes)."""
+    found = sorted(found, key=lambda row: row[:3])
+    return VectorSnapshot(
+        rows=[(chunk_id, dims, blob(vector)) for _, _, chunk_id, dims, vector in found],
+        layout=[(chunk_id, document_id) for _, document_id, chunk_id, _, _ in found],
+        seq=seq,
+        documents=tuple(changed),
+    )
+
+
+def newest_change(conn: Any) -> int:
     """The newest document change (0 before any)."""
     return conn.execute("SELECT coalesce(max(seq), 0) FROM rag_document_changes").fetchone()[0]
 
 
-def _pruned_since(conn: sqlite3.Connection, since: int) -> bool:
+def _pruned_since(conn: Any, since: int) -> bool:
     """Whether changes after ``since`` were dropped (the log keeps the newest 100,000;
     committed changes are numbered without gaps, so a gap at the start is a drop)."""
     oldest = conn.execute("SELECT min(seq) FROM rag_document_changes").fetchone()[0]

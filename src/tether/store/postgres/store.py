@@ -18,7 +18,12 @@ import numpy as np
 from tether.models import Exclusions, Filters, Scope
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
-from tether.store._embeddings import EmbeddingsMixin, _pruned_since, _seq
+from tether.store._embeddings import (
+    EmbeddingsMixin,
+    changes_since,
+    delta_snapshot,
+    newest_change,
+)
 from tether.store._keys import KeysMixin
 from tether.store._registry import RegistryMixin
 from tether.store._sessions import SessionsMixin
@@ -186,24 +191,15 @@ class PostgresStore(
                 " ORDER BY d.workspace_id, c.document_id, c.id",
                 (model,),
             ).fetchall()
-            seq = _seq(conn)
+            seq = newest_change(conn)
         return VectorSnapshot(rows=rows, layout=[tuple(r) for r in order], seq=seq)
 
     def vector_delta(self, model: str, since: int, limit: int) -> VectorSnapshot | None:
         with self.db.read() as conn:
-            seq = _seq(conn)
-            if _pruned_since(conn, since):
+            changes = changes_since(conn, since, limit, vectors=True)
+            if changes is None:
                 return None
-            changed = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT document_id FROM rag_document_changes"
-                    " WHERE seq > ? AND vectors = 1 LIMIT ?",
-                    (since, limit + 1),
-                )
-            ]
-            if len(changed) > limit:
-                return None
+            seq, changed = changes
             found = conn.execute(
                 "SELECT d.workspace_id, c.document_id, c.id, e.dims, e.embedding"
                 " FROM rag_documents d JOIN rag_chunks c ON c.document_id = d.id"
@@ -211,13 +207,7 @@ class PostgresStore(
                 " WHERE d.id = ANY(:changed)",
                 {"model": model, "changed": changed},
             ).fetchall()
-        found.sort(key=lambda row: row[:3])  # laid out as load_vectors does
-        return VectorSnapshot(
-            rows=[(chunk_id, dims, _blob(v)) for _, _, chunk_id, dims, v in found],
-            layout=[(chunk_id, document_id) for _, document_id, chunk_id, _, _ in found],
-            seq=seq,
-            documents=tuple(changed),
-        )
+        return delta_snapshot(found, seq, changed, _blob)
 
     def change_counters(self) -> dict[str, int]:
         rows = self._select(
