@@ -1,7 +1,8 @@
-"""The benchmarks' shared kit: logging and memory, latency and tables, ratios, the
-machine's description (CPU, cores, SIMD, git state, package versions), and the synthetic
-stores of the retrieval-at-scale runs. The scripts beside it (``bench.py``, ``all.py``,
-``write_stall.py``, ...) import from here; nothing here runs a benchmark."""
+"""The benchmarks' shared kit: logging and memory, latency and tables (as text and as
+Markdown), ratios, the machine's description (CPU, cores, SIMD, git state, package
+versions), and the synthetic stores of the retrieval-at-scale runs. The scripts beside it
+(``bench.py``, ``all.py``, ``write_stall.py``, ...) import from here; nothing here runs a
+benchmark."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import logging
 import os
 import platform
 import resource
+import shlex
 import sqlite3
 import sys
 import time
@@ -145,7 +147,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     align = [
-        "<" if i == 0 or headers[i] in ("mode", "system", "note") else ">"
+        "<" if i == 0 or headers[i] in ("mode", "system", "note", "command") else ">"
         for i in range(len(headers))
     ]
 
@@ -156,6 +158,35 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), sep, *(line(r) for r in cells)])
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """The same cells as :func:`table`, as a Markdown table."""
+
+    def line(values: Sequence[str]) -> str:
+        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
+
+    body = [line([_fmt(c) for c in row]) for row in rows]
+    return "\n".join([line(headers), line(["---"] * len(headers)), *body])
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table as data, with the command that made its numbers: printed as text or
+    rendered as Markdown from the same cells."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[Any]]
+    command: str | None = None
+
+    def text(self) -> str:
+        command = f"$ {self.command}\n" if self.command else ""
+        return f"{self.title}\n{command}{table(self.headers, self.rows)}"
+
+    def markdown(self) -> str:
+        command = f"`{self.command}`\n\n" if self.command else ""
+        return f"**{self.title}**\n\n{command}{markdown_table(self.headers, self.rows)}"
 
 
 def _fmt(value: Any) -> str:
@@ -210,6 +241,20 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as a reader reruns it: relative to the repository when it is beside it
+    (``.venv/bin/python``, ``../shared/datasets/scifact``), else as it is."""
+    absolute = Path(os.path.abspath(path))  # not resolved: .venv/bin/python is a link
+    if absolute.is_relative_to(REPO.parent):
+        return os.path.relpath(absolute, REPO)
+    return str(path)
+
+
+def shown_command(argv: Sequence[str]) -> str:
+    """A command line with its absolute paths shown as :func:`shown_path` shows them."""
+    return shlex.join(shown_path(a) if a.startswith("/") else a for a in argv)
 
 
 # -- machine info -----------------------------------------------------------------------
@@ -292,24 +337,38 @@ def loadavg() -> list[float] | None:
         return None
 
 
-def git_state() -> dict[str, Any]:
-    """The commit measured, and whether tether's sources differ from it."""
+def _git(*argv: str) -> str | None:
+    """``git`` in the repository: its output, or None when it fails."""
     import subprocess
 
-    def git(*argv: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(REPO), *argv], capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(REPO), *argv], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
-    changed = git("status", "--porcelain", "--", "src")
+
+def git_state() -> dict[str, Any]:
+    """The commit measured, and whether tether's sources differ from it."""
+    changed = _git("status", "--porcelain", "--", "src")
     return {
-        "commit": git("rev-parse", "--short", "HEAD"),
+        "commit": _git("rev-parse", "--short", "HEAD"),
         "src_changed_files": None if changed is None else len(changed.splitlines()),
     }
+
+
+def tree_dirty() -> bool | None:
+    """Whether any tracked file differs from the commit (None: not a git checkout)."""
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    return None if changed is None else bool(changed)
+
+
+def machine_description(info: dict[str, Any]) -> str:
+    """``CPU, N usable cores, SIMD: ...`` of the dict ``all.py``'s ``machine()`` makes."""
+    simd = ", ".join(info["simd"]) or "none of " + ", ".join(SIMD_FLAGS)
+    return f"{info['cpu']}, {info['cores']} usable cores, SIMD: {simd}"
 
 
 def package_versions() -> dict[str, str]:

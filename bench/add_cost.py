@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _harness as bench
+import _harness as kit
 
 from tether import Settings, Tether, TextSource
 from tether.embed import Embedder
@@ -33,11 +33,11 @@ class RandomEmbedder(Embedder):
     """Random unit vectors under the synthetic store's model name and size."""
 
     def __init__(self) -> None:
-        self.model = bench.MODEL_NAME
+        self.model = kit.MODEL_NAME
         self.rng = np.random.default_rng(1)
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        return self.rng.standard_normal((len(texts), bench.DIMS)).astype(np.float32)
+        return self.rng.standard_normal((len(texts), kit.DIMS)).astype(np.float32)
 
 
 def main() -> None:
@@ -50,8 +50,8 @@ def main() -> None:
     path = args.workdir / f"store-{args.chunks}.db"
     texts = [f"chunk {i} about valves and seats {i % 977}" for i in range(args.chunks)]
     if not path.exists():
-        vectors = np.random.default_rng(0).standard_normal((args.chunks, bench.DIMS))
-        seconds = bench.build_tether_store(path, texts, vectors.astype(np.float32), 10, 500)
+        vectors = np.random.default_rng(0).standard_normal((args.chunks, kit.DIMS))
+        seconds = kit.build_tether_store(path, texts, vectors.astype(np.float32), 10, 500)
         print(f"built {args.chunks:,} chunks in {seconds:.1f} s")
     settings = Settings(rag={"chunk_by": "chars"})
     times = []
@@ -64,7 +64,7 @@ def main() -> None:
             assert result.status == "indexed", result
     conn = sqlite3.connect(path)
     hashes = [hashlib.sha256(text.encode()).hexdigest() for text in texts[-20:]]
-    sql, params = vectors_for_hashes_sql(bench.MODEL_NAME, hashes)
+    sql, params = vectors_for_hashes_sql(kit.MODEL_NAME, hashes)
     plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     lookups = []
     for _ in range(15):

@@ -29,12 +29,23 @@ another, so that no section's memory, threads or caches carry into the next:
    a full reload (what it cost before);
 4. ``vectors``: :mod:`vector_scale`: the quantized scan at 1M rows against the exact one;
 5. ``backends``: :mod:`backends`: SQLite against PostgreSQL (pgserver), SciFact quality
-   and latency and N readers + 1 writer (on a copy of the store: its writer writes).
+   and latency and N readers + 1 writer (on a copy of the store: its writer writes);
+6. ``gpu``: :mod:`gpu_embed`, where torch sees a CUDA GPU (skipped, and said so, elsewhere);
+7. ``eval``: :mod:`tether_eval`: ``tether eval`` on SciFact (hybrid, ``--lexical-only``,
+   ``--pipeline``; on a copy of the store) and ``--grounding`` on the real-document
+   question sets whose documents are fetched (``--quick`` skips the section).
 
 stdout: the machine (CPU, usable cores, the SIMD features that move these numbers, the
 commit), the summary (one line per goal: tether, the peer, their ratio, the goal, met or
 not), then every section's own tables. ``--out DIR`` keeps each section's JSON and
 output, and ``summary.json``.
+
+``--results PATH`` writes the run as Markdown: the date, the commit (``+ local changes``
+when tracked files differ from it), the machine, the command, the summary and each
+section's tables, beside a short note on how each section measures. A full run (every
+section, not ``--quick``, none failed) writes ``bench/RESULTS.md`` without being asked.
+``--render-only DIR`` runs nothing: it renders that file again (to ``--results``, by
+default ``bench/RESULTS.md``) from the ``--out`` folder of an earlier run.
 """
 
 from __future__ import annotations
@@ -47,37 +58,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import _harness as kit  # noqa: E402  (the machine's description, shared with bench.py)
+from _harness import log  # noqa: E402
+from _report import SUMMARY_HEADER, Goal, table, write_results  # noqa: E402
 
 DEFAULT_DATASET = BENCH.parent.parent / "shared/datasets/scifact"
+DEFAULT_RESULTS = BENCH / "RESULTS.md"
 SECTIONS = ("scifact", "scifact-k100", "scifact-chars", "scale", "stall", "vectors", "backends",
-            "gpu")  # fmt: skip
+            "gpu", "eval")  # fmt: skip
 #: Sections that read a SciFact store (indexed first when --store is not given).
-STORE_SECTIONS = {"scifact", "scifact-k100", "vectors", "backends"}
-
-
-@dataclass
-class Goal:
-    """One line of the summary."""
-
-    what: str
-    tether: str
-    peer: str
-    ratio: float | None  # tether / peer, as ``unit`` says
-    unit: str
-    goal: str
-    met: bool | None  # None: no goal, or not measured
-
-    def cells(self) -> list[str]:
-        ratio = "" if self.ratio is None else f"{self.ratio:.2f}x"
-        met = {True: "yes", False: "NO", None: ""}[self.met]
-        return [self.what, self.tether, self.peer, ratio, self.unit, self.goal, met]
+STORE_SECTIONS = {"scifact", "scifact-k100", "vectors", "backends", "eval"}
 
 
 def commands(
@@ -100,6 +96,8 @@ def commands(
                 str(out / "backends.db"), "--json", str(out / "backends.json")]  # fmt: skip
     gpu = [py, str(BENCH / "gpu_embed.py"), str(args.dataset), "--eval",
            "--json", str(out / "gpu.json")]  # fmt: skip
+    eval_ = [py, str(BENCH / "tether_eval.py"), str(args.dataset), "--store", str(store),
+             "--json", str(out / "eval.json")]  # fmt: skip
     if quick:
         gpu = [*gpu[:3], "--texts", "500", "--rounds", "1", "--cpu-texts", "50",
                "--json", str(out / "gpu.json")]  # fmt: skip
@@ -111,7 +109,8 @@ def commands(
         vectors += ["--rows", "200k", "--queries", "20"]
         backends += ["--seconds", "5", "--readers", "2"]
     return {"scifact": peers, "scifact-k100": peers100, "scifact-chars": chars, "scale": scale,
-            "stall": stall, "vectors": vectors, "backends": backends, "gpu": gpu}  # fmt: skip
+            "stall": stall, "vectors": vectors, "backends": backends, "gpu": gpu,
+            "eval": eval_}  # fmt: skip
 
 
 def run_section(name: str, command: list[str], out: Path) -> tuple[dict[str, Any] | None, str]:
@@ -315,32 +314,21 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Goal]]] = {
     "scifact": scifact_goals, "scifact-k100": lambda data: [],
     "scifact-chars": lambda data: scifact_goals(data, issue_setup=True), "scale": scale_goals,
     "stall": stall_goals, "vectors": vector_goals, "backends": backend_goals, "gpu": gpu_goals,
+    "eval": lambda data: [],  # quality, no peer: its tables are in its output
 }  # fmt: skip
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("-+-".join("-" * w for w in widths))
-    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
 
 
 def machine(cpuinfo: str | None = None) -> dict[str, Any]:
     """The machine a run measured: absolute numbers hold only for it (compare ratios)."""
     return {"cpu": kit.cpu_model(cpuinfo) or "unknown CPU", "cores": kit.usable_cores(),
-            "simd": kit.cpu_features(cpuinfo), **kit.git_state()}  # fmt: skip
+            "simd": kit.cpu_features(cpuinfo), **kit.git_state(),
+            "tree_dirty": kit.tree_dirty()}  # fmt: skip
 
 
 def machine_line(info: dict[str, Any]) -> str:
-    simd = ", ".join(info["simd"]) or "none of " + ", ".join(kit.SIMD_FLAGS)
     changed = " (src/ changed since)" if info.get("src_changed_files") else ""
-    return (f"machine: {info['cpu']}, {info['cores']} usable cores, SIMD: {simd};"
+    return (f"machine: {kit.machine_description(info)};"
             f" tether commit {info['commit'] or 'unknown'}{changed}")  # fmt: skip
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def index_scifact(dataset: Path, db: Path, chunk_by: str = "tokens") -> None:
@@ -353,7 +341,18 @@ def index_scifact(dataset: Path, db: Path, chunk_by: str = "tokens") -> None:
         index_dataset(t, load_beir(dataset))
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass
+class Run:
+    """What the sections gave: the summary's lines, each section's output, and the
+    sections that failed or did not run here (with why)."""
+
+    goals: list[Goal] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", type=Path, help="SciFact indexed by tether (only read)")
     parser.add_argument(
@@ -364,67 +363,148 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated, of {', '.join(SECTIONS)}")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke check")
+    parser.add_argument("--results", type=Path, metavar="PATH",
+                        help="write the run as Markdown here (a full run, without it:"
+                        " bench/RESULTS.md)")  # fmt: skip
+    parser.add_argument("--render-only", type=Path, metavar="DIR",
+                        help="run nothing: render --results (default bench/RESULTS.md) from"
+                        " the --out folder of an earlier run")  # fmt: skip
     args = parser.parse_args(argv)
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = set(sections) - set(SECTIONS)
+    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(args.sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     for given in (args.store, args.chars_store):
         if given is not None and not given.is_file():
             parser.error(f"no store at {given}")
+    if args.render_only is not None and not (args.render_only / "summary.json").is_file():
+        parser.error(f"no summary.json in {args.render_only}: give the --out folder of a run")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.render_only is not None:
+        target = args.results or DEFAULT_RESULTS
+        write_results(args.render_only, target)
+        log(f"wrote {target} from {args.render_only}")
+        return 0
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        store = args.store or out / "scifact.db"
-        if args.store is None and set(sections) & STORE_SECTIONS:
-            index_scifact(args.dataset, store)
-        chars_store = args.chars_store or out / "scifact-chars.db"
-        # A smoke check does not spend 10 minutes indexing a second corpus.
-        skip_chars = args.quick and args.chars_store is None
-        if args.chars_store is None and not skip_chars and "scifact-chars" in sections:
-            index_scifact(args.dataset, chars_store, chunk_by="chars")
-        if "backends" in sections:  # its writer writes into the store it keeps
-            for suffix in ("", "-wal"):
-                if Path(f"{store}{suffix}").is_file():
-                    shutil.copyfile(f"{store}{suffix}", out / f"backends.db{suffix}")
+        store, chars_store = prepare_stores(args, out)
         lines = commands(args, store, chars_store, out)
         measured_on = machine()
-        goals: list[Goal] = []
-        outputs: dict[str, str] = {}
-        failed = []
-        for name in sections:
-            if name == "scifact-chars" and skip_chars:
-                log("scifact-chars: skipped, --quick without --chars-store")
-                outputs[name] = "skipped: --quick indexes no second corpus (give --chars-store)"
-                continue
-            if name == "gpu" and not cuda_available():
-                log("gpu: skipped, torch sees no CUDA GPU here")
-                outputs[name] = "skipped: torch sees no CUDA GPU on this machine"
-                continue
-            data, outputs[name] = run_section(name, lines[name], out)
-            if data is None:
-                failed.append(name)
-                continue
-            try:
-                goals += READERS[name](data)
-            except (KeyError, TypeError, ZeroDivisionError) as exc:
-                log(f"{name}: could not read its JSON for the summary: {exc!r}")
-                failed.append(name)
+        run = run_sections(args, lines, out)
         for suffix in ("", "-wal", "-shm"):
             (out / f"backends.db{suffix}").unlink(missing_ok=True)
-        header = ["measure", "tether", "peer", "ratio", "ratio of", "goal", "met"]
-        print("== Summary: tether against its peers (ratio = tether / peer, of time or speed)")
-        print(machine_line(measured_on))
-        print(table(header, [g.cells() for g in goals]))
-        if failed:
-            print(f"\nsections that failed: {', '.join(failed)} (their stderr is in --out)")
-        for name in sections:
-            print(f"\n\n== {name}: {' '.join(Path(c).name for c in lines[name][1:2])}\n")
-            print(outputs.get(name, "").rstrip())
-        summary = {"argv": sys.argv, "machine": measured_on, "goals": [asdict(g) for g in goals],
-                   "failed": failed}  # fmt: skip
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return 1 if failed else 0
+        print_run(run, measured_on, args.sections, lines)
+        write_summary(out, run, measured_on, args, lines)
+        target = results_target(args, run)
+        if target is not None:
+            write_results(out, target)
+            log(f"wrote {target}")
+    return 1 if run.failed else 0
+
+
+def prepare_stores(args: argparse.Namespace, out: Path) -> tuple[Path, Path]:
+    """The SciFact stores the sections read (indexed into ``out`` when not given), and
+    the copy the backends section's writer writes into."""
+    store = args.store or out / "scifact.db"
+    needs_store = set(args.sections) & STORE_SECTIONS
+    if args.quick:  # the eval section does not run in a smoke check
+        needs_store.discard("eval")
+    if args.store is None and needs_store:
+        index_scifact(args.dataset, store)
+    chars_store = args.chars_store or out / "scifact-chars.db"
+    # A smoke check does not spend 10 minutes indexing a second corpus.
+    skip_chars = args.quick and args.chars_store is None
+    if args.chars_store is None and not skip_chars and "scifact-chars" in args.sections:
+        index_scifact(args.dataset, chars_store, chunk_by="chars")
+    if "backends" in args.sections:  # its writer writes into the store it keeps
+        for suffix in ("", "-wal"):
+            if Path(f"{store}{suffix}").is_file():
+                shutil.copyfile(f"{store}{suffix}", out / f"backends.db{suffix}")
+    return store, chars_store
+
+
+def skip_reason(name: str, args: argparse.Namespace) -> tuple[str, str] | None:
+    """Why a section does not run here, as the log says it and as its output does."""
+    if name == "scifact-chars" and args.quick and args.chars_store is None:
+        return ("--quick without --chars-store",
+                "--quick indexes no second corpus (give --chars-store)")  # fmt: skip
+    if name == "eval" and args.quick:
+        return "--quick", "tether eval has no smaller size (run bench/tether_eval.py)"
+    if name == "gpu" and not cuda_available():
+        return "torch sees no CUDA GPU here", "torch sees no CUDA GPU on this machine"
+    return None
+
+
+def run_sections(args: argparse.Namespace, lines: dict[str, list[str]], out: Path) -> Run:
+    """Each section in its own process, one after another; its JSON read into goals."""
+    run = Run()
+    for name in args.sections:
+        reason = skip_reason(name, args)
+        if reason is not None:
+            log(f"{name}: skipped, {reason[0]}")
+            run.outputs[name] = f"skipped: {reason[1]}"
+            run.skipped[name] = reason[1]
+            continue
+        data, run.outputs[name] = run_section(name, lines[name], out)
+        if data is None:
+            run.failed.append(name)
+            continue
+        try:
+            run.goals += READERS[name](data)
+        except (KeyError, TypeError, ZeroDivisionError) as exc:
+            log(f"{name}: could not read its JSON for the summary: {exc!r}")
+            run.failed.append(name)
+    return run
+
+
+def print_run(
+    run: Run, measured_on: dict[str, Any], sections: list[str], lines: dict[str, list[str]]
+) -> None:
+    """The machine and the summary, then every section's own output."""
+    print("== Summary: tether against its peers (ratio = tether / peer, of time or speed)")
+    print(machine_line(measured_on))
+    print(table(SUMMARY_HEADER, [g.cells() for g in run.goals]))
+    if run.failed:
+        print(f"\nsections that failed: {', '.join(run.failed)} (their stderr is in --out)")
+    for name in sections:
+        print(f"\n\n== {name}: {' '.join(Path(c).name for c in lines[name][1:2])}\n")
+        print(run.outputs.get(name, "").rstrip())
+
+
+def write_summary(
+    out: Path,
+    run: Run,
+    measured_on: dict[str, Any],
+    args: argparse.Namespace,
+    lines: dict[str, list[str]],
+) -> None:
+    """``summary.json``: the goals and what RESULTS.md says of the run."""
+    summary = {
+        "argv": sys.argv,
+        "machine": measured_on,
+        "goals": [asdict(g) for g in run.goals],
+        "failed": run.failed,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "python": sys.executable,
+        "quick": args.quick,
+        "sections": args.sections,
+        "skipped": run.skipped,
+        "commands": {name: kit.shown_command(lines[name]) for name in args.sections},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def results_target(args: argparse.Namespace, run: Run) -> Path | None:
+    """Where the run's Markdown goes: ``--results``, or for a full run RESULTS.md."""
+    if args.results is not None:
+        return args.results
+    full = not args.quick and set(args.sections) == set(SECTIONS) and not run.failed
+    return DEFAULT_RESULTS if full else None
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def concurrency(
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset", nargs="?", default="../shared/datasets/scifact")
     parser.add_argument("--readers", type=int, default=4)
@@ -175,63 +175,95 @@ def main() -> None:
     parser.add_argument("--keep", help="a SQLite file to index into once and reuse")
     parser.add_argument("--no-quality", action="store_true", help="readers + writer only")
     parser.add_argument("--json", type=Path, help="also write every number here as JSON")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     out: dict[str, Any] = {"command": sys.argv, "readers": args.readers, "seconds": args.seconds}
     dataset = load_beir(args.dataset)
     workspace = eval_workspace(dataset)
     with tempfile.TemporaryDirectory(prefix="tether-backends-") as tmp:
         sqlite_db = args.keep or str(Path(tmp) / "scifact.db")
-        started = time.perf_counter()
-        with Tether(sqlite_db, settings=Settings()) as tether:
-            index_dataset(tether, dataset)
-            model = tether._searcher.embedder.model  # type: ignore[union-attr]
-            print(f"indexed into SQLite in {time.perf_counter() - started:.0f} s", flush=True)
+        model = index_into_sqlite(sqlite_db, dataset)
         with LocalPostgres(Path(tmp) / "pg") as pg:
             pg_db = pg.new_database("scifact")
-            started = time.perf_counter()
-            source, target = open_store(sqlite_db), open_store(pg_db)
-            chunks = copy_store(source, target, model)
-            source.close()
-            target.close()
-            print(f"copied {chunks} chunks into PostgreSQL in"
-                  f" {time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
-
+            copy_into_postgres(sqlite_db, pg_db, model)
+            dbs = {"sqlite": sqlite_db, "postgres": pg_db}
             if not args.no_quality:
-                reports = {
-                    name: quality(db, dataset)
-                    for name, db in (("sqlite", sqlite_db), ("postgres", pg_db))
-                }
-                print_quality(reports)
-                out["quality"] = {
-                    name: {mode: r.to_dict() for mode, r in by_mode.items()}
-                    for name, by_mode in reports.items()
-                }
-            with Tether(sqlite_db, settings=Settings()) as tether:
-                embedder = tether._searcher.embedder
-                claims = list(dataset.queries.values())[:200]
-                queries = embedder.embed(claims)  # type: ignore[union-attr]
-            work = [(compile_match(c), q) for c, q in zip(claims, queries, strict=True)]
-            work = [(m, q) for m, q in work if m]
-            print(
-                f"\n{args.readers} reader processes (lexical top 300 + vector top 300 in the"
-                f" corpus workspace) + 1 writer adding documents, {args.seconds:.0f} s each"
-            )
-            load = {}
-            for backend, db in (("sqlite", sqlite_db), ("postgres", pg_db)):
-                r = concurrency(db, workspace, model, work, args.readers, args.seconds)
-                load[backend] = r
-                print(
-                    f"{backend:10} {r['queries_per_s']:7.1f} queries/s  p50 {r['p50']:6.1f} ms"
-                    f"  p95 {r['p95']:6.1f} ms  writer {r['documents_per_s']:6.1f} docs/s",
-                    flush=True,
-                )
-            s, p = load["sqlite"], load["postgres"]
-            qps = p["queries_per_s"] / s["queries_per_s"]
-            docs = p["documents_per_s"] / max(s["documents_per_s"], 1e-9)
-            print(f"ratio postgres/sqlite: queries/s {qps:.2f}x, writer {docs:.2f}x")
-            out["load"] = load
+                out["quality"] = compare_quality(dbs, dataset)
+            work = reader_work(sqlite_db, dataset)
+            out["load"] = compare_load(dbs, workspace, model, work, args)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
+
+
+def index_into_sqlite(sqlite_db: str, dataset: Any) -> str:
+    """Index SciFact into the SQLite file (a kept one is reused); the embedding model."""
+    started = time.perf_counter()
+    with Tether(sqlite_db, settings=Settings()) as tether:
+        index_dataset(tether, dataset)
+        model = tether._searcher.embedder.model  # type: ignore[union-attr]
+        print(f"indexed into SQLite in {time.perf_counter() - started:.0f} s", flush=True)
+    return model
+
+
+def copy_into_postgres(sqlite_db: str, pg_db: str, model: str) -> None:
+    started = time.perf_counter()
+    source, target = open_store(sqlite_db), open_store(pg_db)
+    chunks = copy_store(source, target, model)
+    source.close()
+    target.close()
+    print(f"copied {chunks} chunks into PostgreSQL in"
+          f" {time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
+
+
+def compare_quality(dbs: dict[str, str], dataset: Any) -> dict[str, Any]:
+    """SciFact on each backend, printed side by side; the reports as JSON."""
+    reports = {name: quality(db, dataset) for name, db in dbs.items()}
+    print_quality(reports)
+    return {
+        name: {mode: r.to_dict() for mode, r in by_mode.items()}
+        for name, by_mode in reports.items()
+    }
+
+
+def reader_work(sqlite_db: str, dataset: Any) -> list[tuple[str, Any]]:
+    """The readers' queries: 200 claims as FTS5 MATCH expressions with their vectors."""
+    with Tether(sqlite_db, settings=Settings()) as tether:
+        embedder = tether._searcher.embedder
+        claims = list(dataset.queries.values())[:200]
+        queries = embedder.embed(claims)  # type: ignore[union-attr]
+    work = [(compile_match(c), q) for c, q in zip(claims, queries, strict=True)]
+    return [(m, q) for m, q in work if m]
+
+
+def compare_load(
+    dbs: dict[str, str],
+    workspace: str,
+    model: str,
+    work: list[tuple[str, Any]],
+    args: argparse.Namespace,
+) -> dict[str, dict[str, float]]:
+    """N readers + 1 writer on each backend in turn, printed as they finish."""
+    print(
+        f"\n{args.readers} reader processes (lexical top 300 + vector top 300 in the"
+        f" corpus workspace) + 1 writer adding documents, {args.seconds:.0f} s each"
+    )
+    load = {}
+    for backend, db in dbs.items():
+        r = concurrency(db, workspace, model, work, args.readers, args.seconds)
+        load[backend] = r
+        print(
+            f"{backend:10} {r['queries_per_s']:7.1f} queries/s  p50 {r['p50']:6.1f} ms"
+            f"  p95 {r['p95']:6.1f} ms  writer {r['documents_per_s']:6.1f} docs/s",
+            flush=True,
+        )
+    s, p = load["sqlite"], load["postgres"]
+    qps = p["queries_per_s"] / s["queries_per_s"]
+    docs = p["documents_per_s"] / max(s["documents_per_s"], 1e-9)
+    print(f"ratio postgres/sqlite: queries/s {qps:.2f}x, writer {docs:.2f}x")
+    return load
 
 
 def print_quality(reports: dict[str, dict[str, Any]]) -> None:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALL = (
@@ -73,6 +73,10 @@ from _harness import (  # noqa: E402  (beside this script)
     table,
     timed,
 )
+
+if TYPE_CHECKING:
+    from tether import Tether
+    from tether.embed import OnnxEmbedder
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "datasets" / "scifact" / "corpus.jsonl"
 SECTIONS = ("index", "embed", "retrieval")
@@ -169,36 +173,50 @@ def tether_lexical_index(
 
 
 def bench_lexical_indexing(args: argparse.Namespace, workdir: Path, report: Report) -> list[str]:
-    import bm25s
-    from langchain_community.retrievers import BM25Retriever
-
     sources = load_scifact_sources(args.corpus, args.index_docs)
     log(f"lexical indexing: {len(sources)} SciFact documents, {args.index_repeats} repeat(s)")
-    tether_s: list[float] = []
-    bm25s_s: list[float] = []
-    lc_s: list[float] = []
+    seconds: dict[str, list[float]] = {"tether": [], "bm25s": [], "langchain_bm25": []}
     texts: list[str] = []
     chunks = 0
     for rep in range(args.index_repeats):
-        seconds, chunks, texts = tether_lexical_index(sources, workdir, str(rep))
-        tether_s.append(seconds)
+        tether_s, chunks, texts = tether_lexical_index(sources, workdir, str(rep))
+        seconds["tether"].append(tether_s)
         collect()
-        started = time.perf_counter()
-        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
-        retriever = bm25s.BM25()
-        retriever.index(tokens, show_progress=False)
-        bm25s_s.append(time.perf_counter() - started)
-        del tokens, retriever
-        collect()
-        started = time.perf_counter()
-        BM25Retriever.from_texts(texts, k=K)
-        lc_s.append(time.perf_counter() - started)
-        collect()
+        bm25s_s, lc_s = time_lexical_peers(texts)
+        seconds["bm25s"].append(bm25s_s)
+        seconds["langchain_bm25"].append(lc_s)
         log(
-            f"  repeat {rep + 1}: tether {tether_s[-1]:.2f}s, bm25s {bm25s_s[-1]:.2f}s,"
-            f" langchain {lc_s[-1]:.2f}s for {chunks} chunks"
+            f"  repeat {rep + 1}: tether {tether_s:.2f}s, bm25s {bm25s_s:.2f}s,"
+            f" langchain {lc_s:.2f}s for {chunks} chunks"
         )
-    t_med, b_med, l_med = (statistics.median(x) for x in (tether_s, bm25s_s, lc_s))
+    report_lexical_indexing(report, args.index_repeats, len(sources), chunks, seconds)
+    return texts
+
+
+def time_lexical_peers(texts: list[str]) -> tuple[float, float]:
+    """Seconds for bm25s (tokenize + index) and for LangChain's ``BM25Retriever`` to
+    index the same chunk texts."""
+    import bm25s
+    from langchain_community.retrievers import BM25Retriever
+
+    started = time.perf_counter()
+    tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    retriever = bm25s.BM25()
+    retriever.index(tokens, show_progress=False)
+    bm25s_s = time.perf_counter() - started
+    del tokens, retriever
+    collect()
+    started = time.perf_counter()
+    BM25Retriever.from_texts(texts, k=K)
+    lc_s = time.perf_counter() - started
+    collect()
+    return bm25s_s, lc_s
+
+
+def report_lexical_indexing(
+    report: Report, repeats: int, documents: int, chunks: int, seconds: dict[str, list[float]]
+) -> None:
+    t_med, b_med, l_med = (statistics.median(seconds[k]) for k in seconds)
     rows = [
         ["tether Tether.add() (embeddings off: FTS5)", chunks / t_med, t_med],
         ["bm25s tokenize + BM25().index", chunks / b_med, b_med],
@@ -207,8 +225,8 @@ def bench_lexical_indexing(args: argparse.Namespace, workdir: Path, report: Repo
     r_bm25s = ratio(chunks / t_med, chunks / b_med)
     r_lc = ratio(chunks / t_med, chunks / l_med)
     report.emit(
-        f"== 1a. Lexical indexing throughput: SciFact, {len(sources):,} documents ->"
-        f" {chunks:,} chunks (median of {args.index_repeats}) — higher chunks/s is better"
+        f"== 1a. Lexical indexing throughput: SciFact, {documents:,} documents ->"
+        f" {chunks:,} chunks (median of {repeats}) — higher chunks/s is better"
     )
     report.emit(table(["system", "chunks/s", "seconds"], rows))
     report.emit(ratio_text("tether/bm25s chunks/s", r_bm25s, lower_is_better=False))
@@ -220,10 +238,10 @@ def bench_lexical_indexing(args: argparse.Namespace, workdir: Path, report: Repo
     )
     report.emit()
     report.data["lexical_indexing"] = {
-        "documents": len(sources),
+        "documents": documents,
         "chunks": chunks,
-        "repeats": args.index_repeats,
-        "seconds": {"tether": tether_s, "bm25s": bm25s_s, "langchain_bm25": lc_s},
+        "repeats": repeats,
+        "seconds": seconds,
         "chunks_per_s": {
             "tether": chunks / t_med,
             "bm25s": chunks / b_med,
@@ -232,7 +250,6 @@ def bench_lexical_indexing(args: argparse.Namespace, workdir: Path, report: Repo
         "ratio_tether_over_bm25s": r_bm25s,
         "ratio_tether_over_langchain_bm25": r_lc,
     }
-    return texts
 
 
 def padded_tokens(
@@ -290,131 +307,244 @@ def float32_ceiling(model_path: str, tokens: int | None, seconds: float) -> dict
     return {"peer_linear_gflops": achieved, "float32_gemm_gflops": gemm, "ceiling": gemm / achieved}
 
 
+@dataclass
+class EmbeddingRun:
+    """What the embedding section measured, per system: ``tether`` (torch),
+    ``tether_onnx_int8`` (absent when that runtime could not load) and
+    ``sentence_transformers`` (the peer)."""
+
+    texts: int
+    chars: int
+    model_path: str
+    torch_threads: int | None
+    seconds: dict[str, list[float]]  # per round
+    load_warmup_seconds: dict[str, float | None]
+    onnx_int8_exported: bool
+    mean_cosine_to_peer: dict[str, float]
+    min_cosine_onnx_int8: float | None
+    tokens_incl_padding: dict[str, int | None]
+    encode_batch_size: int
+    float32_ceiling: dict[str, float] | None
+
+    @property
+    def median(self) -> dict[str, float]:
+        return {name: statistics.median(s) for name, s in self.seconds.items()}
+
+    @property
+    def per_s(self) -> dict[str, float]:
+        return {name: self.texts / seconds for name, seconds in self.median.items()}
+
+    @property
+    def has_int8(self) -> bool:
+        return "tether_onnx_int8" in self.seconds
+
+
 def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) -> None:
-    from sentence_transformers import SentenceTransformer
-
-    from tether.embed import LocalEmbedder, OnnxEmbedder, resolve_model_path
-
     wanted = args.embed_texts
     texts = texts[:wanted]
     note = "" if len(texts) == wanted else f" (only {len(texts)} chunks available)"
     n = len(texts)
-    chars = sum(len(t) for t in texts)
-    log(f"embedding: {n} texts{note}, {chars / max(n, 1):.0f} chars on average")
-    model_path = resolve_model_path()
+    log(
+        f"embedding: {n} texts{note}, {sum(len(t) for t in texts) / max(n, 1):.0f} chars on average"
+    )
+    run = measure_embedding(texts, args.embed_rounds, args.onnx_cache)
+    report_embedding(run, note, args.embed_rounds, report)
 
+
+def measure_embedding(texts: list[str], rounds: int, onnx_cache: Path | None) -> EmbeddingRun:
+    """Load each embedder (timed, with a warm-up), embed ``texts`` with each for
+    ``rounds`` rounds, and compare the vectors and the tokens each pushes."""
+    from sentence_transformers import SentenceTransformer
+
+    from tether.embed import LocalEmbedder, resolve_model_path
+
+    model_path = resolve_model_path()
     embedder = LocalEmbedder()
     started = time.perf_counter()
     embedder.embed(texts[:16])
     tether_load = time.perf_counter() - started
-    # The onnx-int8 runtime: its export (once per machine, then cached) is timed as load.
-    int8: OnnxEmbedder | None = None
-    int8_load = None
-    int8_exported = False
-    try:
-        started = time.perf_counter()
-        int8 = OnnxEmbedder(cache_dir=args.onnx_cache)
-        int8.embed(texts[:16])
-        int8_load = time.perf_counter() - started
-        int8_exported = int8.exported
-    except Exception as exc:  # reported, and the other two are still measured
-        log(f"  onnx-int8 runtime unavailable: {exc}")
-        int8 = None
+    int8, int8_load, int8_exported = load_onnx_int8(texts, onnx_cache)
     started = time.perf_counter()
     model = SentenceTransformer(model_path)
     model.encode(texts[:16])
     peer_load = time.perf_counter() - started
 
-    runs: dict[str, Any] = {
+    runs: dict[str, Callable[[], np.ndarray]] = {
         "tether": lambda: embedder.embed(texts),
         "sentence_transformers": lambda: np.asarray(model.encode(texts), dtype=np.float32),
     }
     if int8 is not None:
         runs["tether_onnx_int8"] = lambda: int8.embed(texts)
+    seconds, outputs = rotating_rounds(runs, rounds)
+    cosines, int8_min_cosine = cosines_to_peer(outputs)
+    max_len = int(getattr(model, "max_seq_length", 256) or 256)
+    # Embedder.embed orders all texts longest-first (by characters) before cutting them
+    # into calls of batch_size; mirror that order here.
+    by_chars = sorted(texts, key=len, reverse=True)
+    padded = {
+        "tether": padded_tokens(model_path, by_chars, max_len, type(embedder).batch_size,
+                                embedder.encode_batch_size),
+        "sentence_transformers": padded_tokens(model_path, texts, max_len, len(texts), 32),
+    }  # fmt: skip
+    peer_seconds = statistics.median(seconds["sentence_transformers"])
+    return EmbeddingRun(
+        texts=len(texts), chars=sum(len(t) for t in texts), model_path=model_path,
+        torch_threads=torch_threads(), seconds=seconds,
+        load_warmup_seconds={"tether": tether_load, "tether_onnx_int8": int8_load,
+                             "sentence_transformers": peer_load},
+        onnx_int8_exported=int8_exported, mean_cosine_to_peer=cosines,
+        min_cosine_onnx_int8=int8_min_cosine, tokens_incl_padding=padded,
+        encode_batch_size=embedder.encode_batch_size,
+        float32_ceiling=float32_ceiling(model_path, padded["sentence_transformers"], peer_seconds),
+    )  # fmt: skip
+
+
+def load_onnx_int8(
+    texts: list[str], cache: Path | None
+) -> tuple[OnnxEmbedder | None, float | None, bool]:
+    """The onnx-int8 runtime, its load + warm-up seconds (its export, once per machine
+    and then cached, counts as load) and whether it exported in this run; (None, ...)
+    when it is unavailable, which is reported, and the other two are still measured."""
+    from tether.embed import OnnxEmbedder
+
+    int8_load = None
+    try:
+        started = time.perf_counter()
+        int8 = OnnxEmbedder(cache_dir=cache)
+        int8.embed(texts[:16])
+        int8_load = time.perf_counter() - started
+        return int8, int8_load, int8.exported
+    except Exception as exc:
+        log(f"  onnx-int8 runtime unavailable: {exc}")
+        return None, int8_load, False
+
+
+def rotating_rounds(
+    runs: dict[str, Callable[[], np.ndarray]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
+    """Each run's seconds per round and its last output. Each round rotates who goes
+    first: drift in machine load hits all sides alike."""
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     outputs: dict[str, np.ndarray] = {}
     names = list(runs)
-    for rnd in range(args.embed_rounds):
-        # Each round rotates who goes first: drift in machine load hits all sides alike.
+    for rnd in range(rounds):
         for name in names[rnd % len(names) :] + names[: rnd % len(names)]:
             started = time.perf_counter()
             outputs[name] = runs[name]()
             seconds[name].append(time.perf_counter() - started)
             log(f"  round {rnd + 1} {name}: {seconds[name][-1]:.1f}s")
+    return seconds, outputs
+
+
+def cosines_to_peer(outputs: dict[str, np.ndarray]) -> tuple[dict[str, float], float | None]:
+    """Each tether output's mean cosine to the peer's vectors, and the onnx-int8
+    runtime's minimum (None without it)."""
     theirs = outputs["sentence_transformers"]
     theirs /= np.linalg.norm(theirs, axis=1, keepdims=True)
     cosines = {
-        name: float(np.mean(np.sum(outputs[name] * theirs, axis=1)))
-        for name in runs if name != "sentence_transformers"
+        name: float(np.mean(np.sum(vectors * theirs, axis=1)))
+        for name, vectors in outputs.items() if name != "sentence_transformers"
     }  # fmt: skip
-    int8_min_cosine = (
-        float(np.min(np.sum(outputs["tether_onnx_int8"] * theirs, axis=1))) if int8 else None
-    )
-    max_len = int(getattr(model, "max_seq_length", 256) or 256)
-    # Embedder.embed orders all texts longest-first (by characters) before cutting them
-    # into calls of batch_size; mirror that order here.
-    by_chars = sorted(texts, key=len, reverse=True)
-    pad_tether = padded_tokens(
-        model_path, by_chars, max_len, type(embedder).batch_size, embedder.encode_batch_size
-    )
-    pad_peer = padded_tokens(model_path, texts, max_len, len(texts), 32)
+    int8 = outputs.get("tether_onnx_int8")
+    return cosines, None if int8 is None else float(np.min(np.sum(int8 * theirs, axis=1)))
+
+
+def torch_threads() -> int | None:
     try:
         import torch
-
-        threads = torch.get_num_threads()
     except ImportError:
-        threads = None
-    median = {name: statistics.median(seconds[name]) for name in runs}
-    per_s = {name: n / median[name] for name in runs}
+        return None
+    return torch.get_num_threads()
+
+
+def report_embedding(run: EmbeddingRun, note: str, rounds: int, report: Report) -> None:
+    per_s = run.per_s
     r = ratio(per_s["tether"], per_s["sentence_transformers"])
-    r8 = ratio(per_s["tether_onnx_int8"], per_s["sentence_transformers"]) if int8 else None
-    rounds = args.embed_rounds
+    r8 = ratio(per_s["tether_onnx_int8"], per_s["sentence_transformers"]) if run.has_int8 else None
+    n, chars = run.texts, run.chars
     report.emit(
         f"== 1b. Embedding throughput: {n:,} SciFact chunks{note},"
-        f" {chars / max(n, 1):.0f} chars avg, all-MiniLM-L6-v2 on CPU ({threads} torch"
+        f" {chars / max(n, 1):.0f} chars avg, all-MiniLM-L6-v2 on CPU ({run.torch_threads} torch"
         f" threads), median of {rounds} round(s) — higher chunks/s is better"
     )
-    rows = [
-        ["tether LocalEmbedder().embed (torch; batch 256, encode batch 64)",
-         per_s["tether"], median["tether"], tether_load, pad_tether],
-    ]  # fmt: skip
-    if int8 is not None:
-        what = "export + load + warm-up" if int8_exported else "cached export: load + warm-up"
-        rows.append(
-            [f"tether OnnxEmbedder().embed (onnx-int8; {what})",
-             per_s["tether_onnx_int8"], median["tether_onnx_int8"], int8_load, None]
-        )  # fmt: skip
-    rows.append(
-        ["SentenceTransformer(path).encode (defaults, batch 32)",
-         per_s["sentence_transformers"], median["sentence_transformers"], peer_load, pad_peer]
-    )  # fmt: skip
     report.emit(
-        table(["system", "chunks/s", "seconds", "load+warm-up s", "tokens incl. padding"], rows)
-    )
+        table(["system", "chunks/s", "seconds", "load+warm-up s", "tokens incl. padding"],
+              embedding_rows(run))
+    )  # fmt: skip
     for label, value in (("torch", r), ("onnx-int8", r8)):
         if value is not None:
             what = f"tether ({label})/sentence-transformers chunks/s"
             report.emit(ratio_text(what, value, lower_is_better=False))
+    emit_embedding_notes(run, rounds, report)
+    report.data["embedding"] = {
+        "texts": n,
+        "avg_chars": chars / max(n, 1),
+        "model_path": run.model_path,
+        "torch_threads": run.torch_threads,
+        "rounds": rounds,
+        "seconds": run.seconds,
+        "load_warmup_seconds": run.load_warmup_seconds,
+        "onnx_int8_exported_in_run": run.onnx_int8_exported,
+        "chunks_per_s": per_s,
+        "ratio_tether_over_sentence_transformers": r,
+        "ratio_onnx_int8_over_sentence_transformers": r8,
+        "tokens_incl_padding": run.tokens_incl_padding,
+        "mean_cosine_between_outputs": run.mean_cosine_to_peer["tether"],
+        "mean_cosine_to_peer": run.mean_cosine_to_peer,
+        "min_cosine_onnx_int8_to_peer": run.min_cosine_onnx_int8,
+        "float32_ceiling": run.float32_ceiling,
+    }
+
+
+def embedding_rows(run: EmbeddingRun) -> list[list[Any]]:
+    per_s, median, load = run.per_s, run.median, run.load_warmup_seconds
+    padded = run.tokens_incl_padding
+    rows = [
+        ["tether LocalEmbedder().embed (torch; batch 256, encode batch 64)",
+         per_s["tether"], median["tether"], load["tether"], padded["tether"]],
+    ]  # fmt: skip
+    if run.has_int8:
+        what = (
+            "export + load + warm-up" if run.onnx_int8_exported else "cached export: load + warm-up"
+        )
+        rows.append(
+            [f"tether OnnxEmbedder().embed (onnx-int8; {what})",
+             per_s["tether_onnx_int8"], median["tether_onnx_int8"], load["tether_onnx_int8"], None]
+        )  # fmt: skip
+    rows.append(
+        ["SentenceTransformer(path).encode (defaults, batch 32)",
+         per_s["sentence_transformers"], median["sentence_transformers"],
+         load["sentence_transformers"], padded["sentence_transformers"]]
+    )  # fmt: skip
+    return rows
+
+
+def emit_embedding_notes(run: EmbeddingRun, rounds: int, report: Report) -> None:
+    """The lines under the embedding table: per-round ratios, padding, cosines, the
+    float32 ceiling and the note on noise."""
+    seconds = run.seconds
     if rounds > 1:
-        for name in [k for k in runs if k != "sentence_transformers"]:
+        for name in [k for k in seconds if k != "sentence_transformers"]:
             per_round = [
                 f"{b / a:.2f}x"
                 for a, b in zip(seconds[name], seconds["sentence_transformers"], strict=True)
             ]
             report.emit(f"per-round {name}/peer chunks/s: {', '.join(per_round)}")
+    pad_tether, pad_peer = run.tokens_incl_padding.values()
     if pad_tether and pad_peer:
         report.emit(
             "tokens incl. padding (computed with the tokenizer): tether orders all texts by"
             " characters, then calls encode per 256 (batches of"
-            f" {embedder.encode_batch_size}); the peer sorts all texts at once (batches of 32):"
+            f" {run.encode_batch_size}); the peer sorts all texts at once (batches of 32):"
             f" tether pushes {pad_tether / pad_peer:.3f}x the peer's tokens through the model."
         )
+    int8_min = run.min_cosine_onnx_int8
     report.emit(
-        f"same model path: {model_path}; mean cosine to the peer's vectors: "
-        + ", ".join(f"{name} {c:.5f}" for name, c in cosines.items())
-        + (f" (onnx-int8 min {int8_min_cosine:.4f})" if int8_min_cosine is not None else "")
+        f"same model path: {run.model_path}; mean cosine to the peer's vectors: "
+        + ", ".join(f"{name} {c:.5f}" for name, c in run.mean_cosine_to_peer.items())
+        + (f" (onnx-int8 min {int8_min:.4f})" if int8_min is not None else "")
     )
-    ceiling = float32_ceiling(model_path, pad_peer, median["sentence_transformers"])
+    ceiling = run.float32_ceiling
     if ceiling:
         report.emit(
             f"float32 ceiling on this CPU: the peer ran the model's linear layers at"
@@ -428,28 +558,6 @@ def bench_embedding(args: argparse.Namespace, texts: list[str], report: Report) 
         " from run to run; use --embed-rounds 2+ (rotating order) for a steadier median."
     )
     report.emit()
-    report.data["embedding"] = {
-        "texts": n,
-        "avg_chars": chars / max(n, 1),
-        "model_path": model_path,
-        "torch_threads": threads,
-        "rounds": rounds,
-        "seconds": seconds,
-        "load_warmup_seconds": {
-            "tether": tether_load,
-            "tether_onnx_int8": int8_load,
-            "sentence_transformers": peer_load,
-        },
-        "onnx_int8_exported_in_run": int8_exported,
-        "chunks_per_s": per_s,
-        "ratio_tether_over_sentence_transformers": r,
-        "ratio_onnx_int8_over_sentence_transformers": r8,
-        "tokens_incl_padding": {"tether": pad_tether, "sentence_transformers": pad_peer},
-        "mean_cosine_between_outputs": cosines["tether"],
-        "mean_cosine_to_peer": cosines,
-        "min_cosine_onnx_int8_to_peer": int8_min_cosine,
-        "float32_ceiling": ceiling,
-    }
 
 
 # -- 2. retrieval: systems --------------------------------------------------------------
@@ -483,36 +591,59 @@ def run_tether(
     """Build tether's store at scale ``n`` and time its three modes. With ``paired``, the
     store stays open: ``paired["lexical"]`` answers a query in lexical mode, and
     ``paired["close"]`` closes and removes the store (the caller's job then)."""
-    from tether import Embedder, Scope, Settings, Tether
+    path = workdir / f"retrieval-{n}.db"
+    log(f"  tether: building the store through the repository ({n:,} chunks)")
+    collect()
+    rss0 = rss_mb()
+    res.builds.append(build_tether_at_scale(path, data, n, args))
+    t = open_tether(path, data, n, res)
+    warm_up_tether(t, data.queries[0], res)
+    ids = time_tether_modes(t, data.queries[1:], res)
+    ids["vector_raw"] = time_raw_vector_index(t, data.query_vectors[1:], res)
+    res.builds[-1]["rss_delta_mb"] = rss_mb() - rss0
+
+    def close() -> None:
+        t.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    if paired is None:
+        close()
+    else:
+        paired["lexical"] = lambda q: t.search(q, scope="global", k=K, mode="lexical")
+        paired["close"] = close
+    return ids
+
+
+def build_tether_at_scale(
+    path: Path, data: Synthetic, n: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The first ``n`` synthetic chunks written through the repository; the build's row."""
+    seconds = build_tether_store(
+        path, data.texts[:n], data.vectors[:n], args.chunks_per_doc, args.docs_per_txn
+    )
+    size = file_mb(path)
+    log(f"  tether: store built in {seconds:.1f}s ({n / seconds:,.0f} chunks/s, {size:,.0f} MB)")
+    return {
+        "system": "tether store (SQLiteStore.insert_document: chunks + FTS5 + vectors)",
+        "seconds": seconds,
+        "chunks_per_s": n / seconds,
+        "db_file_mb": size,
+    }
+
+
+def open_tether(path: Path, data: Synthetic, n: int, res: ScaleResult) -> Tether:
+    """The store opened with an embedder that looks the queries' vectors up, so that
+    retrieval latency measures the index, not model inference; its settings recorded."""
+    from tether import Embedder, Settings, Tether
 
     class PrecomputedEmbedder(Embedder):
-        """Answers the benchmark's queries with their precomputed vectors (a dict lookup),
-        so that retrieval latency measures the index, not model inference."""
-
         def __init__(self, table: dict[str, np.ndarray]) -> None:
             self.model = MODEL_NAME
             self.table = table
 
         def embed_batch(self, texts: list[str]) -> np.ndarray:
             return np.stack([self.table[t] for t in texts])
-
-    path = workdir / f"retrieval-{n}.db"
-    texts = data.texts[:n]
-    vectors = data.vectors[:n]
-    log(f"  tether: building the store through the repository ({n:,} chunks)")
-    collect()
-    rss0 = rss_mb()
-    seconds = build_tether_store(path, texts, vectors, args.chunks_per_doc, args.docs_per_txn)
-    size = file_mb(path)
-    res.builds.append(
-        {
-            "system": "tether store (SQLiteStore.insert_document: chunks + FTS5 + vectors)",
-            "seconds": seconds,
-            "chunks_per_s": n / seconds,
-            "db_file_mb": size,
-        }
-    )
-    log(f"  tether: store built in {seconds:.1f}s ({n / seconds:,.0f} chunks/s, {size:,.0f} MB)")
 
     table_ = dict(zip(data.queries, data.query_vectors, strict=True))
     t = Tether(db=path, settings=Settings.load(), embedder=PrecomputedEmbedder(table_))
@@ -527,8 +658,12 @@ def run_tether(
         lo, hi, count = conn.execute("SELECT min(id), max(id), count(*) FROM rag_chunks").fetchone()
     if (lo, hi, count) != (1, n, n):
         raise SystemExit(f"error: unexpected chunk ids in the tether store: {lo}..{hi} ({count})")
+    return t
 
-    warm, timed_queries = data.queries[0], data.queries[1:]
+
+def warm_up_tether(t: Tether, warm: str, res: ScaleResult) -> None:
+    """One query in each mode; the first lexical one and the first vector one (which
+    loads the in-memory matrix) are recorded."""
     started = time.perf_counter()
     t.search(warm, scope="global", k=K, mode="lexical")
     first_lexical = (time.perf_counter() - started) * 1000
@@ -540,9 +675,15 @@ def run_tether(
     res.extra["tether_first_lexical_query_ms"] = first_lexical
     log(f"  tether: vector index load (first vector query) {load_ms:,.0f} ms")
 
+
+def time_tether_modes(
+    t: Tether, queries: list[str], res: ScaleResult
+) -> dict[str, list[list[int]]]:
+    """``Tether.search`` in each mode over ``queries``; each mode's top-k chunk rows."""
+    rag = t.settings.rag
     ids: dict[str, list[list[int]]] = {}
     for mode in ("lexical", "vector", "hybrid"):
-        ms, out = timed(lambda q, m=mode: t.search(q, scope="global", k=K, mode=m), timed_queries)
+        ms, out = timed(lambda q, m=mode: t.search(q, scope="global", k=K, mode=m), queries)
         ids[mode] = [[h.chunk_id - 1 for h in hits] for hits in out]
         note = ""
         if mode == "hybrid":
@@ -552,28 +693,21 @@ def run_tether(
         res.add(mode, Latency(f"tether search(mode={mode})", ms, note))
         p50, p95 = np.percentile(ms, [50, 95])
         log(f"  tether {mode}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+    return ids
 
-    index = t._searcher.vectors  # the VectorIndex behind search(); raw, no SQL for hits
+
+def time_raw_vector_index(
+    t: Tether, query_vectors: np.ndarray, res: ScaleResult
+) -> list[list[int]]:
+    """The ``VectorIndex`` behind ``search()``, raw: no SQL to fetch the hits' rows."""
+    from tether import Scope
+
+    index = t._searcher.vectors
     assert index is not None
     scope = Scope.global_()
-    qvecs = data.query_vectors[1:]
-    ms, out = timed(lambda q: index.search(scope, q, K), list(qvecs))
-    ids["vector_raw"] = [[cid - 1 for cid, _ in hits] for hits in out]
+    ms, out = timed(lambda q: index.search(scope, q, K), list(query_vectors))
     res.add("vector", Latency("tether VectorIndex.search (raw)", ms, "no SQL to fetch hit rows"))
-    rss1 = rss_mb()
-    res.builds[-1]["rss_delta_mb"] = rss1 - rss0
-
-    def close() -> None:
-        t.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-    if paired is None:
-        close()
-    else:
-        paired["lexical"] = lambda q: t.search(q, scope="global", k=K, mode="lexical")
-        paired["close"] = close
-    return ids
+    return [[cid - 1 for cid, _ in hits] for hits in out]
 
 
 def run_vector_refs(data: Synthetic, n: int, res: ScaleResult) -> dict[str, list[list[int]]]:
@@ -691,8 +825,39 @@ def paired_lexical(
         f" bm25s p50 {np.percentile(ms['theirs'], 50):.2f} ms")  # fmt: skip
 
 
+LANGCHAIN_BM25 = "langchain BM25Retriever (rank_bm25)"
+LANGCHAIN_FAISS = "langchain FAISS retriever"
+LANGCHAIN_ENSEMBLE = "langchain EnsembleRetriever(BM25Retriever, FAISS)"
+
+
 def run_langchain(data: Synthetic, n: int, nq: int, res: ScaleResult) -> dict[str, list[list[int]]]:
     from langchain_classic.retrievers import EnsembleRetriever
+
+    bm25, store = build_langchain(data, n, res)
+    vector = store.as_retriever(search_kwargs={"k": K})
+    ensemble = EnsembleRetriever(retrievers=[bm25, vector], weights=[0.5, 0.5])
+    queries = data.queries[1 : 1 + nq]
+    note = "" if nq >= len(data.queries) - 1 else f"only {nq} queries at this scale (slow)"
+    ids: dict[str, list[list[int]]] = {}
+    for retriever, mode, name, key, extra in (
+        (bm25, "lexical", LANGCHAIN_BM25, "lc_bm25", ""),
+        (vector, "vector", LANGCHAIN_FAISS, "lc_faiss", "IndexFlatL2 via FAISS.from_embeddings"),
+        (ensemble, "hybrid", LANGCHAIN_ENSEMBLE, "lc_ensemble",
+         "weights 0.5/0.5, k=10 per retriever"),
+    ):  # fmt: skip
+        retriever.invoke(data.queries[0])
+        ms, out = timed(retriever.invoke, queries)
+        ids[key] = [[d.metadata["i"] for d in docs] for docs in out]
+        res.add(mode, Latency(name, ms, "; ".join(x for x in (extra, note) if x)))
+        log(f"  {name}: p50 {np.percentile(ms, 50):.2f} ms over {len(ms)} queries")
+    del ensemble, vector, store, bm25, retriever, out
+    collect()
+    return ids
+
+
+def build_langchain(data: Synthetic, n: int, res: ScaleResult) -> tuple[Any, Any]:
+    """LangChain's ``BM25Retriever`` and FAISS store over the first ``n`` chunks (the
+    vectors given through an ``Embeddings`` that looks them up); their build rows."""
     from langchain_community.retrievers import BM25Retriever
     from langchain_community.vectorstores import FAISS
     from langchain_core.embeddings import Embeddings
@@ -724,54 +889,15 @@ def run_langchain(data: Synthetic, n: int, nq: int, res: ScaleResult) -> dict[st
     faiss_build = time.perf_counter() - started
     rss2 = rss_mb()
     log(f"  langchain: FAISS store built in {faiss_build:.1f}s")
-    vector = store.as_retriever(search_kwargs={"k": K})
-    ensemble = EnsembleRetriever(retrievers=[bm25, vector], weights=[0.5, 0.5])
-    res.builds.append(
-        {
-            "system": "langchain BM25Retriever.from_texts",
-            "seconds": bm25_build,
-            "chunks_per_s": n / bm25_build,
-            "rss_delta_mb": rss1 - rss0,
-        }
+    builds = (
+        ("langchain BM25Retriever.from_texts", bm25_build, rss1 - rss0),
+        ("langchain FAISS.from_embeddings", faiss_build, rss2 - rss1),
     )
-    res.builds.append(
-        {
-            "system": "langchain FAISS.from_embeddings",
-            "seconds": faiss_build,
-            "chunks_per_s": n / faiss_build,
-            "rss_delta_mb": rss2 - rss1,
-        }
-    )
-
-    queries = data.queries[1 : 1 + nq]
-    note = "" if nq >= len(data.queries) - 1 else f"only {nq} queries at this scale (slow)"
-    ids: dict[str, list[list[int]]] = {}
-
-    def run(retriever: Any, mode: str, name: str, key: str, extra: str = "") -> None:
-        retriever.invoke(data.queries[0])
-        ms, out = timed(retriever.invoke, queries)
-        ids[key] = [[d.metadata["i"] for d in docs] for docs in out]
-        res.add(mode, Latency(name, ms, "; ".join(x for x in (extra, note) if x)))
-        log(f"  {name}: p50 {np.percentile(ms, 50):.2f} ms over {len(ms)} queries")
-
-    run(bm25, "lexical", "langchain BM25Retriever (rank_bm25)", "lc_bm25")
-    run(
-        vector,
-        "vector",
-        "langchain FAISS retriever",
-        "lc_faiss",
-        "IndexFlatL2 via FAISS.from_embeddings",
-    )
-    run(
-        ensemble,
-        "hybrid",
-        "langchain EnsembleRetriever(BM25Retriever, FAISS)",
-        "lc_ensemble",
-        "weights 0.5/0.5, k=10 per retriever",
-    )
-    del ensemble, vector, store, bm25
-    collect()
-    return ids
+    for system, seconds, rss in builds:
+        res.builds.append(
+            {"system": system, "seconds": seconds, "chunks_per_s": n / seconds, "rss_delta_mb": rss}
+        )
+    return bm25, store
 
 
 def bench_retrieval_scale(
@@ -798,9 +924,9 @@ def bench_retrieval_scale(
     if nq <= 0:
         reason = f"skipped: --langchain-queries-1m={args.langchain_queries_1m}"
         for mode, name in (
-            ("lexical", "langchain BM25Retriever (rank_bm25)"),
-            ("vector", "langchain FAISS retriever"),
-            ("hybrid", "langchain EnsembleRetriever(BM25Retriever, FAISS)"),
+            ("lexical", LANGCHAIN_BM25),
+            ("vector", LANGCHAIN_FAISS),
+            ("hybrid", LANGCHAIN_ENSEMBLE),
         ):
             res.add(mode, Latency(name, [], skipped=reason))
     else:
@@ -861,27 +987,10 @@ def print_scale(res: ScaleResult, data: Synthetic, report: Report) -> None:
         f"== 2. Retrieval latency @ {label} chunks ({res.n:,}), k={K}, scope=global,"
         f" {len(data.queries) - 1} queries unless noted — lower ms is better"
     )
-    rows = []
-    for mode in ("lexical", "vector", "hybrid"):
-        for lat in res.latencies.get(mode, []):
-            if lat.skipped:
-                rows.append([mode, lat.name, None, None, None, 0, None, lat.skipped])
-            else:
-                rows.append(
-                    [
-                        mode,
-                        lat.name,
-                        lat.p50,
-                        lat.p95,
-                        lat.mean,
-                        len(lat.ms),
-                        lat.agreement,
-                        lat.note,
-                    ]
-                )
     report.emit(
         table(
-            ["mode", "system", "p50 ms", "p95 ms", "mean ms", "queries", "agree@10", "note"], rows
+            ["mode", "system", "p50 ms", "p95 ms", "mean ms", "queries", "agree@10", "note"],
+            latency_rows(res),
         )
     )
     report.emit(
@@ -910,19 +1019,27 @@ def print_scale(res: ScaleResult, data: Synthetic, report: Report) -> None:
         table(
             ["system", "seconds", "chunks/s", "RSS delta MB", "file MB"],
             [
-                [
-                    b["system"],
-                    b["seconds"],
-                    b["chunks_per_s"],
-                    b.get("rss_delta_mb"),
-                    b.get("db_file_mb"),
-                ]
+                [b["system"], b["seconds"], b["chunks_per_s"], b.get("rss_delta_mb"),
+                 b.get("db_file_mb")]
                 for b in res.builds
             ],
         )
-    )
+    )  # fmt: skip
     report.emit(f"peak RSS of this process so far: {peak_rss_mb():,.0f} MB")
     report.emit()
+
+
+def latency_rows(res: ScaleResult) -> list[list[Any]]:
+    """One row per system and mode: p50, p95, mean, queries, agreement, note."""
+    rows: list[list[Any]] = []
+    for mode in ("lexical", "vector", "hybrid"):
+        for lat in res.latencies.get(mode, []):
+            if lat.skipped:
+                rows.append([mode, lat.name, None, None, None, 0, None, lat.skipped])
+            else:
+                rows.append([mode, lat.name, lat.p50, lat.p95, lat.mean, len(lat.ms),
+                             lat.agreement, lat.note])  # fmt: skip
+    return rows
 
 
 def bench_retrieval(args: argparse.Namespace, workdir: Path, report: Report) -> None:
@@ -1037,7 +1154,7 @@ def summary(results: list[ScaleResult], report: Report, queries: int) -> None:
     report.emit()
 
 
-# -- main -------------------------------------------------------------------------------
+# -- command line -------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -1045,6 +1162,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0] + " See bench/README.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    add_run_options(p)
+    add_indexing_and_embedding_options(p)
+    add_synthetic_options(p)
+    args = p.parse_args(argv)
+    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(args.sections) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown section(s) {sorted(unknown)}; choose from {','.join(SECTIONS)}")
+    fill_defaults(args)
+    check_args(p, args)
+    return args
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """What runs: sections, scales, queries and the peers' share of them."""
     p.add_argument(
         "--quick",
         action="store_true",
@@ -1080,6 +1212,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="queries for the LangChain peers at scales >= 1M (rank_bm25 scores every chunk"
         " in Python per query); 0 skips them there",
     )
+
+
+def add_indexing_and_embedding_options(p: argparse.ArgumentParser) -> None:
+    """Sections 1a and 1b: the SciFact texts, how many, how often."""
     p.add_argument(
         "--embed-texts",
         type=int,
@@ -1113,6 +1249,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--corpus", type=Path, default=DEFAULT_CORPUS, help="SciFact corpus.jsonl (BEIR format)"
     )
+
+
+def add_synthetic_options(p: argparse.ArgumentParser) -> None:
+    """Section 2: the synthetic data, the store's layout, threads; and where things go."""
     p.add_argument("--vocab", type=int, default=50_000, help="synthetic vocabulary size")
     p.add_argument("--zipf", type=float, default=1.07, help="Zipf exponent of word frequencies")
     p.add_argument("--min-words", type=int, default=20, help="fewest words per synthetic chunk")
@@ -1146,22 +1286,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--json", type=Path, default=None, metavar="PATH", help="also write every number as JSON"
     )
-    args = p.parse_args(argv)
-    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = set(args.sections) - set(SECTIONS)
-    if unknown:
-        p.error(f"unknown section(s) {sorted(unknown)}; choose from {','.join(SECTIONS)}")
+
+
+def fill_defaults(args: argparse.Namespace) -> None:
+    """The sizes left unset: the full run's, or --quick's."""
     quick = args.quick
     if args.scales is None:
         args.scales = [10_000] if quick else [10_000, 100_000, ONE_MILLION]
-    if not args.scales:
-        p.error("--scales is empty")
     if args.queries is None:
         args.queries = 30 if quick else 100
     if args.embed_texts is None:
         args.embed_texts = 256 if quick else 2000
     if args.index_repeats is None:
         args.index_repeats = 1 if quick else 3
+
+
+def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if not args.scales:
+        p.error("--scales is empty")
     if min(args.queries, args.embed_texts, args.embed_rounds, args.index_repeats, args.threads) < 1:
         p.error(
             "--queries, --embed-texts, --embed-rounds, --index-repeats and --threads must be >= 1"
@@ -1175,7 +1317,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"SciFact corpus not found at {args.corpus}; pass --corpus PATH/corpus.jsonl or"
             " leave out the index and embed sections (--sections retrieval)"
         )
-    return args
+
+
+# -- main -------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1183,59 +1327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(args.sections)
     quiet_libraries()
     report = Report()
-    command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
-    info = machine_info()
-    report.data["command"] = command
-    report.data["machine"] = info
-    report.data["packages"] = package_versions()
-    report.data["git"] = git_state()
-    report.data["args"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-
-    report.emit(f"tether benchmark — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    report.emit(f"command: {command}")
-    blas = info["blas"]
-    if isinstance(blas, list):
-        mine = [b for b in blas if b["of_numpy"]]
-        others = [b for b in blas if not b["of_numpy"]]
-        blas_text = ", ".join(
-            f"{b['internal_api']} {b['version']}, {b['num_threads']} threads" for b in mine
-        )
-        blas_text += "; other thread pools loaded: " + ", ".join(
-            f"{b['internal_api']} ({b['library']}) {b['num_threads']}" for b in others
-        )
-    else:
-        blas_text = blas
-    report.emit(
-        f"machine: {info['cpu_count']} cores ({info['cpu_affinity']} usable), {info['cpu_model']}"
-        f" ({', '.join(info['cpu_features']) or 'none of ' + ', '.join(SIMD_FLAGS)}),"
-        f" {info['ram_gib']} GiB RAM; {info['platform']}"
-    )
-    report.emit(
-        f"python {info['python']}, numpy {info['numpy']} (numpy BLAS: {blas_text}); SQLite"
-        f" {info['sqlite']}; load average at start {info['loadavg_start']}"
-    )
-    report.emit("packages: " + ", ".join(f"{k} {v}" for k, v in report.data["packages"].items()))
-    state = report.data["git"]
-    dirty = state["src_changed_files"]
-    report.emit(
-        f"tether commit {state['commit']}"
-        + (f" + uncommitted changes in {dirty} file(s) under src/" if dirty else "")
-    )
-    report.emit()
-
+    info = emit_header(report, args)
     workdir = Path(tempfile.mkdtemp(prefix="tether-bench-", dir=args.tmpdir))
     started = time.perf_counter()
     try:
-        texts: list[str] = []
-        if "index" in args.sections:
-            texts = bench_lexical_indexing(args, workdir, report)
-        if "embed" in args.sections:
-            if not texts:
-                sources = load_scifact_sources(args.corpus, args.index_docs)
-                _, _, texts = tether_lexical_index(sources, workdir, "embed")
-            bench_embedding(args, texts, report)
-        if "retrieval" in args.sections:
-            bench_retrieval(args, workdir, report)
+        run_sections(args, workdir, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     total = time.perf_counter() - started
@@ -1250,6 +1346,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(report.data, indent=2, default=_json_default) + "\n")
         report.emit(f"wrote {args.json}")
     return 0
+
+
+def run_sections(args: argparse.Namespace, workdir: Path, report: Report) -> None:
+    texts: list[str] = []
+    if "index" in args.sections:
+        texts = bench_lexical_indexing(args, workdir, report)
+    if "embed" in args.sections:
+        if not texts:
+            sources = load_scifact_sources(args.corpus, args.index_docs)
+            _, _, texts = tether_lexical_index(sources, workdir, "embed")
+        bench_embedding(args, texts, report)
+    if "retrieval" in args.sections:
+        bench_retrieval(args, workdir, report)
+
+
+def emit_header(report: Report, args: argparse.Namespace) -> dict[str, Any]:
+    """The run's date, command, machine, packages and commit, printed and kept for
+    --json; the machine's description (the run adds its end load average)."""
+    command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    info = machine_info()
+    report.data["command"] = command
+    report.data["machine"] = info
+    report.data["packages"] = package_versions()
+    report.data["git"] = git_state()
+    report.data["args"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+
+    report.emit(f"tether benchmark — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    report.emit(f"command: {command}")
+    report.emit(
+        f"machine: {info['cpu_count']} cores ({info['cpu_affinity']} usable), {info['cpu_model']}"
+        f" ({', '.join(info['cpu_features']) or 'none of ' + ', '.join(SIMD_FLAGS)}),"
+        f" {info['ram_gib']} GiB RAM; {info['platform']}"
+    )
+    report.emit(
+        f"python {info['python']}, numpy {info['numpy']} (numpy BLAS: {blas_text(info['blas'])});"
+        f" SQLite {info['sqlite']}; load average at start {info['loadavg_start']}"
+    )
+    report.emit("packages: " + ", ".join(f"{k} {v}" for k, v in report.data["packages"].items()))
+    state = report.data["git"]
+    dirty = state["src_changed_files"]
+    report.emit(
+        f"tether commit {state['commit']}"
+        + (f" + uncommitted changes in {dirty} file(s) under src/" if dirty else "")
+    )
+    report.emit()
+    return info
+
+
+def blas_text(blas: list[dict[str, Any]] | str) -> str:
+    """numpy's BLAS and its threads, then the other thread pools loaded."""
+    if not isinstance(blas, list):
+        return blas
+    mine = [b for b in blas if b["of_numpy"]]
+    others = [b for b in blas if not b["of_numpy"]]
+    text = ", ".join(
+        f"{b['internal_api']} {b['version']}, {b['num_threads']} threads" for b in mine
+    )
+    return (
+        text
+        + "; other thread pools loaded: "
+        + ", ".join(f"{b['internal_api']} ({b['library']}) {b['num_threads']}" for b in others)
+    )
 
 
 def _json_default(value: Any) -> Any:

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable
 
 from tether import Tether
-from tether.eval.beir import eval_workspace, load_beir, ndcg_at, recall_at
+from tether.eval.beir import BeirDataset, eval_workspace, load_beir, ndcg_at, recall_at
 from tether.models import Scope
 from tether.retrieve.fts import compile_match
 from tether.retrieve.fusion import reciprocal_rank_fusion, zscore_fusion
@@ -72,13 +72,19 @@ def _sum(a: dict, b: dict, absent: float) -> Scored:
     return sorted(((c, a.get(c, absent) + b.get(c, absent)) for c in {*a, *b}), key=lambda x: -x[1])
 
 
+BASELINE_FUSION = "RRF k = 60"
+TETHER_FUSION = "z-score sum, absent = mean - 3 std (tether)"
 FUSIONS: dict[str, Fuse] = {
-    "RRF k = 60": rrf,
+    BASELINE_FUSION: rrf,
     "min-max normalized sum": minmax,
     "z-score sum, absent = list minimum": zscore_absent_min,
-    "z-score sum, absent = mean - 3 std (tether)": lambda a, b: zscore_fusion([a, b]),
+    TETHER_FUSION: lambda a, b: zscore_fusion([a, b]),
     "same, clipped to mean ± 3 std (DBSF)": dbsf_clipped,
 }
+
+
+#: Per query: its lexical and its vector list, each (chunk id, score), best first.
+Lists = dict[str, tuple[Scored, Scored]]
 
 
 def main() -> None:
@@ -89,19 +95,26 @@ def main() -> None:
     args = parser.parse_args()
 
     dataset = load_beir(args.dataset, split=args.split)
-    t = Tether(db=args.db)
+    lists, document_of = candidate_lists(Tether(db=args.db), dataset, args.db)
+    results = print_fusion_table(dataset, lists, document_of)
+    print_split_half(results)
+
+
+def candidate_lists(t: Tether, dataset: BeirDataset, db: str) -> tuple[Lists, dict[int, str]]:
+    """Every judged query's lexical and vector lists, ``max(DEPTHS)`` deep, in the
+    dataset's workspace; and each chunk's document id (as the qrels name it)."""
     if t.embedder is None:
         raise SystemExit(f"error: embeddings are unavailable: {t.embeddings_unavailable}")
     workspace = eval_workspace(dataset)
     if not t.documents(workspace_id=workspace):
-        raise SystemExit(f"error: {args.db} has no {workspace}; run `tether eval --db` first")
+        raise SystemExit(f"error: {db} has no {workspace}; run `tether eval --db` first")
     scope = Scope.workspace(workspace)
     with t.store.db.read() as conn:
         chunk_doc = dict(conn.execute("SELECT id, document_id FROM rag_chunks"))
     searcher = t._searcher
     assert searcher.vectors is not None
 
-    lists: dict[str, tuple[Scored, Scored]] = {}
+    lists: Lists = {}
     for query_id, text in dataset.queries.items():
         if query_id not in dataset.qrels:
             continue
@@ -109,18 +122,27 @@ def main() -> None:
         lexical = t.store.search_lexical_scores(scope, match, max(DEPTHS)) if match else []
         vector = searcher.vectors.search(scope, t.embedder.embed_query(text), max(DEPTHS))
         lists[query_id] = (lexical, vector)
-
     prefix = f"{workspace}:"
+    return lists, {c: d.removeprefix(prefix) for c, d in chunk_doc.items()}
 
-    def score(fuse: Fuse, depth: int) -> dict[str, tuple[float, float]]:
-        out = {}
-        for query_id, (lexical, vector) in lists.items():
-            fused = fuse(lexical[:depth], vector[:depth])
-            ranked = list(dict.fromkeys(chunk_doc[c].removeprefix(prefix) for c, _ in fused))
-            relevant = dataset.qrels[query_id]
-            out[query_id] = (ndcg_at(ranked, relevant, 10), recall_at(ranked, relevant, 100))
-        return out
 
+def score(
+    fuse: Fuse, depth: int, dataset: BeirDataset, lists: Lists, document_of: dict[int, str]
+) -> dict[str, tuple[float, float]]:
+    """Per query: nDCG@10 and Recall@100 of ``fuse`` over both lists cut at ``depth``."""
+    out = {}
+    for query_id, (lexical, vector) in lists.items():
+        fused = fuse(lexical[:depth], vector[:depth])
+        ranked = list(dict.fromkeys(document_of[c] for c, _ in fused))
+        relevant = dataset.qrels[query_id]
+        out[query_id] = (ndcg_at(ranked, relevant, 10), recall_at(ranked, relevant, 100))
+    return out
+
+
+def print_fusion_table(
+    dataset: BeirDataset, lists: Lists, document_of: dict[int, str]
+) -> dict[tuple[str, int], dict[str, tuple[float, float]]]:
+    """The Markdown table of every fusion at every depth; the per-query scores."""
     print(f"{dataset.name}: {len(lists)} queries; nDCG@10 (Recall@100) by candidate depth")
     print("| fusion | " + " | ".join(f"{d} + {d}" for d in DEPTHS) + " |")
     print("| --- " * (len(DEPTHS) + 1) + "|")
@@ -128,14 +150,18 @@ def main() -> None:
     for name, fuse in FUSIONS.items():
         cells = []
         for depth in DEPTHS:
-            per_query = results[name, depth] = score(fuse, depth)
+            per_query = results[name, depth] = score(fuse, depth, dataset, lists, document_of)
             ndcg = statistics.fmean(v[0] for v in per_query.values())
             recall = statistics.fmean(v[1] for v in per_query.values())
             cells.append(f"{ndcg:.4f} ({recall:.3f})")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    return results
 
-    chosen = results["z-score sum, absent = mean - 3 std (tether)", 300]
-    base = results["RRF k = 60", 300]
+
+def print_split_half(results: dict[tuple[str, int], dict[str, tuple[float, float]]]) -> None:
+    """tether's fusion against RRF at 300 + 300, query by query and on random halves."""
+    chosen = results[TETHER_FUSION, 300]
+    base = results[BASELINE_FUSION, 300]
     better = sum(chosen[q][0] > base[q][0] + 1e-9 for q in chosen)
     worse = sum(chosen[q][0] < base[q][0] - 1e-9 for q in chosen)
     queries, wins, rnd = list(chosen), 0, random.Random(0)

@@ -26,6 +26,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,32 +76,10 @@ def throughput(texts: list[str], rounds: int, cpu_texts: int) -> dict[str, Any]:
         "tether_auto": lambda: tether_auto.embed(texts),
         "tether_float32": lambda: tether_fp32.embed(texts),
     }
-    for fn in runs.values():  # load, allocate, pick kernels
-        fn()
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
-    outputs: dict[str, np.ndarray] = {}
-    for r in range(rounds):
-        order = list(runs.items())
-        if r % 2:
-            order.reverse()
-        for name, fn in order:
-            started = time.perf_counter()
-            outputs[name] = fn()
-            seconds[name].append(time.perf_counter() - started)
-            log(f"  round {r + 1} {name}: {seconds[name][-1]:.2f}s")
+    seconds, outputs = alternating_rounds(runs, rounds)
     rates = {name: len(texts) / statistics.median(s) for name, s in seconds.items()}
-
-    cpu_peer = SentenceTransformer(path, device="cpu", local_files_only=True)
     few = texts[:cpu_texts]
-    cpu_peer.encode(few[:16])
-    started = time.perf_counter()
-    cpu_peer.encode(few)
-    cpu_rate = len(few) / (time.perf_counter() - started)
-
-    agreement = {}
-    for name in ("tether_auto", "tether_float32"):
-        cos = cosines(outputs[name], outputs["sentence_transformers"])
-        agreement[name] = {"mean": float(cos.mean()), "min": float(cos.min())}
+    cpu_rate = plain_cpu_rate(path, few)
     return {
         "device": device,
         "gpu": gpu_name,
@@ -118,8 +97,48 @@ def throughput(texts: list[str], rounds: int, cpu_texts: int) -> dict[str, Any]:
         "ratio_tether_auto_over_plain_same_device": rates["tether_auto"]
         / rates["sentence_transformers"],
         "ratio_tether_auto_over_plain_cpu": rates["tether_auto"] / cpu_rate,
-        "cosine_with_plain": agreement,
+        "cosine_with_plain": agreement_with_plain(outputs),
     }
+
+
+def alternating_rounds(
+    runs: dict[str, Callable[[], np.ndarray]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
+    """One warm-up call each (load, allocate, pick kernels), then ``rounds`` timed rounds,
+    every other one in reverse order; each run's seconds and its last output."""
+    for fn in runs.values():
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    outputs: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        order = list(runs.items())
+        if r % 2:
+            order.reverse()
+        for name, fn in order:
+            started = time.perf_counter()
+            outputs[name] = fn()
+            seconds[name].append(time.perf_counter() - started)
+            log(f"  round {r + 1} {name}: {seconds[name][-1]:.2f}s")
+    return seconds, outputs
+
+
+def plain_cpu_rate(path: str, texts: list[str]) -> float:
+    """Texts per second of a plain encode on this machine's CPU, after a warm-up."""
+    from sentence_transformers import SentenceTransformer
+
+    cpu_peer = SentenceTransformer(path, device="cpu", local_files_only=True)
+    cpu_peer.encode(texts[:16])
+    started = time.perf_counter()
+    cpu_peer.encode(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+def agreement_with_plain(outputs: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    agreement = {}
+    for name in ("tether_auto", "tether_float32"):
+        cos = cosines(outputs[name], outputs["sentence_transformers"])
+        agreement[name] = {"mean": float(cos.mean()), "min": float(cos.min())}
+    return agreement
 
 
 def quality(directory: Path) -> dict[str, Any]:

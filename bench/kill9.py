@@ -116,7 +116,7 @@ def check(db: Path, model: str | None) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--files", type=int, default=60)
@@ -130,9 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument("--change", type=int, default=20, help="%% of files rewritten a round")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from tether import Settings, Tether
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from tether import Settings
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="tether-kill9-"))
     folder, db = work / "docs", work / "kill9.db"
@@ -144,11 +147,45 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     child_args = [sys.executable, "-c", CHILD, str(db), str(folder),
                   "1" if args.lexical_only else "0"]  # fmt: skip
-    # Calibrate: one whole run, then one round's work timed from "ready" to the end, so
-    # that the kills are spread over the time a round really takes on this machine.
-    subprocess.run(child_args, capture_output=True, check=True)
+    span = calibrate(child_args, folder, args, rng)
+    for round_ in range(1, args.rounds + 1):
+        # New content for a share of the files: every round has documents to replace
+        # (an atomic swap of chunks and vectors) as well as new ones to finish.
+        rewrite_some(folder, args, rng)
+        outcome = run_and_kill(child_args, rng.uniform(0.0, span))
+        problems, count = check_and_use(db, model)
+        failures += bool(problems)
+        print(f"round {round_:4d}: {outcome:26s} {count:4d} documents  "
+              + ("ok" if not problems else "; ".join(problems[:3])), flush=True)  # fmt: skip
+    problems, documents = finish_and_check(child_args, db, model, args.files)
+    failures += bool(problems)
+    print(
+        f"\n{args.rounds} rounds in {time.perf_counter() - started:.0f}s"
+        f" ({'lexical only' if args.lexical_only else 'local embedder'}): "
+        f"{failures} with a problem; after a final run, {documents} documents for"
+        f" {args.files} files" + ("" if not problems else f"; {'; '.join(problems)}")
+    )
+    if args.keep is None:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+def rewrite_some(folder: Path, args: argparse.Namespace, rng: random.Random) -> None:
+    """New content for ``--change`` percent of the files (at least one)."""
     for i in rng.sample(range(args.files), k=max(1, args.files * args.change // 100)):
         write_file(folder, i, rng)
+
+
+def calibrate(
+    child_args: list[str], folder: Path, args: argparse.Namespace, rng: random.Random
+) -> float:
+    """One whole run, then one round's work timed from "ready" to the end, so that the
+    kills are spread over the time a round really takes on this machine; the span the
+    kills are drawn from (``--max-delay`` if given)."""
+    subprocess.run(child_args, capture_output=True, check=True)
+    rewrite_some(folder, args, rng)
     child = subprocess.Popen(child_args, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     child.stdout.readline()
@@ -157,39 +194,46 @@ def main(argv: list[str] | None = None) -> int:
     span = args.max_delay or 1.2 * (time.perf_counter() - ready)
     print(f"a round's work takes {time.perf_counter() - ready:.2f}s after the model loads;"
           f" kills land 0-{span:.2f}s after it", flush=True)  # fmt: skip
-    for round_ in range(1, args.rounds + 1):
-        # New content for a share of the files: every round has documents to replace
-        # (an atomic swap of chunks and vectors) as well as new ones to finish.
-        for i in rng.sample(range(args.files), k=max(1, args.files * args.change // 100)):
-            write_file(folder, i, rng)
-        delay = rng.uniform(0.0, span)
-        child = subprocess.Popen(
-            child_args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
-        try:
-            # The delay counts from when the model is loaded: the kill lands in indexing.
-            assert child.stdout is not None
-            child.stdout.readline()
-            child.wait(timeout=delay)
-            outcome = "finished before the kill"
-        except subprocess.TimeoutExpired:
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait()
-            outcome = f"killed after {delay:.2f}s"
-        problems = check(db, model) if db.exists() else []
-        if db.exists():
-            with Tether(db=db, settings=Settings.load(rag={"embeddings": {"enabled": False}})) as t:
-                count = len(t.documents())
-                t.search("pump seal", scope="workspace", workspace_id="kill9")
-        else:
-            count = 0
-        failures += bool(problems)
-        print(f"round {round_:4d}: {outcome:26s} {count:4d} documents  "
-              + ("ok" if not problems else "; ".join(problems[:3])), flush=True)  # fmt: skip
-    finish = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db), str(folder), "1" if args.lexical_only else "0"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    return span
+
+
+def run_and_kill(child_args: list[str], delay: float) -> str:
+    """Start an indexing process and SIGKILL it ``delay`` seconds after its model loaded
+    (the kill lands in indexing); what happened, in words."""
+    child = subprocess.Popen(
+        child_args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert child.stdout is not None
+        child.stdout.readline()
+        child.wait(timeout=delay)
+        return "finished before the kill"
+    except subprocess.TimeoutExpired:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        return f"killed after {delay:.2f}s"
+
+
+def check_and_use(db: Path, model: str | None) -> tuple[list[str], int]:
+    """The store's problems after a kill, and its documents, once it has opened and
+    searched (no store yet: none of either)."""
+    from tether import Settings, Tether
+
+    if not db.exists():
+        return [], 0
+    problems = check(db, model)
+    with Tether(db=db, settings=Settings.load(rag={"embeddings": {"enabled": False}})) as t:
+        count = len(t.documents())
+        t.search("pump seal", scope="workspace", workspace_id="kill9")
+    return problems, count
+
+
+def finish_and_check(
+    child_args: list[str], db: Path, model: str | None, files: int
+) -> tuple[list[str], int]:
+    """One more run, let finish: then every file is indexed exactly once, with vectors;
+    the problems, and the documents the store holds."""
+    finish = subprocess.run(child_args, capture_output=True, text=True, check=False)
     problems = check(db, model)
     conn = sqlite3.connect(db)
     indexed = conn.execute("SELECT count(DISTINCT source_path) FROM rag_documents").fetchone()[0]
@@ -206,22 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     conn.close()
     if finish.returncode != 0:
         problems.append(f"the final run failed: {finish.stderr.strip()[-300:]}")
-    if indexed != args.files or documents != args.files:
-        problems.append(f"{documents} documents for {indexed} of {args.files} files")
+    if indexed != files or documents != files:
+        problems.append(f"{documents} documents for {indexed} of {files} files")
     if missing_vectors:
         problems.append(f"{missing_vectors} chunks left without vectors after the final run")
-    failures += bool(problems)
-    print(
-        f"\n{args.rounds} rounds in {time.perf_counter() - started:.0f}s"
-        f" ({'lexical only' if args.lexical_only else 'local embedder'}): "
-        f"{failures} with a problem; after a final run, {documents} documents for"
-        f" {args.files} files" + ("" if not problems else f"; {'; '.join(problems)}")
-    )
-    if args.keep is None:
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
-    return 1 if failures else 0
+    return problems, documents
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1m", type=parse_scale)
     parser.add_argument("--store", help="a tether store whose local-model vectors to use")
@@ -140,33 +140,55 @@ def main() -> None:
         help="random unit vectors and queries instead of real-shaped ones",
     )
     parser.add_argument("--json", type=Path, help="also write every number here as JSON")
-    args = parser.parse_args()
-    out: dict[str, Any] = {
-        "random": args.random,
-        "rows": args.rows,
-        "queries": args.queries,
-        "results": [],
-    }
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     started = time.perf_counter()
-    if args.random:
-        vectors, queries = random_vectors(args.rows, args.queries, 384)
-        source = "random unit vectors (no structure: the worst case for sign bits)"
-    else:
-        base, claims = real_vectors(args.store, args.dataset, 3000)
-        queries = claims[: args.queries].astype(np.float32)
-        vectors = synthesize(base, args.rows)
-        source = f"{len(base):,} real vectors"
+    vectors, queries, source = rows_and_queries(args)
     matrix = matrix_of(vectors)
     print(f"{args.rows:,} rows of {vectors.shape[1]} dims from {source}"
           f" ({time.perf_counter() - started:.1f} s); {len(queries)} queries")  # fmt: skip
-    whole = [(0, np.array([0]), np.array([args.rows]))]
-    starts = np.arange(0, args.rows, 40)
-    half = [(0, starts, np.minimum(starts + 20, args.rows))]
     per_vector = vectors.shape[1] * 4, matrix.segments[0].codes.shape[0] * 8
     print(f"memory per vector: float32 {per_vector[0]} B + sign bits {per_vector[1]} B"
           f" (+{per_vector[1] / per_vector[0]:.1%})\n")  # fmt: skip
+    results, rows_ms = print_scans(matrix, queries, args)
+    if rows_ms:
+        print(f"\n10M rows on paper (at depth {vx.QUANTIZED_DEPTH}): exact"
+              f" {rows_ms['exact'] * 10:.0f} ms and {10e6 * per_vector[0] / 2**30:.1f} GiB;"
+              f" quantized {rows_ms['quantized'] * 10:.0f} ms and"
+              f" {10e6 * sum(per_vector) / 2**30:.1f} GiB (the float32 rows stay in memory"
+              " for rescoring; only the candidates' rows are read)")  # fmt: skip
+    out: dict[str, Any] = {"random": args.random, "rows": args.rows, "queries": args.queries,
+                           "results": results}  # fmt: skip
+    out["bytes_per_vector"] = {"float32": per_vector[0], "sign_bits": per_vector[1]}
+    out["ten_million_on_paper_ms"] = {k: v * 10 for k, v in rows_ms.items()}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+
+
+def rows_and_queries(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, str]:
+    """``--rows`` unit vectors, the query vectors, and where they came from in words."""
+    if args.random:
+        vectors, queries = random_vectors(args.rows, args.queries, 384)
+        return vectors, queries, "random unit vectors (no structure: the worst case for sign bits)"
+    base, claims = real_vectors(args.store, args.dataset, 3000)
+    queries = claims[: args.queries].astype(np.float32)
+    return synthesize(base, args.rows), queries, f"{len(base):,} real vectors"
+
+
+def print_scans(
+    matrix: vx._Matrix, queries: np.ndarray, args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The exact and the quantized scan in both scopes at every depth, a line each; the
+    rows as JSON, and the ms per million rows at the index's own depth (whole scope)."""
+    whole = [(0, np.array([0]), np.array([args.rows]))]
+    starts = np.arange(0, args.rows, 40)
+    half = [(0, starts, np.minimum(starts + 20, args.rows))]
     print(f"{'scope':12} {'depth':>6} {'exact p50':>10} {'quant p50':>10} {'p95':>7}"
           f" {'speed-up':>9} {'recall@10':>10} {'min':>5} {'exact scan':>10}")  # fmt: skip
+    results: list[dict[str, Any]] = []
     rows_ms: dict[str, float] = {}
     for name, spans in (("whole", whole), ("half", half)):
         for depth in (int(d) for d in args.depths.split(",")):
@@ -175,7 +197,7 @@ def main() -> None:
             print(f"{name:12} {depth:6} {e:10.1f} {q:10.1f} {pct(quick_ms, 95):7.1f}"
                   f" {e / q:8.2f}x {np.mean(recalls):10.4f} {min(recalls):5.2f}"
                   f" {fallbacks / len(queries):9.0%}")  # fmt: skip
-            out["results"].append({
+            results.append({
                 "scope": name, "depth": depth, "exact_p50_ms": e, "quantized_p50_ms": q,
                 "quantized_p95_ms": pct(quick_ms, 95), "recall_at_10": float(np.mean(recalls)),
                 "recall_at_10_min": min(recalls),
@@ -183,16 +205,7 @@ def main() -> None:
             })  # fmt: skip
             if name == "whole" and depth == vx.QUANTIZED_DEPTH:
                 rows_ms = {"exact": e / args.rows * 1e6, "quantized": q / args.rows * 1e6}
-    if rows_ms:
-        print(f"\n10M rows on paper (at depth {vx.QUANTIZED_DEPTH}): exact"
-              f" {rows_ms['exact'] * 10:.0f} ms and {10e6 * per_vector[0] / 2**30:.1f} GiB;"
-              f" quantized {rows_ms['quantized'] * 10:.0f} ms and"
-              f" {10e6 * sum(per_vector) / 2**30:.1f} GiB (the float32 rows stay in memory"
-              " for rescoring; only the candidates' rows are read)")  # fmt: skip
-    out["bytes_per_vector"] = {"float32": per_vector[0], "sign_bits": per_vector[1]}
-    out["ten_million_on_paper_ms"] = {k: v * 10 for k, v in rows_ms.items()}
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return results, rows_ms
 
 
 if __name__ == "__main__":

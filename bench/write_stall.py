@@ -26,12 +26,15 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import DIMS, MODEL_NAME, build_tether_store, parse_scale
+from _harness import DIMS, MODEL_NAME, build_tether_store, log, parse_scale
 
 from tether import Embedder, Scope, Settings, Tether
 from tether.retrieve.vector import VectorIndex
@@ -50,75 +53,119 @@ class RandomEmbedder(Embedder):
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 def ms(seconds: float) -> float:
     return seconds * 1000
 
 
-def main() -> int:
+@dataclass
+class Timings:
+    """Seconds of every timed search and reload, and the index's counters after them."""
+
+    steady: list[float]
+    own: list[float]
+    other: list[float]
+    reloads: list[float]
+    stats: dict[str, Any]
+
+
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--chunks", type=parse_scale, default=parse_scale("1m"))
     p.add_argument("--writes", type=int, default=10, help="writes timed (each way)")
     p.add_argument("--searches", type=int, default=50, help="steady searches timed")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", type=Path, help="also write every number here as JSON")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     rng = np.random.default_rng(args.seed)
-    n = args.chunks
     with tempfile.TemporaryDirectory(prefix="tether-stall-") as tmp:
         db = Path(tmp) / "stall.db"
-        texts = [f"chunk {i} of the synthetic store" for i in range(n)]
-        vectors = rng.standard_normal((n, DIMS)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        log(f"building a store of {n:,} chunks")
-        build_tether_store(db, texts, vectors, per_doc=20, docs_per_txn=500)
-        del vectors, texts
-        settings = Settings.load(rag={"chunk_by": "chars"})
+        build_random_store(db, args.chunks, rng)
         queries = [rng.standard_normal(DIMS).astype(np.float32) for _ in range(64)]
-        with Tether(db=db, settings=settings, embedder=RandomEmbedder(args.seed)) as t:
-            index = t._searcher.vectors
-            assert index is not None
+        timings = time_searches(db, queries, args)
+    report(timings, args)
+    return 0
+
+
+def build_random_store(db: Path, n: int, rng: np.random.Generator) -> None:
+    """``n`` chunks with random unit vectors, 20 to a document, in one workspace."""
+    texts = [f"chunk {i} of the synthetic store" for i in range(n)]
+    vectors = rng.standard_normal((n, DIMS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    log(f"building a store of {n:,} chunks")
+    build_tether_store(db, texts, vectors, per_doc=20, docs_per_txn=500)
+
+
+def time_searches(db: Path, queries: list[np.ndarray], args: argparse.Namespace) -> Timings:
+    """Load the index, then time steady searches, the first search after each write (in
+    this process and in another) and full reloads of the vectors."""
+    settings = Settings.load(rag={"chunk_by": "chars"})
+    with Tether(db=db, settings=settings, embedder=RandomEmbedder(args.seed)) as t:
+        index = t._searcher.vectors
+        assert index is not None
+        started = time.perf_counter()
+        index.load()
+        log(f"loaded {len(index):,} vectors in {time.perf_counter() - started:.1f} s")
+        scope = Scope.global_()
+
+        def search(i: int) -> float:
             started = time.perf_counter()
-            index.load()
-            first_load = time.perf_counter() - started
-            log(f"loaded {len(index):,} vectors in {first_load:.1f} s")
-            scope = Scope.global_()
+            index.search(scope, queries[i % len(queries)], 10)
+            return time.perf_counter() - started
 
-            def search(i: int) -> float:
-                started = time.perf_counter()
-                index.search(scope, queries[i % len(queries)], 10)
-                return time.perf_counter() - started
+        for i in range(5):
+            search(i)
+        steady = [search(i) for i in range(args.searches)]
+        own, other = first_searches_after_writes(t, db, search, args, steady)
+        return Timings(steady, own, other, full_reloads(t), dict(index.stats))
 
-            for i in range(5):
-                search(i)
-            steady = [search(i) for i in range(args.searches)]
-            own: list[float] = []
-            other: list[float] = []
-            body = " ".join(f"word{i}" for i in range(2000))  # 20 chunks of 100 words
-            with Tether(db=db, settings=settings, embedder=RandomEmbedder(args.seed + 1)) as peer:
-                for w in range(args.writes):
-                    t.add(text=body + f" own {w}", title=f"own {w}", document_id=f"own{w}")
-                    own.append(search(w))
-                    peer.add(text=body + f" other {w}", title=f"other {w}",
-                             document_id=f"other{w}")  # fmt: skip
-                    other.append(search(w))
-                    steady += [search(w + 1) for _ in range(3)]
-            reloads = []
-            for _ in range(3):
-                fresh = VectorIndex(t.store, MODEL_NAME)
-                started = time.perf_counter()
-                fresh.load()
-                reloads.append(time.perf_counter() - started)
-                del fresh
-            stats = dict(index.stats)
+
+def first_searches_after_writes(
+    t: Tether,
+    db: Path,
+    search: Callable[[int], float],
+    args: argparse.Namespace,
+    steady: list[float],
+) -> tuple[list[float], list[float]]:
+    """The first search after a document added by ``t`` (this process's index) and after
+    one added by a second Tether on the same file (as another process would), ``--writes``
+    times each; the three steady searches after each pair go into ``steady``."""
+    own: list[float] = []
+    other: list[float] = []
+    body = " ".join(f"word{i}" for i in range(2000))  # 20 chunks of 100 words
+    with Tether(db=db, settings=t.settings, embedder=RandomEmbedder(args.seed + 1)) as peer:
+        for w in range(args.writes):
+            t.add(text=body + f" own {w}", title=f"own {w}", document_id=f"own{w}")
+            own.append(search(w))
+            peer.add(text=body + f" other {w}", title=f"other {w}", document_id=f"other{w}")
+            other.append(search(w))
+            steady += [search(w + 1) for _ in range(3)]
+    return own, other
+
+
+def full_reloads(t: Tether) -> list[float]:
+    """The peer: what every first search after a write paid before deltas."""
+    reloads = []
+    for _ in range(3):
+        fresh = VectorIndex(t.store, MODEL_NAME)
+        started = time.perf_counter()
+        fresh.load()
+        reloads.append(time.perf_counter() - started)
+        del fresh
+    return reloads
+
+
+def report(timings: Timings, args: argparse.Namespace) -> None:
+    """The table on stdout; with ``--json``, the numbers."""
+    n, steady, own, other = args.chunks, timings.steady, timings.own, timings.other
     p50 = statistics.median(steady)
     p95 = float(np.percentile(steady, 95))
     own_p50, other_p50 = statistics.median(own), statistics.median(other)
     worst = max(own + other)
-    reload = statistics.median(reloads)
+    reload = statistics.median(timings.reloads)
     print(f"\nfirst vector search after a write, {n:,} chunks ({DIMS} dims), whole-store scope")
     print(f"  steady search           p50 {ms(p50):8.1f} ms   p95 {ms(p95):8.1f} ms")
     print(f"  after own write         p50 {ms(own_p50):8.1f} ms   (+{ms(own_p50 - p50):.1f} ms)")
@@ -130,14 +177,13 @@ def main() -> int:
     print(f"  peer: full reload (before deltas) {ms(reload):8.1f} ms + the search")
     print(f"  ratio reload / delta first-search extra: "
           f"{reload / max(max(own_p50, other_p50) - p50, 1e-4):,.0f}x")  # fmt: skip
-    print(f"  index: {stats}")
+    print(f"  index: {timings.stats}")
     if args.json:
         numbers = {"chunks": n, "steady_p50_ms": ms(p50), "steady_p95_ms": ms(p95),
                    "after_own_write_p50_ms": ms(own_p50),
                    "after_other_process_p50_ms": ms(other_p50), "worst_first_ms": ms(worst),
-                   "full_reload_ms": ms(reload), "index": stats}  # fmt: skip
+                   "full_reload_ms": ms(reload), "index": timings.stats}  # fmt: skip
         args.json.write_text(json.dumps(numbers, indent=2) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

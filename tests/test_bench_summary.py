@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 
@@ -126,3 +128,159 @@ def test_the_summary_names_the_machine_its_absolute_numbers_hold_for(
     bare = bench_all.machine("model name\t: Old CPU\nflags\t\t: fpu sse2\n")
     assert bare["simd"] == []
     assert "SIMD: none of avx2, " in bench_all.machine_line(bare)
+
+
+# -- RESULTS.md: rendered from a run's --out folder ------------------------------------
+
+
+def eval_report(method: str, ndcg: float, pipeline: dict[str, object] | None = None) -> dict:
+    report = {"dataset": "scifact", "method": method, "queries": 300, "documents": 5183,
+              "ndcg@10": ndcg, "recall@100": 0.956, "latency_ms_p50": 23.61,
+              "latency_ms_p95": 61.2, "unindexed": 0, "settings": []}  # fmt: skip
+    return report | ({"pipeline": pipeline} if pipeline else {})
+
+
+def grounding_source(name: str, balanced: float) -> dict[str, object]:
+    return {
+        "name": name, "documents": 56, "chunks": 900, "balanced_accuracy": balanced,
+        "rates": {"answerable": 0.853, "unanswerable": 0.563, "cross_scope": 1.0},
+        "answer_page_in_context": 0.8, "hit_at_1": 0.68, "answer_page_ranked": 0.96,
+        "answer_text_cited": None, "lost": {"not_retrieved": 1, "ranked_below": 2,
+                                            "judged_out": 12},
+        "thresholds": [{"threshold": 0.4, "answerable": 0.85, "unanswerable": 0.56,
+                        "cross_scope": 1.0, "balanced": balanced}],
+        "quality": {"boilerplate_chunks": 72, "open_passages": 4}, "latency_ms_p50": 28.1,
+    }  # fmt: skip
+
+
+def write_run(out: Path, goals: list[object], summary: dict[str, object]) -> None:
+    """A run's --out folder as bench/all.py leaves it: summary.json, each section's
+    output and, for the eval section, its JSON."""
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"goals": [asdict(g) for g in goals], **summary}))
+    (out / "scifact.txt").write_text(
+        "\n== SciFact, top 10\nmode     system  p50 ms\n-------  ------  ------\n"
+        "hybrid   tether    2.39\n"
+    )
+    (out / "vectors.txt").write_text("")
+    pipeline = {"ndcg@10": 0.7335, "context_recall": 0.66, "grounded": 0.79,
+                "mean_context_chunks": 5.65, "skipped": 0, "latency_ms_p50": 24.3,
+                "latency_ms_p95": 70.0, "thresholds": [{"threshold": 0.4, "answered": 0.897,
+                "precision_at_k": 0.247, "recall_any": 0.75, "k": 10}]}  # fmt: skip
+    command = ".venv/bin/tether eval ../shared/datasets/scifact --db scifact.db"
+    runs = {
+        "hybrid": {"command": f"{command} --json", "result": eval_report("hybrid", 0.7189)},
+        "lexical": {"command": f"{command} --lexical-only --json",
+                    "result": eval_report("lexical", 0.6781)},
+        "pipeline": {"command": f"{command} --pipeline --json",
+                     "result": eval_report("hybrid", 0.7189, pipeline)},
+        "grounding": {"command": ".venv/bin/tether eval bench/manuals bench/docsets/flask"
+                      " --grounding --json", "result": {"sources": [
+                          grounding_source("manuals", 0.805), grounding_source("flask", 0.796)]}},
+    }  # fmt: skip
+    skipped = {"grounding: docker": "56 of its documents are not fetched"}
+    (out / "eval.json").write_text(json.dumps({"runs": runs, "skipped": skipped}))
+
+
+def test_results_md_is_rendered_from_the_run_with_its_commit_and_machine(
+    bench_all: ModuleType, tmp_path: Path
+) -> None:
+    goals = [
+        bench_all.Goal("SciFact hybrid p50, 11,019 chunks, top 10", "2.39 ms (nDCG 0.7093)",
+                       "LanceDB hybrid 8.65 ms (nDCG +0.0066)", 0.276, "time",
+                       "< 1x, higher nDCG", True),
+        bench_all.Goal("embedding chunks/s", "34.8/s", "SentenceTransformer.encode 38.5/s",
+                       0.904, "speed", ">= 2x", False),
+    ]  # fmt: skip
+    machine = {"cpu": "AMD EPYC 9R14", "cores": 2, "simd": ["avx2", "avx512f"],
+               "commit": "abc1234", "src_changed_files": 0, "tree_dirty": True}  # fmt: skip
+    peers = ".venv/bin/python bench/scifact_peers.py ../shared/datasets/scifact --k 10"
+    write_run(tmp_path / "out", goals, {
+        "argv": ["bench/all.py", "--store", "scifact.db", "--out", "results"],
+        "machine": machine, "failed": ["vectors"], "date": "2026-11-27 10:00 UTC",
+        "python": str(ALL.parent.parent / ".venv/bin/python"), "quick": False,
+        "sections": ["scifact", "vectors", "gpu", "eval"],
+        "skipped": {"gpu": "torch sees no CUDA GPU on this machine"},
+        "commands": {"scifact": peers, "vectors": "python bench/vector_scale.py",
+                     "eval": "python bench/tether_eval.py"},
+    })  # fmt: skip
+    target = tmp_path / "RESULTS.md"
+    assert bench_all.main(["--render-only", str(tmp_path / "out"), "--results", str(target)]) == 0
+    text = target.read_text()
+
+    assert "- **date**: 2026-11-27 10:00 UTC" in text
+    assert "- **commit**: `abc1234` + local changes" in text
+    assert "- **machine**: AMD EPYC 9R14, 2 usable cores, SIMD: avx2, avx512f\n" in text
+    assert "- **command**: `.venv/bin/python bench/all.py --store scifact.db --out results`" in text
+    assert "| measure | tether | peer | ratio | ratio of | goal | met |" in text
+    assert ("| SciFact hybrid p50, 11,019 chunks, top 10 | 2.39 ms (nDCG 0.7093) | LanceDB"
+            " hybrid 8.65 ms (nDCG +0.0066) | 0.28x | time | < 1x, higher nDCG | yes |"
+            ) in text  # fmt: skip
+    assert ("| embedding chunks/s | 34.8/s | SentenceTransformer.encode 38.5/s | 0.90x | speed"
+            " | >= 2x | NO |") in text  # fmt: skip
+    # Each section under its heading, in the run's order, with its command and its tables.
+    scifact = text.index("## SciFact against the peers, top 10 (`scifact`)")
+    vectors = text.index("(`vectors`)")
+    assert scifact < vectors < text.index("(`gpu`)") < text.index("(`eval`)")
+    assert f"`{peers}`\n\n```text\n== SciFact, top 10\nmode     system  p50 ms\n" in text
+    assert "hybrid   tether    2.39\n```" in text
+    assert "**This section failed**" in text[vectors:] and "No output." in text[vectors:]
+    assert "Skipped in this run: torch sees no CUDA GPU on this machine." in text
+    command = ".venv/bin/tether eval ../shared/datasets/scifact --db scifact.db"
+    assert (f"| hybrid (the default) | 0.7189 | 0.9560 | 23.6 | 61.2 | {command} --json |"
+            in text)  # fmt: skip
+    assert f"| lexical-only (FTS5 bm25) | 0.6781 | 0.9560 | 23.6 | 61.2 | {command}" in text
+    assert f"`{command} --pipeline --json`\n\n| measure | value |" in text
+    assert "| pipeline (reranked order), nDCG@10 | 0.7335 |" in text
+    assert "| 0.40 | 0.897 | 0.247 | 0.750 |" in text
+    assert "| measure | manuals | flask |" in text
+    assert "| balanced grounding accuracy | 0.8050 | 0.7960 |" in text
+    assert "| answer's words in a cited passage | - | - |" in text
+    assert (
+        "| where lost: not retrieved / ranked below / judged out | 1 / 2 / 12 | 1 / 2 / 12 |"
+        in text
+    )
+    assert (
+        "| 0.40 | 0.85 / 0.56 / 1.00 / 0.805 | 0.85 / 0.56 / 1.00 / 0.796 | 0.800 | 0.796 |" in text
+    )
+    assert "- grounding: docker: skipped, 56 of its documents are not fetched" in text
+
+
+def test_an_older_out_folder_renders_its_sections_and_src_changes(
+    bench_all: ModuleType, tmp_path: Path
+) -> None:
+    """A summary.json from before the date, the sections and the whole tree's state were
+    kept: the sections that left output, src/ changes as local changes."""
+    machine = {"cpu": "Old CPU", "cores": 4, "simd": [], "commit": "1a360a2",
+               "src_changed_files": 3}  # fmt: skip
+    write_run(tmp_path / "out", [], {"argv": ["bench/all.py"], "machine": machine,
+                                     "failed": []})  # fmt: skip
+    target = tmp_path / "RESULTS.md"
+    assert bench_all.main(["--render-only", str(tmp_path / "out"), "--results", str(target)]) == 0
+    text = target.read_text()
+    assert "- **commit**: `1a360a2` + local changes" in text
+    assert "SIMD: none of avx2, " in text and "No section with goals ran." in text
+    sections = [line for line in text.splitlines() if line.startswith("## ") and "`" in line]
+    assert sections == ["## SciFact against the peers, top 10 (`scifact`)",
+                        "## Vectors at scale: the quantized scan (`vectors`)",
+                        "## `tether eval`: retrieval quality and grounding (`eval`)"]  # fmt: skip
+
+
+def test_only_a_full_run_writes_bench_results_md_unasked(bench_all: ModuleType) -> None:
+    done, failed = bench_all.Run(), bench_all.Run(failed=["scale"])
+    full = bench_all.parse_args([])
+    assert bench_all.results_target(full, done) == bench_all.DEFAULT_RESULTS
+    assert bench_all.results_target(full, failed) is None
+    assert bench_all.results_target(bench_all.parse_args(["--quick"]), done) is None
+    some = ["--sections", "scifact,eval"]
+    assert bench_all.results_target(bench_all.parse_args(some), done) is None
+    given = bench_all.parse_args([*some, "--results", "run.md"])
+    assert bench_all.results_target(given, failed) == Path("run.md")
+    with pytest.raises(SystemExit):
+        bench_all.parse_args(["--render-only", str(ALL.parent)])  # no summary.json there
+
+
+def test_every_section_has_its_heading_and_note_in_results_md(bench_all: ModuleType) -> None:
+    notes = sys.modules["_report"].SECTION_NOTES  # beside all.py, imported by it
+    assert list(notes) == list(bench_all.SECTIONS)
+    assert all(title and how for title, how in notes.values())

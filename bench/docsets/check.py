@@ -238,10 +238,16 @@ def check_top(data: object, ds: DocSet, rep: Report) -> QuestionSet:
         qs.workspace = data["workspace"]
     else:
         rep.err("questions.json: 'workspace' must be a non-empty string")
+    check_documents(data.get("documents"), ds, qs, rep)
+    check_session(data.get("session"), qs, rep)
+    return qs
 
+
+def check_documents(docs: object, ds: DocSet, qs: QuestionSet, rep: Report) -> None:
+    """``documents``: exactly the manifest's files, each at ``docs/<name>.<suffix>``;
+    the well-formed ones go into ``qs.documents``."""
     suffix = ds.suffix
     manifest_names = [f.name for f in ds.files]
-    docs = data.get("documents")
     if not isinstance(docs, list) or not docs:
         rep.err("questions.json: 'documents' must be a non-empty list")
         docs = []
@@ -263,10 +269,12 @@ def check_top(data: object, ds: DocSet, rep: Report) -> QuestionSet:
         if name not in qs.documents:
             rep.err(f"manifest file {name!r} is not listed in documents")
 
-    session = data.get("session")
+
+def check_session(session: object, qs: QuestionSet, rep: Report) -> None:
+    """``session``: an id and a non-empty proper subset of the documents, into ``qs``."""
     if not isinstance(session, dict) or set(session) != {"id", "documents"}:
         rep.err("questions.json: 'session' must be an object with exactly id, documents")
-        return qs
+        return
     if _is_text(session["id"]):
         qs.session_id = session["id"]
     else:
@@ -274,7 +282,7 @@ def check_top(data: object, ds: DocSet, rep: Report) -> QuestionSet:
     members = session["documents"]
     if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
         rep.err("session: 'documents' must be a list of document names")
-        return qs
+        return
     for name in sorted({m for m in members if members.count(m) > 1}):
         rep.err(f"session: document {name!r} listed twice")
     for name in members:
@@ -286,7 +294,6 @@ def check_top(data: object, ds: DocSet, rep: Report) -> QuestionSet:
             f"session: holds {len(qs.session)} of {len(qs.documents)} documents "
             "(must be a non-empty proper subset)"
         )
-    return qs
 
 
 def check_question(q: object, i: int, qs: QuestionSet, seen: set[str], rep: Report) -> None:
@@ -460,21 +467,42 @@ def main(argv: list[str] | None = None) -> int:
         args = ap.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    root = Path(args.set_dir)
+    loaded = load_set(Path(args.set_dir))
+    if loaded is None:
+        return 2
+    ds, qpath, data = loaded
+
+    rep = Report()
+    qs = check_top(data, ds, rep)
+    check_questions(data, qs, rep)
+    per = check_counts(qs, rep)
+    if not args.schema_only:
+        texts = load_texts(ds, rep)
+        if texts is None:
+            return 2
+        check_texts(qs, texts, rep)
+    print_summary(qpath, ds, qs, per, rep)
+    return print_verdict(rep, schema_only=args.schema_only)
+
+
+def load_set(root: Path) -> tuple[DocSet, Path, object] | None:
+    """The set's manifest, the path of its questions and their JSON; None, said on
+    stderr, when either cannot be read."""
     try:
         ds = fetch.load_manifest(root)
     except fetch.ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return None
     qpath = root / "questions.json"
     try:
         data = json.loads(qpath.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         print(f"error: cannot read {qpath}: {e}", file=sys.stderr)
-        return 2
+        return None
+    return ds, qpath, data
 
-    rep = Report()
-    qs = check_top(data, ds, rep)
+
+def check_questions(data: object, qs: QuestionSet, rep: Report) -> None:
     seen: set[str] = set()
     raw_questions = data.get("questions") if isinstance(data, dict) else None
     if not isinstance(raw_questions, list):
@@ -482,13 +510,12 @@ def main(argv: list[str] | None = None) -> int:
         raw_questions = []
     for i, q in enumerate(raw_questions):
         check_question(q, i, qs, seen, rep)
-    per = check_counts(qs, rep)
-    if not args.schema_only:
-        texts = load_texts(ds, rep)
-        if texts is None:
-            return 2
-        check_texts(qs, texts, rep)
 
+
+def print_summary(
+    qpath: Path, ds: DocSet, qs: QuestionSet, per: Counter[tuple[str, str]], rep: Report
+) -> None:
+    """The set, its questions by kind and scope, and what the text checks counted."""
     print(
         f"{qpath}: set {ds.name} ({ds.format}, {ds.pin.apt_spec}), {len(qs.documents)} documents, "
         f"session {qs.session_id!r} with {len(qs.session)}, workspace {qs.workspace!r}"
@@ -505,12 +532,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {key}: {value}")
     if rep.shared:
         print(f"  snippets also in another document (allowed): {'; '.join(rep.shared)}")
+
+
+def print_verdict(rep: Report, *, schema_only: bool) -> int:
+    """FAILED and every problem, or OK; the exit status."""
     if rep.errors:
         print(f"FAILED: {len(rep.errors)} problem(s)")
         for e in rep.errors:
             print(f"  - {e}")
         return 1
-    print("OK" + (" (schema only)" if args.schema_only else ""))
+    print("OK" + (" (schema only)" if schema_only else ""))
     return 0
 
 

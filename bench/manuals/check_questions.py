@@ -87,8 +87,20 @@ def check_schema(data: object, rep: Report) -> tuple[dict[str, dict], list[dict]
     for key in ("documents", "questions"):
         if not isinstance(data.get(key), list):
             rep.err(f"top level: '{key}' must be a list")
+    docs = check_documents(data.get("documents") or [], rep)
+    check_manifest(docs, rep)
+    questions: list[dict] = []
+    seen: set[str] = set()
+    for i, q in enumerate(data.get("questions") or []):
+        if check_question(i, q, docs, seen, rep):
+            questions.append(q)
+    return docs, questions
+
+
+def check_documents(documents: list, rep: Report) -> dict[str, dict]:
+    """The well-formed documents by name; what is wrong with the others goes to ``rep``."""
     docs: dict[str, dict] = {}
-    for i, d in enumerate(data.get("documents") or []):
+    for i, d in enumerate(documents):
         where = f"documents[{i}]"
         if not isinstance(d, dict):
             rep.err(f"{where}: not an object")
@@ -107,7 +119,11 @@ def check_schema(data: object, rep: Report) -> tuple[dict[str, dict], list[dict]
         if name in docs:
             rep.err(f"{where}: duplicate document name {name!r}")
         docs[name] = d
+    return docs
 
+
+def check_manifest(docs: dict[str, dict], rep: Report) -> None:
+    """The documents are the manuals ``fetch.py`` pins, with their page counts."""
     manifest = {m.name: m for m in MANUALS}
     if set(docs) != set(manifest):
         rep.err(f"documents {sorted(docs)} differ from fetch.py manifest {sorted(manifest)}")
@@ -117,78 +133,86 @@ def check_schema(data: object, rep: Report) -> tuple[dict[str, dict], list[dict]
                 f"document {name}: pages {d.get('pages')} but fetch.py says {manifest[name].pages}"
             )
 
-    questions: list[dict] = []
-    seen: set[str] = set()
-    for i, q in enumerate(data.get("questions") or []):
-        where = f"questions[{i}]"
-        if not isinstance(q, dict):
-            rep.err(f"{where}: not an object")
-            continue
-        qid = q.get("id")
-        if not isinstance(qid, str) or not qid:
-            rep.err(f"{where}: 'id' must be a non-empty string")
-            continue
-        where = f"{qid}"
-        if qid in seen:
-            rep.err(f"{where}: duplicate id")
-        seen.add(qid)
-        kind = q.get("kind")
-        if kind not in KINDS:
-            rep.err(f"{where}: kind {kind!r} not one of {KINDS}")
-            continue
-        allowed, required = FIELDS[kind]
-        missing = required - set(q)
-        if missing:
-            rep.err(f"{where}: missing field(s) {sorted(missing)}")
-        extra = set(q) - allowed
-        if extra:
-            rep.err(f"{where}: field(s) {sorted(extra)} not allowed for kind {kind}")
-        if not isinstance(q.get("question"), str) or len(q.get("question", "").strip()) < 10:
-            rep.err(f"{where}: 'question' must be a real question string")
-        doc = q.get("document")
-        if doc not in docs:
-            rep.err(f"{where}: unknown document {doc!r}")
-            continue
-        if "note" in q and not isinstance(q["note"], str):
-            rep.err(f"{where}: 'note' must be a string")
-        if kind in ("answerable", "cross_scope"):
-            pages = q.get("pages")
-            if (
-                not isinstance(pages, list)
-                or not pages
-                or not all(isinstance(p, int) and not isinstance(p, bool) for p in pages)
-            ):
-                rep.err(f"{where}: 'pages' must be a non-empty list of integers")
-            else:
-                limit = docs[doc].get("pages") or 0
-                bad = [p for p in pages if not 1 <= p <= limit]
-                if bad:
-                    rep.err(f"{where}: page(s) {bad} outside 1..{limit} of {doc}")
-                if len(set(pages)) != len(pages):
-                    rep.err(f"{where}: duplicate pages {pages}")
-            ans = q.get("answer")
-            if not isinstance(ans, str) or not ans.strip():
-                rep.err(f"{where}: 'answer' must be a non-empty string")
-            elif len(ans) >= MAX_ANSWER:
-                rep.err(f"{where}: answer is {len(ans)} characters (limit < {MAX_ANSWER})")
-            elif len(norm(ans)) > 20 and norm(ans) in norm(q.get("question", "")):
-                rep.err(f"{where}: the answer snippet is copied verbatim into the question")
-        if kind == "cross_scope":
-            asked = q.get("asked_in")
-            if asked not in docs:
-                rep.err(f"{where}: unknown asked_in document {asked!r}")
-            elif asked == doc:
-                rep.err(f"{where}: asked_in must differ from document")
-        if kind == "unanswerable" and "absent_terms" in q:
-            terms = q["absent_terms"]
-            if (
-                not isinstance(terms, list)
-                or not terms
-                or not all(isinstance(t, str) and t for t in terms)
-            ):
-                rep.err(f"{where}: 'absent_terms' must be a non-empty list of strings")
-        questions.append(q)
-    return docs, questions
+
+def check_question(i: int, q: object, docs: dict[str, dict], seen: set[str], rep: Report) -> bool:
+    """Check ``questions[i]``; whether it is whole enough for the later checks (an
+    object with an id, a known kind and a known document)."""
+    if not isinstance(q, dict):
+        rep.err(f"questions[{i}]: not an object")
+        return False
+    qid = q.get("id")
+    if not isinstance(qid, str) or not qid:
+        rep.err(f"questions[{i}]: 'id' must be a non-empty string")
+        return False
+    where = f"{qid}"
+    if qid in seen:
+        rep.err(f"{where}: duplicate id")
+    seen.add(qid)
+    kind = q.get("kind")
+    if kind not in KINDS:
+        rep.err(f"{where}: kind {kind!r} not one of {KINDS}")
+        return False
+    allowed, required = FIELDS[kind]
+    missing = required - set(q)
+    if missing:
+        rep.err(f"{where}: missing field(s) {sorted(missing)}")
+    extra = set(q) - allowed
+    if extra:
+        rep.err(f"{where}: field(s) {sorted(extra)} not allowed for kind {kind}")
+    if not isinstance(q.get("question"), str) or len(q.get("question", "").strip()) < 10:
+        rep.err(f"{where}: 'question' must be a real question string")
+    doc = q.get("document")
+    if doc not in docs:
+        rep.err(f"{where}: unknown document {doc!r}")
+        return False
+    if "note" in q and not isinstance(q["note"], str):
+        rep.err(f"{where}: 'note' must be a string")
+    if kind in ("answerable", "cross_scope"):
+        check_pages(q, where, doc, docs[doc].get("pages") or 0, rep)
+        check_answer(q, where, rep)
+    if kind == "cross_scope":
+        asked = q.get("asked_in")
+        if asked not in docs:
+            rep.err(f"{where}: unknown asked_in document {asked!r}")
+        elif asked == doc:
+            rep.err(f"{where}: asked_in must differ from document")
+    if kind == "unanswerable" and "absent_terms" in q:
+        terms = q["absent_terms"]
+        if (
+            not isinstance(terms, list)
+            or not terms
+            or not all(isinstance(t, str) and t for t in terms)
+        ):
+            rep.err(f"{where}: 'absent_terms' must be a non-empty list of strings")
+    return True
+
+
+def check_pages(q: dict, where: str, doc: str, limit: int, rep: Report) -> None:
+    """``pages``: distinct page numbers within the document's ``limit``."""
+    pages = q.get("pages")
+    if (
+        not isinstance(pages, list)
+        or not pages
+        or not all(isinstance(p, int) and not isinstance(p, bool) for p in pages)
+    ):
+        rep.err(f"{where}: 'pages' must be a non-empty list of integers")
+        return
+    bad = [p for p in pages if not 1 <= p <= limit]
+    if bad:
+        rep.err(f"{where}: page(s) {bad} outside 1..{limit} of {doc}")
+    if len(set(pages)) != len(pages):
+        rep.err(f"{where}: duplicate pages {pages}")
+
+
+def check_answer(q: dict, where: str, rep: Report) -> None:
+    """``answer``: a short snippet, not copied into the question."""
+    ans = q.get("answer")
+    if not isinstance(ans, str) or not ans.strip():
+        rep.err(f"{where}: 'answer' must be a non-empty string")
+    elif len(ans) >= MAX_ANSWER:
+        rep.err(f"{where}: answer is {len(ans)} characters (limit < {MAX_ANSWER})")
+    elif len(norm(ans)) > 20 and norm(ans) in norm(q.get("question", "")):
+        rep.err(f"{where}: the answer snippet is copied verbatim into the question")
 
 
 def check_counts(

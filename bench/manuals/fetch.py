@@ -341,7 +341,8 @@ def fetch_one(m: Manual, dest: Path, deb_dir: Path | None) -> str:
     return "fetched" if why == "missing" else f"replaced ({why})"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; argparse's own exit (2 on bad usage, 0 on --help) propagates."""
     ap = argparse.ArgumentParser(
         description="Fetch and verify the pinned Debian PDF manuals for bench/manuals.",
     )
@@ -365,48 +366,70 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="NAME", action="append", help="restrict to this manual (repeatable)"
     )
     ap.add_argument("--list", action="store_true", help="print the pinned manifest and exit")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
     try:
-        args = ap.parse_args(argv)
+        args = parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on bad usage, 0 on --help
         return int(e.code or 0)
-
-    manuals = list(MANUALS)
-    if args.only:
-        known = {m.name for m in MANUALS}
-        unknown = [n for n in args.only if n not in known]
-        if unknown:
-            log(f"unknown manual(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-            return EXIT_USAGE
-        manuals = [m for m in MANUALS if m.name in args.only]
-
+    manuals = selected_manuals(args.only)
+    if manuals is None:
+        return EXIT_USAGE
     if args.list:
-        for m in manuals:
-            print(
-                f"{m.name}\t{m.apt_spec}\t{m.arch}\t{m.member}\tpages={m.pages}\n"
-                f"\tdeb sha256 {m.deb_sha256}\n\tpdf sha256 {m.pdf_sha256}"
-            )
+        print_manifest(manuals)
         return EXIT_OK
-
-    dest = Path(args.dest)
     if args.check:
-        bad = 0
-        for m in manuals:
-            ok, why = verify_existing(m, dest)
-            print(f"{'OK  ' if ok else 'FAIL'} {m.name:18s} {dest / (m.name + '.pdf')}: {why}")
-            bad += not ok
-        if bad:
-            where = "" if args.dest == str(DEFAULT_DEST) else f" {args.dest}"
-            log(
-                f"{bad} of {len(manuals)} manual(s) missing or wrong; run: "
-                f"python3 {Path(__file__).as_posix()}{where}"
-            )
-            return EXIT_CHECK_FAILED
-        return EXIT_OK
-
+        return check_all(manuals, args.dest)
     deb_dir = Path(args.deb_dir) if args.deb_dir else None
     if deb_dir is not None and not deb_dir.is_dir():
         log(f"--deb-dir {deb_dir}: not a directory")
         return EXIT_USAGE
+    return fetch_all(manuals, Path(args.dest), deb_dir)
+
+
+def selected_manuals(only: list[str] | None) -> list[Manual] | None:
+    """The manuals ``--only`` names (all without it); None, said why, for an unknown name."""
+    if not only:
+        return list(MANUALS)
+    known = {m.name for m in MANUALS}
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        log(f"unknown manual(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return None
+    return [m for m in MANUALS if m.name in only]
+
+
+def print_manifest(manuals: list[Manual]) -> None:
+    for m in manuals:
+        print(
+            f"{m.name}\t{m.apt_spec}\t{m.arch}\t{m.member}\tpages={m.pages}\n"
+            f"\tdeb sha256 {m.deb_sha256}\n\tpdf sha256 {m.pdf_sha256}"
+        )
+
+
+def check_all(manuals: list[Manual], dest_arg: str) -> int:
+    """``--check``: a line per manual; the exit code."""
+    dest = Path(dest_arg)
+    bad = 0
+    for m in manuals:
+        ok, why = verify_existing(m, dest)
+        print(f"{'OK  ' if ok else 'FAIL'} {m.name:18s} {dest / (m.name + '.pdf')}: {why}")
+        bad += not ok
+    if bad:
+        where = "" if dest_arg == str(DEFAULT_DEST) else f" {dest_arg}"
+        log(
+            f"{bad} of {len(manuals)} manual(s) missing or wrong; run: "
+            f"python3 {Path(__file__).as_posix()}{where}"
+        )
+        return EXIT_CHECK_FAILED
+    return EXIT_OK
+
+
+def fetch_all(manuals: list[Manual], dest: Path, deb_dir: Path | None) -> int:
+    """Fetch each manual not already there, a line each; the exit code (the first
+    failure stops the run)."""
     for m in manuals:
         try:
             status = fetch_one(m, dest, deb_dir)
