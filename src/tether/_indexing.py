@@ -3,6 +3,7 @@ folder, re-embedding. A part of :class:`tether.Tether`; it delegates to the inde
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -11,16 +12,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.errors import InvalidArgument
+from tether.errors import IndexingFailed, IngestError, InvalidArgument
 from tether.ingest.indexer import Indexer, ProgressCallback, ReembedReport, Writer
 from tether.ingest.jobs import IndexJob, IndexWorker
 from tether.ingest.jobs import ProgressCallback as JobProgressCallback
 from tether.ingest.sources import PathSource, TextSource, coerce_sources, smallest_first
 from tether.ingest.sources import text_source as make_text_source
 from tether.ingest.watcher import LibrarySync, SyncReport
+from tether.ingest.web import fetch
 from tether.models import GLOBAL_WORKSPACE, DocumentStatus, IndexResult, Tags
 from tether.settings import Settings
 from tether.store import RegistryEntry, Store
+from tether.text import check_identifier
 
 logger = logging.getLogger("tether")
 
@@ -48,6 +51,7 @@ class Indexing:
         text: str | None = None,
         title: str | None = None,
         mime: Literal["text/plain", "text/markdown"] = "text/plain",
+        url: str | None = None,
         workspace_id: str | None = None,
         session_id: str | None = None,
         document_id: str | None = None,
@@ -59,7 +63,9 @@ class Indexing:
         progress: ProgressCallback | None = None,
     ) -> list[IndexResult]:
         """Index files and texts: ``add(["a.pdf", "b.md"])``, ``add(text=..., title=...)``,
-        or many texts at once with ``add([TextSource(text, title, document_id=...), ...])``.
+        or many texts at once with ``add([TextSource(text, title, document_id=...), ...])``;
+        or a web page, ``add(url="https://...")``, fetched within the ``[fetch]`` limits
+        (see :meth:`add_url`).
 
         Documents go to ``workspace_id`` (default: the session's workspace, else the global
         library) and are attached to ``session_id`` when given; workspace and session are
@@ -80,9 +86,12 @@ class Indexing:
         """
         if on_error not in ("raise", "collect"):
             raise InvalidArgument(f"on_error must be 'raise' or 'collect', not {on_error!r}")
+        if url is not None and sources is None and text is None:
+            page = {"metadata": metadata, "tags": tags, "status": status, "on_error": on_error}
+            return self.add_url(url, workspace_id=workspace_id, session_id=session_id, **page)
         if sources is None:
-            if text is None:
-                raise InvalidArgument("give either sources or text=, not both and not neither")
+            if text is None or url is not None:
+                raise InvalidArgument("give one of sources, text= and url=")
             text_fields = {"document_id": document_id, "source": source, "metadata": metadata}
             items = [
                 make_text_source(
@@ -90,10 +99,54 @@ class Indexing:
                 )
             ]
         else:
-            items = _sources_alone(sources, text, document_id, source, metadata, tags, status)
+            also = text if url is None else url
+            items = _sources_alone(sources, also, document_id, source, metadata, tags, status)
         indexer = self._index()
         placement = indexer.place(workspace_id, session_id)
         return indexer.add(items, placement, on_error=on_error, progress=progress)
+
+    def add_url(
+        self,
+        url: str,
+        *,
+        workspace_id: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        tags: Tags | dict[str, Any] | None = None,
+        status: DocumentStatus | None = None,
+        on_error: Literal["raise", "collect"] = "raise",
+    ) -> list[IndexResult]:
+        """Fetch the web page (or PDF, or any file tether reads) at ``url`` and index it
+        as a document whose source is the URL, with the final URL and the fetch time in
+        its metadata (``url``, ``fetched_at``). Adding the same URL again is the same
+        document: skipped when its content did not change.
+
+        The fetch keeps to ``[fetch]``: http and https only, no credentials in the URL,
+        no loopback, private or link-local address (``fetch.allow_private``), at most
+        ``fetch.max_bytes``, ``fetch.timeout`` seconds and ``fetch.max_redirects``
+        redirects, each checked again. A page that cannot be fetched fails as any
+        source does: :class:`IndexingFailed` (or, with ``on_error="collect"``, a failed
+        result)."""
+        check_identifier("url", url)
+        try:
+            fetched = fetch(url, self.settings.fetch)
+        except IngestError as exc:
+            failed = [IndexResult(url, "failed", error=exc)]
+            if on_error == "raise":
+                raise IndexingFailed(failed) from exc
+            return failed
+        page = PathSource(
+            fetched.filename,
+            tags=tags,
+            status=status,
+            metadata={"url": fetched.url, "fetched_at": fetched.fetched_at, **(metadata or {})},
+            content=fetched.data,
+            source=url,
+        )
+        indexer = self._index()
+        placement = indexer.place(workspace_id, session_id)
+        first, *inside = indexer.add([page], placement, on_error=on_error)
+        return [dataclasses.replace(first, source=url), *inside]  # (named as it was asked for)
 
     def submit(
         self,
@@ -236,17 +289,17 @@ class Indexing:
 
 def _sources_alone(
     sources: PathLike | TextSource | Iterable[PathLike | TextSource],
-    text: str | None,
+    also: str | None,
     document_id: str | None,
     source: str | None,
     metadata: dict[str, Any] | None,
     tags: Tags | dict[str, Any] | None,
     status: DocumentStatus | None,
 ) -> list[PathSource | TextSource]:
-    """``sources`` as what :meth:`Indexing.add` indexes, when no ``text=`` (nor what goes
-    with one) is given too."""
-    if text is not None:
-        raise InvalidArgument("give either sources or text=, not both and not neither")
+    """``sources`` as what :meth:`Indexing.add` indexes, when no ``text=`` or ``url=``
+    (``also``), nor what goes with a text, is given too."""
+    if also is not None:
+        raise InvalidArgument("give one of sources, text= and url=")
     if document_id is not None or source is not None or metadata is not None:
         raise InvalidArgument("document_id=, source= and metadata= go with text= (or a TextSource)")
     return coerce_sources(sources, tags, status)

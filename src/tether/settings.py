@@ -246,6 +246,14 @@ class RagSettings(BaseModel):
     max_file_bytes: int = Field(
         64 * 2**20, ge=1, description="bytes a file may have; a larger one fails unread"
     )
+    ocr: bool = Field(
+        True,
+        description="read scanned PDF pages and images by OCR (RapidOCR, the ocr extra);"
+        " false: a page with no text layer is left out, an image fails",
+    )
+    ocr_page_timeout: float = Field(
+        60.0, gt=0, description="seconds OCR may take on one page before the page is left out"
+    )
     min_relevance: float = Field(
         0.4,
         ge=0.0,
@@ -376,6 +384,28 @@ class PolicySettings(BaseModel):
         return self
 
 
+class FetchSettings(BaseModel):
+    """The ``[fetch]`` section: web pages added by their URL (``tether add https://...``,
+    ``Tether.add(url=...)``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_bytes: int = Field(
+        20 * 2**20, ge=1, description="bytes a fetched page may have; a larger one fails"
+    )
+    timeout: float = Field(30.0, gt=0, description="seconds a fetch may take in all")
+    max_redirects: int = Field(5, ge=0, le=20, description="redirects followed, at most")
+    allow_private: bool = Field(
+        False,
+        description="fetch from loopback, private and link-local addresses too (an intranet"
+        " wiki); off, such a URL (or a redirect to one) is refused",
+    )
+    user_agent: str = Field(
+        "tether-fetch/0.1",
+        description="the User-Agent header of every fetch",
+    )
+
+
 class ServerSettings(BaseModel):
     """The ``[server]`` section: who ``tether serve`` answers, and how much one key may ask."""
 
@@ -434,6 +464,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    fetch: FetchSettings = Field(default_factory=FetchSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -70,7 +70,7 @@ def test_every_command_is_documented_in_the_readme(command: str) -> None:
 @pytest.mark.parametrize("command", all_command_paths())
 def test_every_command_has_help(command: str) -> None:
     output = run(*command.split(), "--help")
-    assert "--db" in output or command.startswith("eval")
+    assert "--db" in output or command.startswith(("eval", "formats"))
 
 
 def test_add_then_search_json_contract(indexed: str) -> None:
@@ -146,15 +146,15 @@ def test_the_readme_quickstart_runs(tmp_path: Path) -> None:
 def test_add_reports_each_file_and_skips_unchanged(db: str, tmp_path: Path) -> None:
     note = tmp_path / "note.md"
     note.write_text("# Note\n\nHello lasers.\n")
-    bad = tmp_path / "slides.pptx"
-    bad.write_bytes(b"PK\x03\x04")
+    bad = tmp_path / "tool.exe"
+    bad.write_bytes(b"MZ\x90\x00\x03\x00\x00\x00")
     result = runner.invoke(app, ["add", "--db", db, str(note), str(bad), "--json"])
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     statuses = {Path(r["source"]).name: r["status"] for r in data["results"]}
-    assert statuses == {"note.md": "indexed", "slides.pptx": "failed"}
+    assert statuses == {"note.md": "indexed", "tool.exe": "failed"}
     failed = next(r for r in data["results"] if r["status"] == "failed")
-    assert "slides.pptx" in failed["error"] and ".md" in failed["error"]
+    assert "tool.exe" in failed["error"] and ".md" in failed["error"]
     again = run_json("add", "--db", db, str(note))
     assert [r["status"] for r in again["results"]] == ["skipped"]
 

@@ -311,7 +311,7 @@ def test_reembed_json_without_embeddings_is_an_error_line(db: str) -> None:
 
 
 SYNC_KEYS = {"indexed", "unchanged", "renamed", "deleted", "failed", "refused", "unsettled",
-             "waiting"}  # fmt: skip
+             "waiting", "unsupported", "errors"}  # fmt: skip
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str]:

@@ -37,8 +37,10 @@ def test_the_readme_leads_to_every_docs_page() -> None:
 
 
 def test_the_readme_names_the_supported_formats() -> None:
-    from tether.ingest.loaders import supported_extensions
+    from tether.ingest.formats import markdown_table, supported_extensions
 
     formats = _section("Formats and limits")
     missing = [ext for ext in supported_extensions() if f"`{ext}`" not in formats]
     assert missing == [], f"README's formats do not name {missing}"
+    # The table is the loaders' own (tether.ingest.formats.FORMATS), as it renders now.
+    assert markdown_table() in formats, "README's formats table is not FORMATS rendered"

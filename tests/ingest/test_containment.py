@@ -376,14 +376,14 @@ def test_add_takes_text_and_size_from_the_same_read(
     and its size is that content's, not the new file's."""
     path = write(tmp_path / "note.md", f"# Note\n\nThe {INSIDE_WORD} note.\n")
     read = path.read_bytes()
-    real_loader = loaders.LOADERS[".md"]
+    real_loader = loaders.load_markdown
 
     def load_then_replace(file: loaders.FileBytes) -> loaders.LoadedDocument:
         loaded = real_loader(file)
         write(path, f"# Other\n\nA much longer replacement about {SECRET_WORD}.\n" * 20)
         return loaded
 
-    monkeypatch.setitem(loaders.LOADERS, ".md", load_then_replace)
+    monkeypatch.setattr(loaders, "load_markdown", load_then_replace)
 
     (result,) = store.add(path)
 

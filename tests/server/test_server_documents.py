@@ -105,16 +105,32 @@ def test_the_job_event_stream_reports_progress_then_done(api: Any) -> None:
     assert all(name == "progress" for name, _ in events[:-1]) and len(events) >= 2
 
 
-def test_uploads_over_the_limit_or_unsupported_fail_typed(api: Any) -> None:
+def test_uploads_over_the_limit_or_unsupported_fail_typed(api: Any, tmp_path: Path) -> None:
     big = api("POST", "/v1/documents", data={"workspace_id": "acme", "wait": "true"},
               files=[("files", ("big.txt", b"x" * 300_000, "text/plain"))])  # fmt: skip
     assert big.status_code == 413
     assert big.json()["error"]["type"] == "LoadLimitExceeded"
-    odd = api("POST", "/v1/documents", data={"workspace_id": "acme", "wait": "true"},
-              files=[("files", ("tool.exe", b"MZ\x90", "application/octet-stream"))])  # fmt: skip
-    assert odd.status_code == 200
-    [result] = odd.json()["results"]
-    assert result["status"] == "failed" and result["source"] == "tool.exe"
+    before = api("GET", "/v1/documents", params={"workspace_id": "acme"}).json()["documents"]
+    files = [
+        ("files", ("notes.md", b"# Notes", "text/markdown")),
+        ("files", ("tool.exe", b"MZ\x90\x00\x03", "application/octet-stream")),
+    ]
+    odd = api("POST", "/v1/documents", data={"workspace_id": "acme", "wait": "true"}, files=files)
+    # Refused before anything is indexed, the readable file of the upload included.
+    assert odd.status_code == 415, odd.text
+    assert odd.json()["error"]["type"] == "UnsupportedFileType"
+    assert "tool.exe" in odd.json()["error"]["message"]
+    after = api("GET", "/v1/documents", params={"workspace_id": "acme"}).json()["documents"]
+    assert after == before
+    # A file whose name says nothing is read by its content: an extensionless PDF is a PDF.
+    pdf = make_pdf(tmp_path / "scan.pdf", ["The sump pump is rated for 40 litres a minute."])
+    upload = [("files", ("scan-0042", pdf.read_bytes(), "application/octet-stream"))]
+    found = api(
+        "POST", "/v1/documents", data={"workspace_id": "acme", "wait": "true"}, files=upload
+    )
+    assert found.status_code == 200, found.text
+    [result] = found.json()["results"]
+    assert result["status"] == "indexed", result
     none = api("POST", "/v1/documents", data={"workspace_id": "acme"})
     assert none.status_code == 422
 

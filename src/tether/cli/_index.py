@@ -40,7 +40,13 @@ _KIND_NAMES = {".pdf": "PDF", ".md": "Markdown", ".txt": "text", ".html": "HTML"
 
 
 def add(
-    paths: Annotated[list[Path], typer.Argument(help="Files to index (.md .txt .pdf .html).")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Files to index (PDF, Office, HTML, Markdown, text, e-books, mail, data,"
+            " images: `tether formats` lists them), or web pages by their http(s) URL."
+        ),
+    ],
     workspace: WorkspaceOption = None,
     session: SessionOption = None,
     global_: Annotated[
@@ -67,19 +73,13 @@ def add(
     as_json: JsonOption = False,
 ) -> None:
     """Index files into a workspace, attaching them to a session if given."""
-    raw_tags = {
-        "domain": domain,
-        "source_type": source_type,
-        "project_id": project,
-        "last_verified": last_verified,
-        "version": version,
-    }
-    tags = {k: v for k, v in raw_tags.items() if v is not None} or None
+    named = (domain, source_type, project, last_verified, version)
+    tags = {k: v for k, v in zip(_TAGS, named, strict=True) if v is not None} or None
     if global_ and workspace not in (None, GLOBAL_WORKSPACE):
         fail("--global and --workspace contradict each other", code=2)
     workspace = GLOBAL_WORKSPACE if global_ else workspace
     with open_tether(db, config) as tether:
-        results = _index_files(
+        results = _index_paths(
             tether, paths, workspace, session, tags, status, show_progress=not as_json
         )
     # The store's own failure (a full disk, a read-only store) is no source's: one line.
@@ -92,6 +92,39 @@ def add(
         fail(error_message(store_failure))
     if any(r.error is not None for r in results):
         raise typer.Exit(1)
+
+
+_TAGS = ("domain", "source_type", "project_id", "last_verified", "version")
+
+
+def _index_paths(
+    tether: Tether,
+    paths: list[str],
+    workspace: str | None,
+    session: str | None,
+    tags: dict[str, str] | None,
+    status: str | None,
+    *,
+    show_progress: bool,
+) -> list[IndexResult]:
+    """Index the files among ``paths``, then fetch and index the web pages (http(s) URLs)."""
+    urls = [p for p in paths if p.startswith(("http://", "https://"))]
+    files = [Path(p) for p in paths if p not in urls]
+    results = []
+    if files:
+        results = _index_files(
+            tether, files, workspace, session, tags, status, show_progress=show_progress
+        )
+    for url in urls:
+        results += tether.add_url(
+            url,
+            workspace_id=workspace,
+            session_id=session,
+            tags=tags,
+            status=status,  # type: ignore[arg-type]
+            on_error="collect",
+        )
+    return results
 
 
 def _index_files(
@@ -236,9 +269,16 @@ def _print_sync(report: SyncReport) -> None:
     for path in report.deleted:
         out.print(f"[yellow]deleted[/]  {escape(path)}", highlight=False)
     for path in report.failed:
-        err.print(f"[red]failed[/]   {escape(path)}", highlight=False)
+        why = report.errors.get(path)
+        err.print(
+            f"[red]failed[/]   {escape(path)}{escape(f': {why}' if why else '')}", highlight=False
+        )
     for path in report.refused:
         err.print(f"[red]refused[/]  {escape(path)} (leads outside the folder)", highlight=False)
+    for path in report.unsupported:
+        err.print(
+            f"[yellow]unsupported[/] {escape(path)} (not a format tether reads)", highlight=False
+        )
     if report.unsettled:
         err.print(
             f"{len(report.unsettled)} file(s) still being written; next pass", highlight=False
@@ -306,3 +346,32 @@ def reembed(
         f" {report.documents} documents",
         highlight=False,
     )
+
+
+def formats(as_json: JsonOption = False) -> None:
+    """List the kinds of file tether reads: extensions, what a citation points at, the
+    library that reads each (and the extra it comes with)."""
+    from tether.ingest.formats import FORMATS
+
+    if as_json:
+        print_json(
+            {
+                "formats": [
+                    {
+                        "name": f.name,
+                        "extensions": list(f.extensions),
+                        "mime": f.mime,
+                        "cites": f.cites,
+                        "reader": f.reader,
+                        "extra": f.extra,
+                    }
+                    for f in FORMATS
+                ]
+            }
+        )
+        return
+    table = folded_table("format", "files", "a citation points at", "read by")
+    for f in FORMATS:
+        reader = f.reader if f.extra is None else f"{f.reader} (extra {f.extra})"
+        table.add_row(*cells(f.name, " ".join(f.extensions), f.cites, reader))
+    out.print(table)

@@ -7,8 +7,9 @@ from tether.ingest.chunking import (
     markdown_sections,
     split_span,
 )
+from tether.ingest.formats import load_path, supported_extensions
 from tether.ingest.indexer import Indexer, Placement
-from tether.ingest.loaders import LoadedDocument, load_path, load_text, supported_extensions
+from tether.ingest.loaders import LoadedDocument, load_text
 from tether.text import content_hash, normalize_text
 
 __all__ = [

@@ -4,13 +4,14 @@ of prepared documents embedded in one call and stored in one transaction (up to
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tether.errors import DocumentNotFound
 from tether.ingest.loaders import LoadedDocument
 from tether.models import IndexResult, Tags
-from tether.store import NewChunk
+from tether.store import NewChunk, Store, StoredChunk
 
 #: Chunks of prepared documents gathered before they are embedded and stored together.
 GROUP_CHUNKS = 512
@@ -88,3 +89,27 @@ class Group:
     def finished(self) -> list[IndexResult]:
         assert all(r is not None for r in self.results)
         return [r for r in self.results if r is not None]
+
+
+def reembed_groups(
+    store: Store, documents: list[str]
+) -> Iterator[list[tuple[str, str, list[StoredChunk]]]]:
+    """``(document id, title, chunks)`` in groups of at least :data:`GROUP_CHUNKS`
+    chunks (the last may be smaller), read as they are needed."""
+    group: list[tuple[str, str, list[StoredChunk]]] = []
+    count = 0
+    for document_id in documents:
+        try:
+            title = store.get_document(document_id).title
+        except DocumentNotFound:
+            continue  # deleted since the list was read
+        chunks = store.chunks_of(document_id)
+        if not chunks:
+            continue
+        group.append((document_id, title, chunks))
+        count += len(chunks)
+        if count >= GROUP_CHUNKS:
+            yield group
+            group, count = [], 0
+    if group:
+        yield group

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 from tether.embed import Embedder, to_blob
 from tether.errors import (
-    DocumentNotFound,
     EmbeddingError,
     EmbeddingsUnavailable,
     IndexingCancelled,
@@ -26,12 +25,12 @@ from tether.errors import (
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
-from tether.ingest.groups import GROUP_CHUNKS, Group, Placement, Prepared
+from tether.ingest.groups import Group, Placement, Prepared, reembed_groups
 from tether.ingest.loaders import (
     LoadedDocument,
     load_text,
 )
-from tether.ingest.sources import PathSource, Source, smallest_first
+from tether.ingest.sources import PathSource, Source, attachment_sources, smallest_first
 from tether.ingest.workers import (
     InlineExecutor,
     LoaderPool,
@@ -158,8 +157,8 @@ class Indexer:
         def report(result: IndexResult) -> None:
             nonlocal done
             done += 1
-            if progress:
-                progress(done, len(items), result)
+            if progress:  # (a message's attachments count once they are found)
+                progress(done, max(done, len(items)), result)
 
         order = smallest_first(items)
         ranked = self.index(
@@ -190,16 +189,24 @@ class Indexer:
         a group (up to ``GROUP_CHUNKS`` chunks), which is what makes many small files
         fast, and the group's documents are then written in one transaction: every
         document appears whole, with all its vectors, and commits are few.
+
+        Files inside a file that are documents of their own (a message's attachments)
+        are indexed after every source, their results after the sources'.
         """
         items = list(sources)
         batch = Group(self, placement, len(items), progress)
+        inside: list[Source] = []
         for slot, outcome in self._loaded(items, placement, cancelled):
             if isinstance(outcome, IndexResult):
                 batch.report(slot, outcome)
             else:
                 batch.add(slot, outcome)
+                inside += attachment_sources(items[slot], outcome.loaded.attachments)
         batch.flush()
-        return batch.finished()
+        results = batch.finished()
+        if inside:
+            results += self.index(inside, placement, progress=progress, cancelled=cancelled)
+        return results
 
     def _loaded(
         self, items: list[Source], placement: Placement, cancelled: Callable[[], bool] | None
@@ -218,7 +225,12 @@ class Indexer:
             if self.store.cross_thread
             else InlineExecutor()  # a caller's single-thread connection: no helpers
         )
-        loaders = LoaderPool(timeout=timeout, memory_mb=self.rag.loader_memory_mb)
+        loaders = LoaderPool(
+            timeout=timeout,
+            memory_mb=self.rag.loader_memory_mb,
+            ocr=self.rag.ocr,
+            ocr_page_timeout=self.rag.ocr_page_timeout,
+        )
         maximum = self.rag.max_file_bytes
         loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
         ahead = 2 * self.rag.convert_workers
@@ -269,7 +281,7 @@ class Indexer:
         self, source: Source, label: str, placement: Placement, loaders: LoaderPool
     ) -> Prepared | IndexResult:
         loaded, source_path, document_id = self._load(source, loaders)
-        metadata = dict(source.metadata or {})
+        metadata = {**loaded.metadata, **(source.metadata or {})}
         tags = validate_tags(label, source.tags, self.policy)
         if source.status is not None and source.status not in DOCUMENT_STATUSES:
             raise InvalidTag(
@@ -277,7 +289,8 @@ class Indexer:
                 "status",
                 f"must be one of {', '.join(DOCUMENT_STATUSES)}, not {source.status!r}",
             )
-        digest = content_hash(loaded.text)
+        # A message whose attachments changed is changed (they are indexed with it).
+        digest = content_hash(loaded.text + "".join(f.sha256 for f in loaded.attachments))
         lookup = {
             "workspace_id": placement.workspace_id,
             "document_id": document_id,
@@ -467,7 +480,7 @@ class Indexer:
         model = self.embedder.model
         documents = self.store.documents_missing_embeddings(model)
         done = embedded = 0
-        for group in self._reembed_groups(documents):
+        for group in reembed_groups(self.store, documents):
             known, fresh, warning = self._known_vectors(
                 [(title, c) for _, title, chunks in group for c in chunks]
             )
@@ -489,29 +502,6 @@ class Indexer:
                     progress(done, len(documents))
             embedded += fresh
         return ReembedReport(model=model, documents=done, chunks_embedded=embedded)
-
-    def _reembed_groups(
-        self, documents: list[str]
-    ) -> Iterator[list[tuple[str, str, list[StoredChunk]]]]:
-        """``(document id, title, chunks)`` in groups of at least :data:`GROUP_CHUNKS`
-        chunks (the last may be smaller), read as they are needed."""
-        group: list[tuple[str, str, list[StoredChunk]]] = []
-        count = 0
-        for document_id in documents:
-            try:
-                title = self.store.get_document(document_id).title
-            except DocumentNotFound:
-                continue  # deleted since the list was read
-            chunks = self.store.chunks_of(document_id)
-            if not chunks:
-                continue
-            group.append((document_id, title, chunks))
-            count += len(chunks)
-            if count >= GROUP_CHUNKS:
-                yield group
-                group, count = [], 0
-        if group:
-            yield group
 
     def _store_vectors(
         self,

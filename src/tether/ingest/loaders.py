@@ -1,7 +1,9 @@
 """Loaders: a file becomes normalized text plus sections (headings, pages).
 
-One loader per kind of file; :func:`load_path` picks it by extension. Every failure is a
-typed :class:`~tether.errors.IngestError` naming the file.
+The files read whole (:func:`read_file`, :class:`FileBytes`), what a loader makes of one
+(:class:`LoadedDocument`), and the loaders of text, Markdown, HTML and PDF. The table of
+every format, and the loading of a file by its format, is :mod:`tether.ingest.formats`.
+Every failure is a typed :class:`~tether.errors.IngestError` naming the file.
 
 A file is opened once and read whole through that one descriptor (:func:`read_file`):
 its hash, size and text all come from the same bytes, so a file replaced while it is
@@ -16,12 +18,12 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from tether.errors import EmptyDocument, LoadLimitExceeded, UnreadableFile, UnsupportedFileType
+from tether.errors import EmptyDocument, LoadLimitExceeded, UnreadableFile
 from tether.ingest.chunking import (
     Section,
     heading_sections,
@@ -44,6 +46,12 @@ class LoadedDocument:
     page_labels: dict[int, str] = field(default_factory=dict)
     #: Physical numbers of the pages left out of ``text`` (PDF contents and index pages).
     dropped_pages: tuple[int, ...] = ()
+    #: What the file says about itself, kept in the document's metadata (a message's
+    #: subject, sender and date).
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: Files inside it that are documents of their own (a message's attachments), each
+    #: named ``<file>#<name>``; indexed after it, as files of their own type.
+    attachments: tuple[FileBytes, ...] = ()
 
 
 class OutsideFolder(UnreadableFile):
@@ -63,6 +71,12 @@ class FileBytes:
     def size(self) -> int:
         return len(self.data)
 
+    @property
+    def stem(self) -> str:
+        """The file's name without its extension, the title of a file that names none: a
+        file inside another (``mail.eml#report.pdf``) by its own name (``report``)."""
+        return Path(self.path.name.rpartition("#")[2]).stem
+
     @cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
@@ -80,7 +94,9 @@ def load_text(text: str, *, title: str, mime: str = "text/plain") -> LoadedDocum
     return LoadedDocument(title=title, text=normalized, mime=mime, sections=sections)
 
 
-def _decode_text(file: FileBytes) -> str:
+def decode_text(file: FileBytes) -> str:
+    """The file's text: UTF-8 (with or without its mark), else Windows-1252;
+    :class:`UnreadableFile` for binary data."""
     data = file.data
     if b"\x00" in data[:8192]:
         raise UnreadableFile(str(file.path), "looks like a binary file, not text")
@@ -114,6 +130,7 @@ def read_file(
     *,
     within: str | os.PathLike[str] | None = None,
     max_bytes: int | None = None,
+    head: int | None = None,
 ) -> FileBytes:
     """The bytes of the regular file ``path``, read through one descriptor.
 
@@ -125,6 +142,8 @@ def read_file(
     With ``max_bytes`` (``rag.max_file_bytes``), a larger file is :class:`LoadLimitExceeded`
     from its size as opened (``fstat``), before anything is read; one that grows past it
     while it is read fails too, having read no more than ``max_bytes + 1``.
+
+    With ``head``, only the file's first ``head`` bytes are read (to tell its format).
     """
     try:
         fd = _open_under(Path(within), path) if within is not None else os.open(path, _FILE_FLAGS)
@@ -139,6 +158,8 @@ def read_file(
         if max_bytes is not None and opened.st_size > max_bytes:
             raise too_large(str(path), opened.st_size, max_bytes)
         with os.fdopen(fd, "rb", closefd=False) as fh:
+            if head is not None:
+                return FileBytes(path, fh.read(head))
             if max_bytes is None:
                 data = fh.read()
             else:  # its size and one byte more, and while it grows up to the limit
@@ -260,13 +281,13 @@ def _without_comments(text: str) -> str:
 
 
 def load_markdown(file: FileBytes) -> LoadedDocument:
-    whole = normalize_text(_decode_text(file))
+    whole = normalize_text(decode_text(file))
     meta_title, body = _front_matter_title(whole)
     body = _without_comments(body)
     text = body if body is whole else normalize_text(body)  # (without front matter: done)
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
-    title = meta_title or markdown_title(text) or file.path.stem
+    title = meta_title or markdown_title(text) or file.stem
     return LoadedDocument(
         title=title,
         text=text,
@@ -276,80 +297,44 @@ def load_markdown(file: FileBytes) -> LoadedDocument:
 
 
 def load_plain_text(file: FileBytes) -> LoadedDocument:
-    text = normalize_text(_decode_text(file))
+    text = normalize_text(decode_text(file))
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
     return LoadedDocument(
-        title=file.path.stem, text=text, mime="text/plain", sections=(Section(0, len(text)),)
+        title=file.stem, text=text, mime="text/plain", sections=(Section(0, len(text)),)
     )
 
 
 def load_pdf(file: FileBytes) -> LoadedDocument:
     """Clean text per page (see :mod:`tether.ingest.pdf`); a page is at least its own
-    section, so every chunk keeps its page number, and the outline titles the sections."""
+    section, so every chunk keeps its page number, and the outline titles the sections.
+    Scanned pages are read by OCR: ``metadata["ocr_pages"]`` counts them, and
+    ``metadata["warnings"]`` says which were left out and why."""
     pdf = read_pdf(file.data, str(file.path))
+    metadata: dict[str, Any] = {"ocr_pages": len(pdf.ocr_pages)} if pdf.ocr_pages else {}
+    if pdf.warnings:
+        metadata["warnings"] = list(pdf.warnings)
     return LoadedDocument(
-        title=pdf.title or file.path.stem,
+        title=pdf.title or file.stem,
         text=pdf.text,
         mime="application/pdf",
         sections=pdf.sections,
         page_labels=pdf.page_labels,
         dropped_pages=pdf.dropped_pages,
+        metadata=metadata,
     )
 
 
 def load_html(file: FileBytes) -> LoadedDocument:
-    title, text, headings = html_document(_decode_text(file))
+    title, text, headings = html_document(decode_text(file))
     if not text:
         raise EmptyDocument(str(file.path), "the page has no visible text")
     if not title:
         h1 = next((h.title for h in headings if h.level == 1), None)
-        title = h1 or file.path.stem
+        title = h1 or file.stem
     return LoadedDocument(
         title=title,
         text=text,
         mime="text/html",
         sections=tuple(heading_sections(text, headings)),
-    )
-
-
-LOADERS: dict[str, Callable[[FileBytes], LoadedDocument]] = {
-    ".md": load_markdown,
-    ".markdown": load_markdown,
-    ".txt": load_plain_text,
-    ".text": load_plain_text,
-    ".pdf": load_pdf,
-    ".html": load_html,
-    ".htm": load_html,
-    ".xhtml": load_html,
-}
-
-
-def supported_extensions() -> list[str]:
-    return sorted(LOADERS)
-
-
-def load_path(path: Path) -> LoadedDocument:
-    """Load one file with the loader for its extension, from one read (:func:`read_file`)."""
-    if path.suffix.lower() not in LOADERS:
-        if path.is_dir():
-            raise UnreadableFile(str(path), "is a directory, not a file")
-        raise _unsupported(path)
-    return load_file(read_file(path))
-
-
-def load_file(file: FileBytes) -> LoadedDocument:
-    """Load a file already read, with the loader for its extension; its size is that of
-    the bytes loaded."""
-    loader = LOADERS.get(file.path.suffix.lower())
-    if loader is None:
-        raise _unsupported(file.path)
-    return replace(loader(file), file_size=file.size)
-
-
-def _unsupported(path: Path) -> UnsupportedFileType:
-    return UnsupportedFileType(
-        str(path),
-        f"tether cannot read {path.suffix or 'extensionless'!s} files; supported:"
-        f" {', '.join(supported_extensions())}",
     )

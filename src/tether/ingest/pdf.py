@@ -35,6 +35,11 @@ work linear in the number of pages:
    ``"Chapter 2 > Installation"``, as for Markdown headings.
 5. Printed page labels (``reader.page_labels``), where they differ from the physical
    page number: front matter "i", "ii", appendix "A-1".
+6. Scanned pages, read first: a page whose text layer has fewer than
+   :data:`MIN_LAYER_CHARS` visible characters and that holds a scan (an image of
+   :data:`MIN_SCAN_PIXELS` or more) is read by OCR (:mod:`tether.ingest.ocr_engine`,
+   ``rag.ocr``), its text then cleaned as any page's. A scan over the page timeout, too
+   large or unreadable leaves its page out, with a warning (``PdfText.warnings``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import io
 import logging
 import math
 import re
+import time
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
@@ -50,8 +56,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import EmptyDocument, UnreadableFile
+from tether.errors import EmptyDocument, UnreadableFile, UnsupportedFileType
 from tether.ingest.chunking import Heading, Section, heading_sections
+from tether.ingest.ocr_engine import (
+    PageTimedOut,
+    check_pixels,
+    current_options,
+    ocr_image,
+    ocr_off_advice,
+)
 from tether.text import normalize_text
 
 if TYPE_CHECKING:
@@ -84,6 +97,9 @@ class PdfText:
     sections: tuple[Section, ...]
     page_labels: dict[int, str]
     dropped_pages: tuple[int, ...]
+    #: The pages read by OCR (scans without a text layer), and what went wrong on others.
+    ocr_pages: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,9 +115,10 @@ def read_pdf(data: bytes, source: str) -> PdfText:
     Raises UnreadableFile for a file pypdf cannot read, EmptyDocument for one without text.
     """
     reader, raw_pages, meta_title = _open(data, source)
-    pages = [normalize_text(page).split("\n") for page in raw_pages]
+    scans = read_scans(reader, raw_pages, source)
+    pages = [normalize_text(page).split("\n") for page in scans.pages]
     if not any(_filled(lines) for lines in pages):
-        raise EmptyDocument(source, "the PDF has no text layer (a scan?); run OCR on it first")
+        raise EmptyDocument(source, scans.no_text())
     labels = _page_labels(reader, source) or [str(n) for n in range(1, len(pages) + 1)]
     stripped = strip_furniture(pages, labels)
     pages = stripped if any(_filled(lines) for lines in stripped) else pages
@@ -117,10 +134,10 @@ def read_pdf(data: bytes, source: str) -> PdfText:
     left_out = set(dropped)
     texts = ["" if n in left_out else "\n".join(ls) for n, ls in enumerate(pages, start=1)]
     texts = [normalize_text(t) for t in dehyphenate_pages(texts)]
-    text, spans = _join_pages(texts)
+    text, spans = join_pages(texts)
     sections = titled_sections(text, spans, _outline(reader, source))
     printed = {n: label for n, label in enumerate(labels, start=1) if label != str(n)}
-    return PdfText(meta_title, text, tuple(sections), printed, dropped)
+    return PdfText(meta_title, text, tuple(sections), printed, dropped, scans.read, scans.warnings)
 
 
 def _open(data: bytes, source: str) -> tuple[PdfReader, list[str], str]:
@@ -316,7 +333,7 @@ def dehyphenate_pages(texts: list[str]) -> list[str]:
 # -- 4. sections ----------------------------------------------------------------------------
 
 
-def _join_pages(texts: list[str]) -> tuple[str, list[Section]]:
+def join_pages(texts: list[str]) -> tuple[str, list[Section]]:
     """The document text (pages joined by a blank line) and one untitled span per page."""
     parts: list[str] = []
     spans: list[Section] = []
@@ -441,3 +458,130 @@ def _page_labels(reader: PdfReader, source: str) -> list[str]:
         logger.debug("%s: page labels not readable (%s)", source, exc)
         return []
     return labels if len(labels) == len(reader.pages) else []
+
+
+# -- 6. scanned pages -----------------------------------------------------------------------
+
+#: A page with fewer visible characters in its text layer is read by OCR, if it holds a scan.
+MIN_LAYER_CHARS = 32
+#: An image of fewer pixels is no scan of a page (a logo, a rule).
+MIN_SCAN_PIXELS = 100_000
+#: Images of one page read at most (a page scanned in strips has a few), and XObjects
+#: looked at to find them (forms nest, and may refer to each other).
+MAX_SCANS_PER_PAGE = 4
+MAX_XOBJECTS = 200
+
+
+@dataclass(frozen=True)
+class Scans:
+    """Every page's text, read by OCR where the page is a scan: ``read`` are those pages,
+    ``scanned`` how many pages without a text layer held a scan, ``warnings`` what went
+    wrong on the others."""
+
+    pages: list[str]
+    read: tuple[int, ...] = ()
+    scanned: int = 0
+    warnings: tuple[str, ...] = ()
+    ocr_off: bool = False
+
+    def no_text(self) -> str:
+        """Why the PDF has no text at all."""
+        if self.ocr_off:
+            return f"the PDF has no text layer (a scan?), and {ocr_off_advice()}"
+        if self.warnings:
+            return f"the PDF has no text layer, and OCR read none: {'; '.join(self.warnings[:3])}"
+        if self.scanned:
+            return f"the PDF has no text layer, and OCR found no text on its {self.scanned} scans"
+        return "the PDF has no text layer, and no page of it is a scanned image"
+
+
+def read_scans(reader: PdfReader, pages: list[str], source: str) -> Scans:
+    """``pages`` (the text layer of each page), with the text OCR reads on the scans of
+    the pages that have (almost) none."""
+    bare = [n for n, text in enumerate(pages, start=1) if _visible(text) < MIN_LAYER_CHARS]
+    options = current_options()
+    if not bare or not options.enabled:
+        return Scans(pages, ocr_off=not options.enabled)
+    texts, read, warnings, scanned = list(pages), [], [], 0
+    for number in bare:
+        try:
+            text = _ocr_page(reader.pages[number - 1], source, number, len(pages))
+        except PageTimedOut as exc:
+            warnings.append(str(exc))
+            continue
+        except UnsupportedFileType as exc:  # no RapidOCR: the text layer is all there is
+            warnings.append(f"scanned pages not read: {exc.reason}")
+            break
+        except UnreadableFile as exc:  # a scan too large, or one the engine failed on
+            warnings.append(f"page {number}: {exc.reason}; left out")
+            continue
+        scanned += text is not None
+        if text:  # after what little text layer it has: a caption, a scanner's stamp
+            texts[number - 1] = f"{pages[number - 1].strip()}\n{text}".strip()
+            read.append(number)
+    for warning in warnings:
+        logger.warning("%s: %s", source, warning)
+    return Scans(texts, tuple(read), scanned, tuple(warnings))
+
+
+def _visible(text: str) -> int:
+    return sum(1 for c in text if not c.isspace())
+
+
+def _ocr_page(page: Any, source: str, number: int, count: int) -> str | None:
+    """The OCR text of the scans on ``page`` (within one page's time in all), or None
+    when it holds none."""
+    try:
+        keys = _scan_keys(page, source)
+    except (UnreadableFile, MemoryError):
+        raise
+    except Exception as exc:  # a broken resource dictionary: no scan to be found
+        logger.debug("%s: page %d: images not listed (%s)", source, number, exc)
+        return None
+    if not keys:
+        return None
+    deadline = time.monotonic() + current_options().page_timeout
+    parts = []
+    for key in keys:
+        try:
+            image = page.images[key].image
+        except MemoryError:
+            raise
+        except Exception as exc:  # a filter pypdf lacks (JBIG2 without jbig2dec), ...
+            logger.debug("%s: page %d: image %s not decodable (%s)", source, number, key, exc)
+            continue
+        if image is not None:
+            timeout = max(deadline - time.monotonic(), 0.001)
+            parts.append(ocr_image(image, source, number, page_count=count, timeout=timeout))
+    return "\n".join(parts)
+
+
+def _scan_keys(page: Any, source: str) -> list[Any]:
+    """The keys in ``page.images`` of its scans: images of :data:`MIN_SCAN_PIXELS` and at
+    least a quarter of the largest's, as their dictionaries declare them (nothing is
+    decoded); :class:`UnreadableFile` for one too large to decode."""
+    found: list[tuple[tuple[str, ...], int]] = []
+    forms: list[tuple[tuple[str, ...], Any]] = [((), page)]
+    seen = 0
+    while forms and seen < MAX_XOBJECTS:
+        path, holder = forms.pop(0)
+        xobjects = _resolved(_resolved(holder.get("/Resources")) or {}).get("/XObject")
+        for name, ref in (_resolved(xobjects) or {}).items():
+            seen += 1
+            obj = _resolved(ref)
+            if not isinstance(obj, dict) or seen > MAX_XOBJECTS:
+                continue
+            if obj.get("/Subtype") == "/Image":
+                width, height = (int(_resolved(obj.get(key)) or 0) for key in ("/Width", "/Height"))
+                check_pixels(width, height, source, what="it holds an image")
+                found.append(((*path, str(name)), width * height))
+            elif obj.get("/Subtype") == "/Form" and len(path) < 3:
+                forms.append(((*path, str(name)), obj))
+    largest = max((pixels for _, pixels in found), default=0)
+    keys = [k for k, px in found if px >= max(MIN_SCAN_PIXELS, largest // 4)]
+    return [k[0] if len(k) == 1 else k for k in keys[:MAX_SCANS_PER_PAGE]]
+
+
+def _resolved(value: Any) -> Any:
+    """``value`` with an indirect reference followed."""
+    return value.get_object() if hasattr(value, "get_object") else value

@@ -9,13 +9,16 @@ first results (and progress) come sooner.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArgument
 from tether.models import Tags
+
+if TYPE_CHECKING:
+    from tether.ingest.loaders import FileBytes
 
 TEXT_MIMES = ("text/plain", "text/markdown")
 
@@ -144,3 +147,19 @@ def _size(item: Source) -> int:
         return os.path.getsize(item.path)
     except OSError:
         return 0
+
+
+def attachment_sources(source: Source, attachments: Sequence[FileBytes]) -> list[Source]:
+    """The files inside ``source`` that are documents of their own, as sources with its
+    tags and status (named ``<file>#<name>``, or ``<its key>#<name>``)."""
+    key = source.source if isinstance(source, PathSource) else None
+    return [
+        PathSource(
+            file.path,
+            tags=source.tags,
+            status=source.status,
+            content=file.data,
+            source=None if key is None else f"{key}#{file.path.name.rpartition('#')[2]}",
+        )
+        for file in attachments
+    ]

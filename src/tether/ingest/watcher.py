@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument, UnreadableFile
+from tether.ingest.formats import by_extension, sniff
 from tether.ingest.indexer import Indexer
 from tether.ingest.loaders import FileBytes, OutsideFolder, read_file
 from tether.ingest.sources import PathSource, smallest_first
@@ -57,7 +58,6 @@ from tether.store import RegistryEntry, utcnow
 
 logger = logging.getLogger("tether.watch")
 
-SUPPORTED = frozenset({".md", ".markdown", ".txt", ".pdf", ".html", ".htm"})
 MAX_RETRIES = 3
 GROUP_BYTES = 64 << 20  # the most file bytes a pass holds, read, before indexing them
 
@@ -74,6 +74,10 @@ class SyncReport:
     refused: list[str] = field(default_factory=list)
     unsettled: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # failed before; retry not due yet
+    #: Files of no format tether reads (by name or content): left alone, not registered.
+    unsupported: list[str] = field(default_factory=list)
+    #: Why each failed file failed.
+    errors: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +89,8 @@ class SyncReport:
             "refused": self.refused,
             "unsettled": self.unsettled,
             "waiting": self.waiting,
+            "unsupported": self.unsupported,
+            "errors": self.errors,
         }
 
 
@@ -153,10 +159,13 @@ class LibrarySync:
             if resolved is None:
                 report.refused.append(str(path))
                 continue
-            if resolved.is_file() and resolved.suffix.lower() in SUPPORTED:
+            if resolved.is_file():
                 files[resolved] = None
         for resolved in self._settled(list(files), report):
             key = str(resolved)
+            if not self._readable(resolved):
+                report.unsupported.append(key)  # (its name and its content say nothing)
+                continue
             try:
                 file = read_file(
                     resolved, within=self.root, max_bytes=self.indexer.rag.max_file_bytes
@@ -168,6 +177,7 @@ class LibrarySync:
             except UnreadableFile as exc:
                 self._failed(key, registered.get(key), str(exc))
                 report.failed.append(key)
+                report.errors[key] = exc.reason
                 continue
             self.store.upsert_registry(key, last_seen_at=now, workspace_id=self.workspace_id)
             yield file
@@ -243,7 +253,8 @@ class LibrarySync:
         files, sources = [files[i] for i in order], [sources[i] for i in order]
         placement = self.indexer.place(self.workspace_id, None)
         results = self.indexer.add(sources, placement, on_error="collect")
-        for file, result in zip(files, results, strict=True):
+        # (Past the files: their attachments' results, kept with the file that holds them.)
+        for file, result in zip(files, results[: len(files)], strict=True):
             key, digest = str(file.path), file.sha256
             if result.error is None:
                 self.store.upsert_registry(
@@ -263,6 +274,7 @@ class LibrarySync:
                     row = None  # new content: the retry count starts again
                 self._failed(key, row, str(result.error), digest)
                 report.failed.append(key)
+                report.errors[key] = getattr(result.error, "reason", str(result.error))
 
     def _failed(
         self, key: str, row: RegistryEntry | None, error: str, digest: str | None = None
@@ -284,6 +296,17 @@ class LibrarySync:
 
     # -- checks ---------------------------------------------------------------------------
 
+    def _readable(self, path: Path) -> bool:
+        """Whether ``path`` is of a format tether reads: by its name, else by its first
+        bytes (a file that cannot be read is left to the full read to report)."""
+        if by_extension(path) is not None:
+            return True
+        try:
+            head = read_file(path, within=self.root, head=4096)
+        except UnreadableFile:
+            return True
+        return sniff(head.data) is not None
+
     def _expand(self, touched: set[Path]) -> list[Path]:
         """Touched paths, with a touched folder (say, one moved in) standing for its files."""
         out: set[Path] = set()
@@ -299,7 +322,7 @@ class LibrarySync:
         for dirpath, dirnames, filenames in os.walk(top or self.root, followlinks=False):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for name in filenames:
-                if not name.startswith(".") and Path(name).suffix.lower() in SUPPORTED:
+                if not name.startswith("."):
                     out.append(Path(dirpath) / name)
         return sorted(out)
 

@@ -44,15 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import IngestError, LoadLimitExceeded, UnreadableFile
-from tether.ingest.loaders import (
-    LOADERS,
-    FileBytes,
-    LoadedDocument,
-    load_file,
-    load_path,
-    read_file,
-    too_large,
-)
+from tether.ingest.formats import by_extension, format_of, load_file, load_path
+from tether.ingest.loaders import FileBytes, LoadedDocument, read_file, too_large
+from tether.ingest.ocr_engine import OcrOptions, configure
 from tether.ingest.sources import PathSource, Source
 
 #: Text, Markdown and HTML files up to this size load in the indexing process.
@@ -86,16 +80,17 @@ serve(conn, limits)
 
 def loads_in_process(path: Path, size: int) -> bool:
     """Whether a file of ``size`` bytes at ``path`` is loaded in the indexing process
-    rather than in a worker.
+    rather than in a worker, as far as its name says.
 
-    Text, Markdown and HTML files up to :data:`INLINE_BYTES` (1 MiB) are: their loaders
-    are linear in the file (1 MiB of text: 50 ms, Markdown: 160 ms, 6 MB at most), so
-    they cannot be made to hang, and a batch of notes starts no process at all (500
-    small notes: 1.1 s either way; through workers, 1.9 s). A PDF always goes to a
-    worker (its few kB can inflate to any amount of work), and so does any larger file.
-    A file of no known type is refused at once, here."""
-    suffix = path.suffix.lower()
-    return suffix not in LOADERS or (suffix != ".pdf" and size <= INLINE_BYTES)
+    Text, Markdown, HTML and source files up to :data:`INLINE_BYTES` (1 MiB) are: their
+    loaders are linear in the file (1 MiB of text: 50 ms, Markdown: 160 ms, 6 MB at
+    most), so they cannot be made to hang, and a batch of notes starts no process at all
+    (500 small notes: 1.1 s either way; through workers, 1.9 s). A PDF, an Office file,
+    an e-book or an image always goes to a worker (its few kB can inflate to any amount
+    of work), and so does any larger file. A file whose name says nothing is read here
+    and goes where its content says (:func:`load_path_source`)."""
+    found = by_extension(path)
+    return found is not None and found.inline and size <= INLINE_BYTES
 
 
 def timed_out(source: str, timeout: float, how: str) -> LoadLimitExceeded:
@@ -112,9 +107,13 @@ class LoaderPool:
     docstring). ``load`` may be called from several threads at once, each call using a
     worker of its own; ``close`` kills them all, busy or not."""
 
-    def __init__(self, *, timeout: float, memory_mb: int) -> None:
+    def __init__(
+        self, *, timeout: float, memory_mb: int, ocr: bool = True, ocr_page_timeout: float = 60.0
+    ) -> None:
         self.timeout = timeout
         self.memory_mb = memory_mb
+        #: rag.ocr and rag.ocr_page_timeout, given to each worker.
+        self.ocr = OcrOptions(enabled=ocr, page_timeout=ocr_page_timeout)
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
@@ -143,6 +142,7 @@ class LoaderPool:
         """``file`` loaded by a worker: its document, or the loader's error raised here.
         A file stopped by the timeout or the memory limit is :class:`LoadLimitExceeded`."""
         if not SUPPORTED:
+            configure(self.ocr)  # (this process's options: the last pool's win)
             return load_file(file)
         try:
             worker = self._take()
@@ -185,7 +185,7 @@ class LoaderPool:
             return worker
 
     def _new_worker(self) -> _Worker:
-        return _Worker(timeout=self.timeout, memory_mb=self.memory_mb)
+        return _Worker(timeout=self.timeout, memory_mb=self.memory_mb, ocr=self.ocr)
 
     def _give_back(self, worker: _Worker) -> None:
         """Back to the idle workers; or, killed (or out of memory), to be reaped at
@@ -206,7 +206,7 @@ class LoaderPool:
 class _Worker:
     """One worker process, and the socket that carries its files and documents."""
 
-    def __init__(self, *, timeout: float, memory_mb: int) -> None:
+    def __init__(self, *, timeout: float, memory_mb: int, ocr: OcrOptions) -> None:
         self.timeout = timeout
         self.memory_mb = memory_mb
         ours, theirs = socket.socketpair()
@@ -217,7 +217,11 @@ class _Worker:
                 stdin=subprocess.DEVNULL,
             )
         self.conn = Connection(ours.detach())
-        self.conn.send((sys.path, _PACKAGES, (memory_mb * 2**20, timeout + ORPHAN_GRACE)))
+        # Plain values only: unpickling a tether class would import tether before the
+        # worker has set up its bare packages.
+        ocr_limits = (ocr.enabled, ocr.page_timeout)
+        limits = (memory_mb * 2**20, timeout + ORPHAN_GRACE, ocr_limits)
+        self.conn.send((sys.path, _PACKAGES, limits))
         self.ready = False
         self.healthy = True
 
@@ -310,15 +314,17 @@ class _Worker:
 # -- in the worker ---------------------------------------------------------------------------
 
 
-def serve(conn: Connection, limits: tuple[int, float]) -> None:
+def serve(conn: Connection, limits: tuple[int, float, tuple[bool, float]]) -> None:
     """The worker's loop: a path and its bytes in, a reply out, until the pool goes.
-    ``limits``: the bytes of memory it may use, and the seconds a file may take before
-    it ends itself (the pool kills it sooner, unless the pool is gone).
+    ``limits``: the bytes of memory it may use, the seconds a file may take before it
+    ends itself (the pool kills it sooner, unless the pool is gone), and its OCR options
+    (``rag.ocr``, ``rag.ocr_page_timeout``; the engine is loaded by the first scan).
 
     Out of memory, it replies so if it still can, and goes (a worker that ran out may be
     in any state: the pool starts another); when it cannot even reply, it goes quietly,
     and the pool reads its death as the memory limit."""
-    memory, seconds = limits
+    memory, seconds, (ocr, page_timeout) = limits
+    configure(OcrOptions(enabled=ocr, page_timeout=page_timeout))
     _limit_memory(memory)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the pool's to handle
     conn.send("ready")
@@ -389,28 +395,28 @@ def load_path_source(
     the bytes the source brings, read by the caller; the path is then taken as given).
 
     A file over ``max_bytes`` (``rag.max_file_bytes``) fails before it is read. Small text
-    files load here, PDFs and larger files in a worker process (:func:`loads_in_process`).
+    files load here, PDFs and larger files in a worker process (:func:`loads_in_process`);
+    a file whose name says nothing goes where its content says.
     """
     if source.content is not None:
         path = Path(source.path).expanduser().absolute()
-        file = FileBytes(path, source.content)
-        if _in_process(path, file.size, max_bytes):
-            return path, load_file(file)
-        if file.size > max_bytes:
-            raise too_large(str(path), file.size, max_bytes)
-        return path, loaders.load(file)
+        return path, load_bytes(FileBytes(path, source.content), loaders, max_bytes)
     resolved = Path(source.path).expanduser().resolve()
     size = _file_size(resolved)
-    if size is None or _in_process(resolved, size, max_bytes):
+    if size is None or (size <= max_bytes and loads_in_process(resolved, size)):
         return resolved, load_path(resolved)  # (which says what is wrong with the path)
-    return resolved, loaders.load(read_file(resolved, max_bytes=max_bytes))
+    return resolved, load_bytes(read_file(resolved, max_bytes=max_bytes), loaders, max_bytes)
 
 
-def _in_process(path: Path, size: int, max_bytes: int) -> bool:
-    """Whether to load ``path`` in this process: a small text file within ``max_bytes``,
-    or a file of no known type (which fails as such, whatever its size)."""
-    unknown = path.suffix.lower() not in LOADERS
-    return loads_in_process(path, size) and (size <= max_bytes or unknown)
+def load_bytes(file: FileBytes, loaders: LoaderPool, max_bytes: int) -> LoadedDocument:
+    """``file`` loaded here when it is small text (by its name, else its content), else
+    by a worker; a file of no format tether reads fails here, whatever its size."""
+    found = format_of(file.path, file.data)
+    if file.size > max_bytes:
+        raise too_large(str(file.path), file.size, max_bytes)
+    if found.inline and file.size <= INLINE_BYTES:
+        return load_file(file)
+    return loaders.load(file)
 
 
 def _file_size(path: Path) -> int | None:
@@ -421,13 +427,14 @@ def _file_size(path: Path) -> int | None:
 
 
 def loads_in_worker(source: Source, max_bytes: int) -> bool:
-    """Whether ``source`` will be loaded by a worker process (as far as its size says
-    now), so that the batch starts workers for it at once."""
+    """Whether ``source`` will be loaded by a worker process (as far as its name and size
+    say now), so that the batch starts workers for it at once."""
     if not isinstance(source, PathSource):
         return False
     path = Path(source.path).expanduser()
     size = len(source.content) if source.content is not None else _file_size(path)
-    return size is not None and size <= max_bytes and not _in_process(path, size, max_bytes)
+    known = by_extension(path) is not None
+    return size is not None and size <= max_bytes and known and not loads_in_process(path, size)
 
 
 class InlineExecutor:

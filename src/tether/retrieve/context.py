@@ -66,7 +66,10 @@ def _header(number: int, group: list[Candidate]) -> str:
     if first.section_title and first.section_title != first.title:
         label += f" — {_cut(first.section_title)}"
     pages = sorted({(c.hit.page, c.hit.page_label or "") for c in group if c.hit.page is not None})
-    if pages:
+    if pages and pages[0][1].startswith("slide "):  # a presentation's page is a slide
+        first, last = pages[0][0], pages[-1][0]
+        label += f" (slide {first})" if first == last else f" (slides {first}-{last})"
+    elif pages:
         (first_page, first_label), (last_page, last_label) = pages[0], pages[-1]
         one = first_page == last_page
         span = (

@@ -16,12 +16,14 @@ import dataclasses
 import shutil
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
 from tether import Access
+from tether.ingest.formats import FORMATS, format_of
 from tether.models import DocumentStatus
 from tether.server._auth import (
     document_view,
@@ -42,6 +44,7 @@ from tether.server._schemas import (
     DocumentOneOut,
     DocumentShownOut,
     DocumentsOut,
+    FormatsOut,
     IndexedOut,
     JobOneOut,
     LibraryOut,
@@ -270,6 +273,7 @@ async def upload_documents(
     try:
         with spool_failures(spool.root):
             await upload.receive(request)
+        await svc.read(_check_formats, upload.files)  # 415 before anything is indexed
         form = upload.form()
         workspace_id, session_id = await svc.read(
             writable_placement, tether, caller, form.workspace_id, form.session_id
@@ -300,6 +304,15 @@ async def upload_documents(
         response.status_code = 200
         return {"results": job_out(entry)["results"]}
     return {"job": job_out(entry)}
+
+
+def _check_formats(files: dict[Path, str]) -> None:
+    """:class:`UnsupportedFileType` (415) for the first uploaded file of no format tether
+    reads, by its name or else its first bytes."""
+    for path, name in files.items():
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+        format_of(name, head)
 
 
 # -- sessions and workspaces ----------------------------------------------------------------
@@ -443,6 +456,22 @@ async def me(caller: AccessDep) -> dict[str, Any]:
         "global_write": caller.admin or bool(key and key.global_write),
         "may_write": caller.may_write,
         "workspaces": None if caller.admin or key is None else list(key.workspaces),
+    }
+
+
+@router.get(
+    "/formats",
+    tags=["documents"],
+    summary="The kinds of file an upload may hold (any other is refused with 415)",
+    response_model=FormatsOut,
+    responses=ERRORS,
+)
+async def formats(caller: AccessDep) -> dict[str, Any]:
+    return {
+        "formats": [
+            {"name": f.name, "extensions": list(f.extensions), "mime": f.mime, "cites": f.cites}
+            for f in FORMATS
+        ]
     }
 
 

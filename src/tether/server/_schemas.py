@@ -269,6 +269,19 @@ class LibraryOut(BaseModel):
     files: list[RegistryEntry]
 
 
+class FileFormat(BaseModel):
+    """One kind of file tether reads."""
+
+    name: str
+    extensions: list[str]
+    mime: str
+    cites: str = Field(description="what a citation of it points at")
+
+
+class FormatsOut(BaseModel):
+    formats: list[FileFormat]
+
+
 class ErrorDetail(BaseModel):
     type: str
     message: str

@@ -319,6 +319,12 @@ async function fillDocuments(list, selected) {
 
 function uploadCard(selected, refresh) {
   const files = h("input", { type: "file", id: "upload-files", multiple: true, required: true });
+  const label = h("label", { for: "upload-files" }, "Files");
+  // What the server reads, from the table its loaders use (anything else is refused: 415).
+  api("/v1/formats").then(({ formats }) => {
+    label.textContent = `Files (${formats.map((f) => f.name).join(", ")})`;
+    files.accept = formats.flatMap((f) => f.extensions).join(",");
+  }).catch(() => {});
   const tags = h("input", { type: "text", id: "upload-tags", placeholder: '{"domain": "hr", "source_type": "guide"}' });
   const bar = h("progress", { max: 1, value: 0, hidden: true, "aria-label": "Indexing progress" });
   const line = h("div", { class: "small", id: "upload-status", "aria-live": "polite" });
@@ -326,7 +332,7 @@ function uploadCard(selected, refresh) {
   const form = h("form", { class: "card", id: "upload" },
     h("h2", {}, "Upload"),
     h("div", { class: "row" },
-      h("div", { class: "grow" }, h("label", { for: "upload-files" }, "Files (PDF, text, Markdown, HTML, DOCX)"), files),
+      h("div", { class: "grow" }, label, files),
       h("div", { class: "grow" }, h("label", { for: "upload-tags" }, "Tags (JSON, optional)"), tags),
       button),
     bar, line);

@@ -1,0 +1,332 @@
+"""What tether reads: one table of formats, each with the extensions that name it, what a
+citation of it points at and the library that reads it, and how a file is recognised by
+its content when its name does not say (an extensionless PDF is a PDF).
+
+The table is the one place this is written: the loaders, the library folder's scan, the
+service's upload check (415), the console's upload label and the README's formats table
+all read it. A format's loader is imported when a file of it is first loaded (in the
+worker process that loads it), so that reading a Word file costs nothing to a process
+that never sees one.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tether.errors import UnreadableFile, UnsupportedFileType
+from tether.ingest import loaders
+from tether.ingest.formats import _mimes
+from tether.ingest.loaders import FileBytes, LoadedDocument, read_file
+
+Loader = Callable[[FileBytes], LoadedDocument]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One kind of file tether reads."""
+
+    name: str
+    extensions: tuple[str, ...]
+    mime: str
+    #: The loader.
+    loader: Loader
+    #: What a citation of it points at.
+    cites: str
+    #: The library that reads it.
+    reader: str
+    #: Small files load in the indexing process (loaders linear in the file, that cannot
+    #: be made to hang); everything else loads in a worker process, under its limits.
+    inline: bool = False
+    #: The pip extra its reader comes with (None: tether's own dependencies).
+    extra: str | None = None
+
+    def load(self, file: FileBytes) -> LoadedDocument:
+        """``file`` read as this format (:class:`UnsupportedFileType` when the library
+        that reads it is not installed: its extra says which)."""
+        try:
+            return self.loader(file)
+        except ImportError as exc:
+            raise UnsupportedFileType(
+                str(file.path),
+                f"reading {self.name} files needs {self.reader}: pip install"
+                f" 'tether[{self.extra or 'formats'}]' ({exc})",
+            ) from exc
+
+
+def _docx(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.office import load_docx
+
+    return load_docx(file)
+
+
+def _odt(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.office import load_odt
+
+    return load_odt(file)
+
+
+def _pptx(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.office import load_pptx
+
+    return load_pptx(file)
+
+
+def _xlsx(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.tables import load_xlsx
+
+    return load_xlsx(file)
+
+
+def _csv(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.tables import load_csv
+
+    return load_csv(file)
+
+
+def _epub(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.ebook import load_epub
+
+    return load_epub(file)
+
+
+def _eml(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.mail import load_eml
+
+    return load_eml(file)
+
+
+def _mbox(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.mail import load_mbox
+
+    return load_mbox(file)
+
+
+def _json(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.data import load_json
+
+    return load_json(file)
+
+
+def _xml(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.data import load_xml
+
+    return load_xml(file)
+
+
+def _rst(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.data import load_rst
+
+    return load_rst(file)
+
+
+def _rtf(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.data import load_rtf
+
+    return load_rtf(file)
+
+
+def _image(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.ocr import load_image
+
+    return load_image(file)
+
+
+#: Source code and configuration read as plain text (a citation points at the file).
+CODE_EXTENSIONS = (
+    ".py", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".c", ".h", ".cc", ".cpp",
+    ".hpp", ".cs", ".go", ".rs", ".rb", ".php", ".swift", ".scala", ".sh", ".bash", ".ps1",
+    ".sql", ".r", ".lua", ".pl", ".css", ".scss", ".yaml", ".yml", ".toml", ".ini", ".cfg",
+    ".conf", ".tex", ".log",
+)  # fmt: skip
+
+FORMATS: tuple[Format, ...] = (
+    Format("PDF", (".pdf",), "application/pdf", loaders.load_pdf,
+           "page (its printed label)", "pypdf; scanned pages: RapidOCR"),
+    Format("Markdown", (".md", ".markdown"), "text/markdown", loaders.load_markdown,
+           "section (heading path)", "tether", inline=True),
+    Format("Plain text", (".txt", ".text"), "text/plain", loaders.load_plain_text,
+           "file", "tether", inline=True),
+    Format("HTML", (".html", ".htm", ".xhtml"), "text/html", loaders.load_html,
+           "section (heading path)", "tether (main content only)", inline=True),
+    Format("Word", (".docx",),
+           _mimes.DOCX,
+           _docx, "section (heading path)", "python-docx",
+           extra="formats"),
+    Format("OpenDocument text", (".odt",), _mimes.ODT,
+           _odt, "section (heading path)", "odfpy", extra="formats"),
+    Format("PowerPoint", (".pptx",),
+           _mimes.PPTX,
+           _pptx, "slide (its title as section)", "python-pptx",
+           extra="formats"),
+    Format("Excel", (".xlsx",),
+           _mimes.XLSX,
+           _xlsx, "sheet", "openpyxl", extra="formats"),
+    Format("CSV", (".csv",), _mimes.CSV, _csv, "file (rows)",
+           "Python's csv"),
+    Format("TSV", (".tsv", ".tab"), _mimes.TSV, _csv,
+           "file (rows)", "Python's csv"),
+    Format("EPUB", (".epub",), "application/epub+zip", _epub,
+           "chapter (section)", "tether (zip, XHTML, defusedxml)"),
+    Format("E-mail", (".eml",), "message/rfc822", _eml,
+           "message (attachments: their own documents)", "Python's email"),
+    Format("Mailbox", (".mbox",), "application/mbox", _mbox,
+           "message (section)", "Python's email"),
+    Format("JSON", (".json", ".jsonl", ".ndjson"), "application/json",
+           _json, "file (section per record)", "Python's json"),
+    Format("XML", (".xml",), "application/xml", _xml, "file",
+           "defusedxml"),
+    Format("reStructuredText", (".rst",), "text/x-rst", _rst,
+           "section (heading path)", "docutils", extra="formats"),
+    Format("RTF", (".rtf",), "application/rtf", _rtf, "file",
+           "striprtf", extra="formats"),
+    Format("Source code", CODE_EXTENSIONS, "text/plain", loaders.load_plain_text, "file",
+           "tether", inline=True),
+    Format("Image (scanned page)", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "image/*",
+           _image, "page (OCR)", "RapidOCR", extra="ocr"),
+)  # fmt: skip
+
+_BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}
+_BY_NAME = {f.name: f for f in FORMATS}
+
+
+def supported_extensions() -> list[str]:
+    """Every extension tether reads, sorted."""
+    return sorted(_BY_EXTENSION)
+
+
+def by_extension(path: str | Path) -> Format | None:
+    """The format ``path``'s extension names, or None."""
+    return _BY_EXTENSION.get(Path(path).suffix.lower())
+
+
+def format_of(path: str | Path, data: bytes) -> Format:
+    """The format of the file at ``path`` holding ``data``: the one its extension names,
+    else the one its content shows (:func:`sniff`); :class:`UnsupportedFileType`
+    otherwise."""
+    found = by_extension(path) or sniff(data)
+    if found is None:
+        suffix = Path(path).suffix
+        raise UnsupportedFileType(
+            str(path),
+            f"tether cannot read {suffix or 'this extensionless'} file (its content is not"
+            f" a format it knows); supported: {', '.join(supported_extensions())}",
+        )
+    return found
+
+
+def load_path(path: Path) -> LoadedDocument:
+    """Load one file, from one read (:func:`~tether.ingest.loaders.read_file`), with the
+    loader of its format."""
+    if path.is_dir():
+        raise UnreadableFile(str(path), "is a directory, not a file")
+    return load_file(read_file(path))
+
+
+def load_file(file: FileBytes) -> LoadedDocument:
+    """Load a file already read, with the loader of its format (by its extension, else
+    its content: :func:`format_of`); its size is that of the bytes loaded."""
+    return replace(format_of(file.path, file.data).load(file), file_size=file.size)
+
+
+def sniff(data: bytes) -> Format | None:
+    """The format ``data`` is, by its first bytes (and a zip file's table of contents),
+    or None. Text that is no known markup is plain text; binary data of no known
+    format is None."""
+    head = data[:4096]
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return _BY_NAME[name]
+    if head.startswith(b"PK\x03\x04"):
+        return _zipped(data)
+    text = _text_head(head)
+    if text is None:
+        return None
+    return _BY_NAME[_markup(text)]
+
+
+_MAGIC = (
+    (b"%PDF-", "PDF"),
+    (b"\x89PNG\r\n\x1a\n", "Image (scanned page)"),
+    (b"\xff\xd8\xff", "Image (scanned page)"),
+    (b"II*\x00", "Image (scanned page)"),
+    (b"MM\x00*", "Image (scanned page)"),
+    (b"{\\rtf", "RTF"),
+)
+
+#: A zip file's ``mimetype`` member (OpenDocument, EPUB), or the part it must hold (OOXML).
+_ZIP_MIMETYPES = {
+    b"application/epub+zip": "EPUB",
+    b"application/vnd.oasis.opendocument.text": "OpenDocument text",
+}
+_OOXML_PARTS = (("word/document.xml", "Word"), ("ppt/presentation.xml", "PowerPoint"),
+                ("xl/workbook.xml", "Excel"))  # fmt: skip
+
+
+def _zipped(data: bytes) -> Format | None:
+    """The format of a zip file, from its members' names (nothing is decompressed but
+    the few bytes of a ``mimetype`` member)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+            if "mimetype" in names and archive.getinfo("mimetype").file_size < 200:
+                name = _ZIP_MIMETYPES.get(archive.read("mimetype").strip())
+                return _BY_NAME[name] if name else None
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+    for part, name in _OOXML_PARTS:
+        if part in names:
+            return _BY_NAME[name]
+    return None
+
+
+def _text_head(head: bytes) -> str | None:
+    """``head`` as text when it is text (UTF-8, UTF-16 with its mark, or Windows-1252
+    without control bytes), else None."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return head.decode("utf-16", errors="ignore")
+    if b"\x00" in head:
+        return None
+    try:
+        return head.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":  # a character cut at the end of the head
+            return head[: exc.start].decode("utf-8-sig")
+    text = head.decode("cp1252", errors="replace")
+    odd = sum(1 for c in text if (ord(c) < 32 and c not in "\t\n\r\f") or c == "\ufffd")
+    return None if odd > len(text) // 100 else text
+
+
+_MAIL_HEADERS = ("from:", "to:", "subject:", "date:", "received:", "return-path:",
+                 "message-id:", "mime-version:", "delivered-to:")  # fmt: skip
+
+
+def _markup(text: str) -> str:
+    """Which text format ``text`` (a file's first 4 kB) is: HTML, XML, e-mail, a
+    mailbox, JSON, Markdown-free plain text."""
+    start = text.lstrip("\ufeff \t\r\n")[:512].lower()
+    if start.startswith(("<!doctype html", "<html")) or "<html" in start[:256]:
+        return "HTML"
+    if start.startswith("<?xml"):
+        return "HTML" if "<html" in start else "XML"
+    if text.startswith("From ") and "\n" in text:
+        return "Mailbox"
+    lines = [line.lower() for line in text.splitlines()[:20] if line.strip()]
+    if len(lines) >= 2 and sum(line.startswith(_MAIL_HEADERS) for line in lines[:8]) >= 2:
+        return "E-mail"
+    if start.startswith(("{", "[")):
+        return "JSON"
+    return "Plain text"
+
+
+def markdown_table() -> str:
+    """The formats as a Markdown table (the README's, which a test keeps equal to it)."""
+    rows = ["| format | files | a citation points at | read by |", "| --- | --- | --- | --- |"]
+    for f in FORMATS:
+        names = ", ".join(f"`{e}`" for e in f.extensions)
+        reader = f.reader if f.extra is None else f"{f.reader} (extra `{f.extra}`)"
+        rows.append(f"| {f.name} | {names} | {f.cites} | {reader} |")
+    return "\n".join(rows)

@@ -1,0 +1,239 @@
+"""Data and markup files: JSON (and JSON Lines), XML, reStructuredText and RTF, written as
+real files in tmp_path and read through the format table, hostile ones included (a
+billion laughs, an external entity, a 100,000-deep JSON array, an ``.. include::`` of
+/etc/passwd)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tether import EmptyDocument, UnreadableFile
+from tether.ingest import LoadedDocument, load_path, normalize_text
+from tether.ingest.formats import data
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+def titled(doc: LoadedDocument) -> list[tuple[str | None, str]]:
+    """Each section's title and text; the text is normalized and the sections cover it
+    in order."""
+    assert normalize_text(doc.text) == doc.text
+    assert all(a.end <= b.start for a, b in zip(doc.sections, doc.sections[1:], strict=False))
+    assert doc.sections[-1].end <= len(doc.text)
+    return [(s.title, doc.text[s.start : s.end].strip()) for s in doc.sections]
+
+
+# -- JSON ---------------------------------------------------------------------------------
+
+
+def test_a_json_object_is_a_section_per_top_level_key_with_flattened_lines(
+    tmp_path: Path,
+) -> None:
+    config = {
+        "name": "harbour-light",
+        "server": {"host": "lamp.example.org", "ports": [80, 443], "tls": True, "proxy": None},
+        "keepers": [{"name": "Ana", "shifts": ["night"]}, {"name": "Ben", "shifts": []}],
+    }
+    doc = load_path(write(tmp_path / "config.json", json.dumps(config, indent=2)))
+    assert doc.title == "config" and doc.mime == "application/json"
+    assert titled(doc) == [
+        ("name", "name: harbour-light"),
+        (
+            "server",
+            "server.host: lamp.example.org\nserver.ports: 80, 443\nserver.tls: true\n"
+            "server.proxy: null",
+        ),
+        ("keepers", "keepers.name: Ana\nkeepers.shifts: night\n\nkeepers.name: Ben"),
+    ]
+
+
+def test_a_json_list_is_a_section_per_item(tmp_path: Path) -> None:
+    items = [{"id": 1, "text": "fog horn"}, {"id": 2, "text": "lamp oil"}, "a bare note"]
+    doc = load_path(write(tmp_path / "items.json", json.dumps(items)))
+    assert titled(doc) == [
+        ("item 1", "id: 1\ntext: fog horn"),
+        ("item 2", "id: 2\ntext: lamp oil"),
+        ("item 3", "a bare note"),
+    ]
+
+
+def test_json_lines_are_a_section_per_line_and_a_damaged_line_is_skipped_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    lines = '{"event": "lit", "at": "dusk"}\n\n{"event": "trimmed"\n{"event": "out"}\n'
+    doc = load_path(write(tmp_path / "log.jsonl", lines))
+    assert titled(doc) == [("line 1", "event: lit\nat: dusk"), ("line 4", "event: out")]
+    assert doc.metadata["warnings"] == ["1 lines are not valid JSON and were skipped (3)"]
+
+
+def test_json_records_past_the_limit_are_left_out_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(data, "MAX_RECORDS", 2)
+    doc = load_path(write(tmp_path / "log.ndjson", "\n".join(f'{{"n": {n}}}' for n in range(5))))
+    assert [s.title for s in doc.sections] == ["line 1", "line 2"]
+    assert doc.metadata["warnings"] == ["only the first 2 records were read"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[" * 100_000 + "]" * 100_000,  # past the parser's own recursion limit
+        "[" * 60 + "1" + "]" * 60,  # parses, but nests past MAX_DEPTH
+        '{"a": ',
+    ],
+    ids=["100k-deep", "past-the-depth-limit", "damaged"],
+)
+def test_deep_or_damaged_json_is_unreadable_not_a_crash(tmp_path: Path, content: str) -> None:
+    with pytest.raises(UnreadableFile):
+        load_path(write(tmp_path / "bad.json", content))
+
+
+def test_json_with_no_text_is_an_empty_document(tmp_path: Path) -> None:
+    with pytest.raises(EmptyDocument):
+        load_path(write(tmp_path / "empty.json", '{"a": {}, "b": []}'))
+
+
+# -- XML ----------------------------------------------------------------------------------
+
+
+CATALOG = """<?xml version="1.0" encoding="UTF-8"?>
+<catalog xmlns="urn:example:catalog">
+  <title>Harbour Library</title>
+  <book id="bk1">
+    <title>Keeping the Light</title>
+    <author>Ana Ribeiro</author>
+    <summary>A long account of a winter spent trimming wicks and polishing the great
+    lens of the northern lighthouse, written by the keeper who stayed on alone.</summary>
+  </book>
+  <book>
+    <author>Ben Okafor</author>
+  </book>
+</catalog>
+"""
+
+
+def test_xml_is_a_section_per_child_of_the_root_with_names_as_context(tmp_path: Path) -> None:
+    doc = load_path(write(tmp_path / "catalog.xml", CATALOG))
+    assert doc.title == "Harbour Library" and doc.mime == "application/xml"
+    sections = titled(doc)
+    assert [title for title, _ in sections] == ["title 1", "book: Keeping the Light", "book 3"]
+    assert sections[1][1].startswith("book: id=bk1\ntitle: Keeping the Light\nauthor: Ana")
+    assert "trimming wicks and polishing the great\nlens" in sections[1][1]
+    assert sections[2][1] == "author: Ben Okafor"
+
+
+BILLION_LAUGHS = """<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<lolz>&lol9;</lolz>
+"""
+EXTERNAL_ENTITY = """<?xml version="1.0"?>
+<!DOCTYPE note [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+<note>&secret;</note>
+"""
+
+
+@pytest.mark.parametrize("content", [BILLION_LAUGHS, EXTERNAL_ENTITY], ids=["laughs", "xxe"])
+def test_xml_declaring_entities_is_refused_quickly(tmp_path: Path, content: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(UnreadableFile, match="declares entities"):
+        load_path(write(tmp_path / "hostile.xml", content))
+    assert time.monotonic() - started < 2
+
+
+def test_damaged_xml_is_unreadable(tmp_path: Path) -> None:
+    with pytest.raises(UnreadableFile, match="damaged XML"):
+        load_path(write(tmp_path / "cut.xml", "<catalog><book>Half"))
+
+
+# -- reStructuredText ---------------------------------------------------------------------
+
+
+GUIDE = """\
+============
+Keeper Guide
+============
+
+:Author: Ana Ribeiro
+
+The guide for new keepers.
+
+Lighting
+========
+
+Light the lamp at dusk::
+
+    def light(lamp):
+        lamp.wick.trim()
+            return lamp
+
+- check the oil
+- polish the lens
+
+Weather
+-------
+
+=========  ========
+Wind       Action
+=========  ========
+gale       stay in
+calm       paint
+=========  ========
+"""
+
+
+def test_rst_sections_are_nested_headings_with_code_lists_and_table_rows(tmp_path: Path) -> None:
+    doc = load_path(write(tmp_path / "guide.rst", GUIDE))
+    assert doc.title == "Keeper Guide" and doc.mime == "text/x-rst"
+    sections = titled(doc)
+    assert [title for title, _ in sections] == [
+        "Keeper Guide",
+        "Keeper Guide > Lighting",
+        "Keeper Guide > Lighting > Weather",
+    ]
+    assert "author: Ana Ribeiro" in sections[0][1]
+    lighting = sections[1][1]
+    assert "def light(lamp):\n    lamp.wick.trim()\n        return lamp" in lighting
+    assert "- check the oil\n- polish the lens" in lighting
+    assert sections[2][1] == "Weather\n\nWind | Action\ngale | stay in\ncalm | paint"
+
+
+def test_rst_cannot_include_files_or_raw_markup(tmp_path: Path) -> None:
+    hostile = (
+        "Title\n=====\n\nBefore.\n\n.. include:: /etc/passwd\n\n"
+        ".. raw:: html\n   :file: /etc/passwd\n\n.. raw:: html\n\n   <script>x</script>\n\n"
+        ".. csv-table:: T\n   :file: /etc/passwd\n\nAfter.\n"
+    )
+    doc = load_path(write(tmp_path / "hostile.rst", hostile))
+    assert "root:" not in doc.text and "<script>" not in doc.text
+    assert "Before." in doc.text and "After." in doc.text
+
+
+# -- RTF ----------------------------------------------------------------------------------
+
+
+def test_rtf_is_its_text_in_one_section(tmp_path: Path) -> None:
+    rtf = (
+        rb"{\rtf1\ansi\ansicpg1252{\fonttbl\f0\fswiss Helvetica;}\f0\pard "
+        rb"The keeper\'92s log: caf\'e9 closed.\par Second line \u8364? euro.\par}"
+    )
+    doc = load_path(write(tmp_path / "log.rtf", rtf))
+    assert doc.title == "log" and doc.mime == "application/rtf"
+    assert titled(doc) == [(None, "The keeper’s log: café closed.\nSecond line € euro.")]

@@ -1,0 +1,285 @@
+"""Scanned pages read by OCR: images (PNG, JPEG, multi-page TIFF) and PDFs without a text
+layer, through the real RapidOCR engine and a real store.
+
+Every scan is made in the test: text rendered with Pillow on a white page, turned by one
+degree and sprinkled with noise, saved as the scanner would (a JPEG inside the PDF).
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from helpers import make_settings
+from tether import EmptyDocument, Tether, UnreadableFile, UnsupportedFileType
+from tether.ingest.formats import load_path
+from tether.ingest.formats.ocr import load_image
+from tether.ingest.loaders import FileBytes
+from tether.ingest.ocr_engine import reading_order
+
+pytest.importorskip("rapidocr_onnxruntime", reason="the ocr extra installs RapidOCR")
+
+FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+#: The scanned pages: (file, page) -> lines. Each question's answer is on one page only.
+PAGES = {
+    ("pump.png", 1): [
+        "Coolant pump",
+        "Prime the coolant pump with glycol before the first start.",
+        "The pump impeller is made of bronze.",
+    ],
+    ("valve.jpg", 1): [
+        "Valve maintenance",
+        "Torque the valve seat bolts to 45 newton metres.",
+        "Lap the valve faces with fine carborundum paste.",
+    ],
+    ("manual.tiff", 1): [
+        "Air filter",
+        "Replace the air filter cartridge every 300 operating hours.",
+    ],
+    ("manual.tiff", 2): [
+        "Battery storage",
+        "Store the spare battery in a dry cellar above five degrees.",
+    ],
+    ("scan.pdf", 1): [
+        "Hydraulic hoses",
+        "Inspect each hydraulic hose for cracks every spring.",
+    ],
+    ("scan.pdf", 2): [
+        "Humidifier",
+        "Fill the humidifier tank with distilled water only.",
+    ],
+    ("scan.pdf", 3): [
+        "Spare parts",
+        "Order spare gaskets from the depot in Rotterdam.",
+        "Warranty claims quote the serial number from the rear plate.",
+    ],
+}
+
+#: (question, the snippet that answers it, the file and page it is on).
+QUESTIONS = [
+    ("What must the coolant pump be primed with?", "glycol", ("pump.png", 1)),
+    ("What is the pump impeller made of?", "bronze", ("pump.png", 1)),
+    ("How tight are the valve seat bolts torqued?", "45 newton metres", ("valve.jpg", 1)),
+    ("What paste laps the valve faces?", "carborundum paste", ("valve.jpg", 1)),
+    ("How often is the air filter cartridge replaced?", "300 operating hours", ("manual.tiff", 1)),
+    ("Where is the spare battery stored?", "dry cellar", ("manual.tiff", 2)),
+    ("When is each hydraulic hose inspected for cracks?", "every spring", ("scan.pdf", 1)),
+    ("What water fills the humidifier tank?", "distilled water", ("scan.pdf", 2)),
+    ("Where are spare gaskets ordered from?", "Rotterdam", ("scan.pdf", 3)),
+    ("Which number do warranty claims quote?", "serial number", ("scan.pdf", 3)),
+]
+
+
+def font(size: int = 28) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    if FONT.exists():
+        return ImageFont.truetype(str(FONT), size)
+    return ImageFont.load_default(size=size)
+
+
+def scanned_page(lines: list[str], seed: int = 0) -> Image.Image:
+    """A half A4 page at 150 dpi with ``lines`` on it, as a scanner gives it back: turned
+    by one degree, with specks of noise."""
+    page = Image.new("L", (1240, 877), 255)
+    draw = ImageDraw.Draw(page)
+    for number, line in enumerate(lines):
+        draw.text((100, 90 + 56 * number), line, font=font(), fill=0)
+    page = page.rotate(1, resample=Image.Resampling.BICUBIC, fillcolor=255)
+    rng = random.Random(seed)
+    pixels = page.load()
+    for _ in range(2500):
+        pixels[rng.randrange(page.width), rng.randrange(page.height)] = rng.randrange(256)
+    return page
+
+
+def page_images(name: str) -> list[Image.Image]:
+    numbers = sorted(page for file, page in PAGES if file == name)
+    return [scanned_page(PAGES[name, n], seed=n) for n in numbers]
+
+
+def write_scans(folder: Path) -> list[Path]:
+    """The scanned files of :data:`PAGES`: a PNG, a JPEG, a 2-page TIFF, a 3-page PDF."""
+    png, jpeg, tiff, pdf = (
+        folder / n for n in ("pump.png", "valve.jpg", "manual.tiff", "scan.pdf")
+    )
+    page_images("pump.png")[0].save(png)
+    page_images("valve.jpg")[0].convert("RGB").save(jpeg, quality=80)
+    first, *rest = page_images("manual.tiff")
+    first.save(tiff, save_all=True, append_images=rest, compression="tiff_lzw")
+    write_scanned_pdf(pdf, page_images("scan.pdf"))
+    return [png, jpeg, tiff, pdf]
+
+
+def write_scanned_pdf(path: Path, pages: list[Image.Image]) -> Path:
+    """An image-only PDF, one scan per page (as a JPEG, as scanners write them)."""
+    first, *rest = [page.convert("RGB") for page in pages]
+    first.save(path, "PDF", resolution=150, save_all=True, append_images=rest)
+    return path
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_scans(tmp_path_factory.mktemp("scans"))
+
+
+@pytest.fixture(scope="module")
+def library(scans: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tether]:
+    """A store with every scan added (one loader process: one engine, two cores). Made
+    before the autouse fixture turns embeddings off, so it says so itself."""
+    db = tmp_path_factory.mktemp("db") / "t.db"
+    settings = make_settings(convert_workers=1, embeddings={"enabled": False})
+    with Tether(db=db, settings=settings) as t:
+        results = t.add(scans)
+        assert [r.status for r in results] == ["indexed"] * len(scans)
+        yield t
+
+
+# -- the scans, read ------------------------------------------------------------------------
+
+
+def test_questions_find_their_answers_on_the_scanned_pages(library: Tether) -> None:
+    found = [snippet for q, snippet, _ in QUESTIONS if snippet in library.retrieve(q).context]
+    rate = len(found) / len(QUESTIONS)
+    print(f"OCR question hit rate: {len(found)}/{len(QUESTIONS)}")
+    assert rate >= 0.9, f"answers found for {found}"
+
+
+@pytest.mark.parametrize(("question", "snippet", "where"), QUESTIONS[::2])
+def test_a_hit_cites_the_scanned_page(
+    library: Tether, question: str, snippet: str, where: tuple[str, int]
+) -> None:
+    hits = [hit for hit in library.search(question, scope="global") if snippet in hit.text]
+    assert hits
+    assert {(Path(hit.source_path or "").name, hit.page) for hit in hits} == {where}
+
+
+def test_each_image_type_has_its_own_mime_type_and_pages(library: Tether) -> None:
+    documents = {Path(d.source_path or "").name: d for d in library.documents()}
+    mimes = {name: documents[name].mime for name in documents}
+    assert mimes == {
+        "pump.png": "image/png",
+        "valve.jpg": "image/jpeg",
+        "manual.tiff": "image/tiff",
+        "scan.pdf": "application/pdf",
+    }
+    assert documents["manual.tiff"].title == "manual"
+    assert documents["scan.pdf"].metadata["ocr_pages"] == 3
+    assert documents["manual.tiff"].metadata["ocr_pages"] == 2
+    pages = {c.page for c in library.chunks(documents["manual.tiff"].id)}
+    assert pages == {1, 2}
+
+
+def test_lines_come_out_in_reading_order(scans: list[Path]) -> None:
+    doc = load_path(scans[0])
+    assert doc.text.split("\n") == PAGES["pump.png", 1]
+    assert [(s.start, s.end, s.page) for s in doc.sections] == [(0, len(doc.text), 1)]
+
+
+def test_reading_order_joins_boxes_of_one_line_left_to_right() -> None:
+    def box(left: float, top: float, right: float, bottom: float) -> list[list[float]]:
+        return [[left, top], [right, top], [right, bottom], [left, bottom]]
+
+    results = [
+        [box(600, 102, 900, 134), "Date: 2024", 0.9],  # the right half of line 1, a bit lower
+        [box(100, 200, 500, 232), "second line", 0.95],
+        [box(100, 100, 400, 132), "Name: Alice", 0.99],
+        [box(100, 300, 500, 332), "smudge", 0.2],  # below the confidence kept
+    ]
+    assert reading_order(results) == ["Name: Alice Date: 2024", "second line"]
+
+
+# -- off, too large, too slow ---------------------------------------------------------------
+
+
+def test_with_ocr_off_an_image_fails_typed_and_a_scan_says_to_turn_it_on(
+    scans: list[Path], tmp_path: Path
+) -> None:
+    with Tether(db=tmp_path / "t.db", settings=make_settings(ocr=False)) as t:
+        image, pdf = t.add([scans[0], scans[3]], on_error="collect")
+    assert isinstance(image.error, UnsupportedFileType)
+    assert "rag.ocr = true" in str(image.error)
+    assert isinstance(pdf.error, EmptyDocument)
+    assert "OCR is off: set rag.ocr = true" in str(pdf.error)
+
+
+@pytest.mark.parametrize("size", [(30000, 30000), (9000, 7000)])
+def test_a_decompression_bomb_fails_typed_and_fast(tmp_path: Path, size: tuple[int, int]) -> None:
+    """900 megapixels (past Pillow's own bound) and 63 (past tether's, 60) in a few kB."""
+    bomb = tmp_path / "bomb.png"
+    Image.new("1", size, 1).save(bomb, optimize=True)
+    assert bomb.stat().st_size < 1_000_000
+    started = time.monotonic()
+    with pytest.raises(UnreadableFile, match="decompression bomb"):
+        load_image(FileBytes(bomb, bomb.read_bytes()))
+    assert time.monotonic() - started < 2.0
+
+
+def test_an_image_that_is_not_one_fails_typed(tmp_path: Path) -> None:
+    fake = FileBytes(tmp_path / "photo.jpg", b"\xff\xd8\xff" + b"not a JPEG" * 10)
+    with pytest.raises(UnreadableFile, match="not a readable image"):
+        load_image(fake)
+
+
+def test_a_blank_scan_is_an_empty_document(tmp_path: Path) -> None:
+    blank = tmp_path / "blank.png"
+    scanned_page([]).save(blank)
+    with pytest.raises(EmptyDocument, match="OCR read no text"):
+        load_image(FileBytes(blank, blank.read_bytes()))
+
+
+def test_a_page_over_the_ocr_timeout_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    """A PDF whose first page has a text layer and whose second is a scan: with a page
+    timeout no OCR can meet, the scan is left out and said so; the text page stays."""
+    from fpdf import FPDF
+
+    scan = tmp_path / "scan.png"
+    scanned_page(PAGES["scan.pdf", 1]).convert("RGB").save(scan)
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 6, "The preface explains how the maintenance log is kept. " * 3)
+    pdf.add_page()
+    pdf.image(str(scan), x=0, y=0, w=210)
+    pdf.output(str(tmp_path / "mixed.pdf"))
+    settings = make_settings(ocr_page_timeout=0.001)
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        [result] = t.add(tmp_path / "mixed.pdf")
+        [document] = t.documents()
+        assert {c.page for c in t.chunks(result.document_id)} == {1}
+    [warning] = document.metadata["warnings"]
+    assert warning.startswith("page 2: OCR took longer than 0.001 s (rag.ocr_page_timeout)")
+    assert "ocr_pages" not in document.metadata
+
+
+def test_pages_of_a_tiff_are_numbered_from_one(tmp_path: Path) -> None:
+    path = tmp_path / "two.tif"
+    first, second = (scanned_page([f"Page {word} of the ledger"]) for word in ("alpha", "beta"))
+    first.save(path, save_all=True, append_images=[second])
+    doc = load_image(FileBytes(path, path.read_bytes()))
+    pages = {doc.text[s.start : s.end]: s.page for s in doc.sections}
+    assert pages == {"Page alpha of the ledger": 1, "Page beta of the ledger": 2}
+    assert doc.mime == "image/tiff"
+
+
+def test_a_page_scanned_upside_down_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "turned.png"
+    scanned_page(PAGES["scan.pdf", 3] + ["Keep the receipts for ten years."]).rotate(180).save(path)
+    doc = load_image(FileBytes(path, path.read_bytes()))
+    assert "Order spare gaskets from the depot in Rotterdam." in doc.text.split("\n")
+
+
+def test_a_large_scan_is_read(tmp_path: Path) -> None:
+    """An A4 page at 300 dpi (3508 px long): text is looked for on a smaller copy, each
+    line read from the full page."""
+    page = Image.new("L", (2480, 3508), 255)
+    ImageDraw.Draw(page).text((300, 400), "Ledger of the north mill", font=font(56), fill=0)
+    buffer = io.BytesIO()
+    page.save(buffer, "PNG")
+    doc = load_image(FileBytes(tmp_path / "a4.png", buffer.getvalue()))
+    assert doc.text == "Ledger of the north mill"
