@@ -656,13 +656,15 @@ def test_scan_indexes_new_skips_unchanged_reindexes_changed_deletes_removed(
     b = write(root / "notes" / "b.txt", "Bauxite mining notes, first draft.")
     c = write(root / "c.html", "<html><body><h1>Calcite</h1><p>Calcite crystals.</p></body></html>")
     d = make_pdf(root / "d.pdf", ["Dolerite dyke survey."])
-    write(root / "ignored.csv", "not,a,supported,file")
+    ignored = root / "ignored.bin"
+    ignored.write_bytes(bytes(range(256)) * 4)
     write(root / ".hidden.md", "# Hidden\n\nhiddenword")
     lib = store.library(root, settle=0, backoff=0)
 
     first = lib.scan()
     assert sorted(first.indexed) == sorted(str(p) for p in (a, b, c, d))
     assert first.failed == first.refused == first.unsettled == first.deleted == []
+    assert first.unsupported == [str(ignored)]  # listed, left alone
     documents = store.documents(workspace_id=GLOBAL_WORKSPACE)
     assert len(documents) == 4
     assert store.search("hiddenword", scope="global", mode="lexical") == []
