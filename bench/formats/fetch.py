@@ -59,6 +59,7 @@ _mf = _load_manuals_fetch()
 DebPin = _mf.DebPin
 FetchError = _mf.FetchError
 sha256_file = _mf.sha256_file
+verify_file = _mf.verify_file
 log = _mf.log
 EXIT_OK: int = _mf.EXIT_OK
 EXIT_CHECK_FAILED: int = _mf.EXIT_CHECK_FAILED
@@ -241,7 +242,7 @@ def all_files() -> list[tuple[Package, RealFile]]:
 
 def fetch_package(package: Package, dest: Path, deb_dir: Path | None) -> str:
     """Bring every file of ``package`` into ``dest``; a one-line status."""
-    todo = [f for f in package.files if not _mf.verify_file(dest / f.name, f.sha256)[0]]
+    todo = [f for f in package.files if not verify_file(dest / f.name, f.sha256)[0]]
     if not todo:
         return f"{len(package.files)} file(s) already present"
     name = package.pin.name
@@ -274,7 +275,7 @@ def fetch_all(dest: Path, deb_dir: Path | None) -> int:
 def check_all(dest: Path) -> int:
     bad = 0
     for _package, f in all_files():
-        ok, why = _mf.verify_file(dest / f.name, f.sha256)
+        ok, why = verify_file(dest / f.name, f.sha256)
         print(f"{'OK  ' if ok else 'FAIL'} {f.format:18s} {dest / f.name}: {why}")
         bad += not ok
     if bad:

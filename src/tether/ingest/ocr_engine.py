@@ -31,6 +31,7 @@ import math
 import re
 import threading
 import time
+import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,10 @@ MIN_CONFIDENCE = 0.5
 MAX_SIDE = 2000
 #: The height a line of text is cut at for the recognizer, in pixels.
 LINE_HEIGHT = 48
+#: A blank gap in a line at least this share of the line's height, and this many times
+#: the typical gap between its letters, is a space between words.
+WORD_GAP = 0.28
+WORD_GAP_RATIO = 2.5
 #: Pixels an image may have (a 60-megapixel page is A4 at 900 dpi); more: a bomb.
 MAX_PIXELS = 60_000_000
 #: Frames of a TIFF file read at most.
@@ -183,10 +188,74 @@ def _read_upright(ocr: Any, image: Image, stop: threading.Event) -> list[tuple[A
             break
         quad = [(float(x) / scale, float(y) / scale) for x, y in box]
         line = _line_image(image, quad)
-        result, _ = ocr(line, use_det=False, use_cls=False) if line is not None else (None, None)
-        if result:
-            found.append((quad, str(result[0][0]), float(result[0][1])))
+        read = _recognise(ocr, line) if line is not None else None
+        if read is not None and read[0]:
+            found.append((quad, *read))
     return found
+
+
+def _recognise(ocr: Any, line: Image) -> tuple[str, float] | None:
+    """The text of one line image and its confidence, with the spaces between its words
+    put back where the image shows them (:func:`_with_spaces`)."""
+    import numpy as np
+
+    pixels = np.asarray(line)[:, :, ::-1]  # (RapidOCR reads BGR, as OpenCV does)
+    results, _ = ocr.text_rec([pixels], True)
+    if not results:
+        return None
+    text, score, frames = results[0]
+    return unicodedata.normalize("NFKC", _with_spaces(line, str(text), frames)), float(score)
+
+
+def _with_spaces(line: Image, text: str, frames: Sequence[Any]) -> str:
+    """``text`` with a space between two characters wherever the line image has a blank
+    gap wider than a word space between them.
+
+    RapidOCR's recogniser (trained mostly on text set without spaces) drops many of the
+    spaces of printed English ("Noglobalvariables"), which lexical search cannot match.
+    Each character comes with the column of the model's output it was read at; the line
+    image's blank runs of columns (no ink from top to bottom) of at least
+    :data:`WORD_GAP` of the line's height, and :data:`WORD_GAP_RATIO` times the typical
+    gap between letters, are the word spaces. Measured on scanned pages of real manuals
+    (``bench/ocr_manuals.py``)."""
+    import numpy as np
+
+    columns, words, positions = frames[0], frames[1], frames[2]
+    chars = [c for word in words for c in word]
+    at = [p for word in positions for p in word]
+    if len(chars) != len(at) or not columns:
+        return text
+    ink = np.asarray(line.convert("L")) < 140
+    height, width = ink.shape
+    gaps = _blank_runs(ink.sum(axis=0) <= 1)
+    if not gaps:
+        return text
+    wide = max(WORD_GAP * height, WORD_GAP_RATIO * median(end - start for start, end in gaps))
+    spaces = [(start + end) / 2 for start, end in gaps if end - start >= wide]
+    scale = width / columns
+    out: list[str] = []
+    previous = None
+    for char, column in zip(chars, at, strict=True):
+        x = (column + 0.5) * scale
+        apart = previous is not None and any(previous < s < x for s in spaces)
+        if apart and char != " " and out and out[-1] != " ":
+            out.append(" ")
+        out.append(char)
+        previous = x
+    return "".join(out)
+
+
+def _blank_runs(blank: Any) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of blank columns between two inked ones."""
+    runs, start = [], None
+    for x, empty in enumerate(blank.tolist()):
+        if empty and start is None:
+            start = x
+        elif not empty and start is not None:
+            if start > 0:
+                runs.append((start, x))
+            start = None
+    return runs
 
 
 def _line_image(image: Image, quad: list[tuple[float, float]]) -> Image | None:
