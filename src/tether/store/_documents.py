@@ -59,21 +59,7 @@ def _insert_chunks(
         raise ValueError(f"{len(vectors.blobs)} vectors for {len(chunks)} chunks")
     ids = []
     for c in chunks:
-        cur = conn.execute(
-            _INSERT_CHUNK,
-            (
-                document_id,
-                c.ordinal,
-                c.content,
-                c.section_title,
-                c.token_count,
-                c.char_start,
-                c.char_end,
-                c.page,
-                c.content_hash,
-                c.page_label,
-            ),
-        )
+        cur = conn.execute(_INSERT_CHUNK, _rows.new_chunk(document_id, c))
         ids.append(cur.lastrowid)
     if vectors is not None:
         conn.executemany(

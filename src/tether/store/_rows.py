@@ -10,7 +10,7 @@ from typing import Any
 from tether.models import Document, Hit, Tags
 from tether.store._paths import read_path
 from tether.store.dialect import Dialect
-from tether.store.records import AuditEntry, CandidateRow, RegistryEntry
+from tether.store.records import AuditEntry, CandidateRow, NewChunk, RegistryEntry
 
 
 def document_columns(dialect: Dialect) -> str:
@@ -104,3 +104,20 @@ def audit_params(entry: AuditEntry) -> list[Any]:
     for name in _AUDIT_JSON:
         values[name] = json.dumps(values[name], sort_keys=True)
     return list(values.values())
+
+
+def new_chunk(document_id: str, c: NewChunk) -> tuple[Any, ...]:
+    """The values of a chunk's row as both backends insert it (after them, PostgreSQL's
+    own full-text columns)."""
+    return (
+        document_id,
+        c.ordinal,
+        c.content,
+        c.section_title,
+        c.token_count,
+        c.char_start,
+        c.char_end,
+        c.page,
+        c.content_hash,
+        c.page_label,
+    )

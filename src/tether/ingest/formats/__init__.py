@@ -262,8 +262,11 @@ _ZIP_MIMETYPES = {
     b"application/epub+zip": "EPUB",
     b"application/vnd.oasis.opendocument.text": "OpenDocument text",
 }
-_OOXML_PARTS = (("word/document.xml", "Word"), ("ppt/presentation.xml", "PowerPoint"),
-                ("xl/workbook.xml", "Excel"))  # fmt: skip
+_OOXML_PARTS = (
+    ("word/document.xml", "Word"),
+    ("ppt/presentation.xml", "PowerPoint"),
+    ("xl/workbook.xml", "Excel"),
+)
 
 
 def _zipped(data: bytes) -> Format | None:
@@ -300,8 +303,17 @@ def _text_head(head: bytes) -> str | None:
     return None if odd > len(text) // 100 else text
 
 
-_MAIL_HEADERS = ("from:", "to:", "subject:", "date:", "received:", "return-path:",
-                 "message-id:", "mime-version:", "delivered-to:")  # fmt: skip
+_MAIL_HEADERS = (
+    "from:",
+    "to:",
+    "subject:",
+    "date:",
+    "received:",
+    "return-path:",
+    "message-id:",
+    "mime-version:",
+    "delivered-to:",
+)
 
 
 def _markup(text: str) -> str:

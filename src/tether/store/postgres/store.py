@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tether.models import Exclusions, Filters, Scope
+from tether.store import _rows
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
 from tether.store._embeddings import (
@@ -85,22 +86,7 @@ def _insert_chunks(
     rows = []
     for c in chunks:
         terms, text = index_text(c.content, c.section_title)
-        rows.append(
-            (
-                document_id,
-                c.ordinal,
-                c.content,
-                c.section_title,
-                c.token_count,
-                c.char_start,
-                c.char_end,
-                c.page,
-                c.content_hash,
-                c.page_label,
-                terms,
-                text,
-            )
-        )
+        rows.append((*_rows.new_chunk(document_id, c), terms, text))
     ids: list[int] = []
     with conn.raw.cursor() as cur:
         cur.executemany(_INSERT_CHUNK, rows, returning=True)
