@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArgument
+from tether.ingest.formats import by_extension, sniff
 from tether.models import Tags
 
 if TYPE_CHECKING:
@@ -151,8 +152,11 @@ def _size(item: Source) -> int:
 
 def attachment_sources(source: Source, attachments: Sequence[FileBytes]) -> list[Source]:
     """The files inside ``source`` that are documents of their own, as sources with its
-    tags and status (named ``<file>#<name>``, or ``<its key>#<name>``)."""
+    tags and status (named ``<file>#<name>``, or ``<its key>#<name>``): those of a format
+    tether reads, by their name or their content (a ``.zip`` attached to a message is
+    left out, not failed)."""
     key = source.source if isinstance(source, PathSource) else None
+    attachments = [f for f in attachments if by_extension(f.path) or sniff(f.data)]
     return [
         PathSource(
             file.path,

@@ -118,6 +118,8 @@ def _package(archive: zipfile.ZipFile, source: str) -> _Package:
         member, media_type, _ = entry
         if member == nav or (media_type and media_type not in _XHTML):
             continue
+        if member in chapters or member in missing:
+            continue  # a file listed once per part of it (``ch3.xhtml#s2``): read it once
         (chapters if member in names else missing).append(member)
     title = next((one_line(e.text or "") for e in _elements(root, "title") if e.text), "")
     return _Package(title, tuple(chapters), nav, ncx, tuple(missing))

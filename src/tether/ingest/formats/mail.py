@@ -8,8 +8,9 @@ own, named ``<message file>#<attachment name>`` (the indexer indexes it as a doc
 its own type): names lose path separators and control characters and are cut to
 :data:`MAX_NAME_CHARS`; at most :data:`MAX_ATTACHMENTS` attachments and
 :data:`MAX_ATTACHMENT_BYTES` bytes of them are kept from one file, past which they are
-skipped with a warning. Images shown inside an HTML body (with a ``Content-ID``) are no
-attachments.
+skipped with a warning. An image shown inside an HTML body (with a ``Content-ID``) is
+one only when it is at least :data:`INLINE_IMAGE_BYTES` long: a screenshot, or the
+message itself set as a picture, is read (by OCR); a logo or an icon is not.
 
 A mailbox is split at its ``From `` lines (mboxo and mboxrd: ``>From `` lines in a body
 are unescaped) and each message read as above, a section each, titled
@@ -45,6 +46,8 @@ logger = logging.getLogger("tether.ingest")
 MAX_ATTACHMENTS = 100
 #: Bytes of attachments kept from one file.
 MAX_ATTACHMENT_BYTES = 256 * 2**20
+#: An image shown inside a body this long or longer is content (read by OCR), not a logo.
+INLINE_IMAGE_BYTES = 16 * 1024
 #: Messages read from one mailbox.
 MAX_MESSAGES = 10_000
 #: An attachment's name is cut to this many characters (its extension kept).
@@ -267,13 +270,16 @@ def _leaf_parts(message: EmailMessage) -> Iterator[EmailMessage]:
 
 def _attach(part: EmailMessage, attachments: _Attachments) -> None:
     """Keep ``part`` as an attachment when it is one: it has a file name (a message
-    attached whole: always), and it is not an image shown inside the body."""
+    attached whole: always), or it is an image shown inside the body that is large
+    enough to be content rather than decoration."""
     filename = part.get_filename()
     is_message = part.get_content_type() == "message/rfc822"
-    if not filename and not is_message:
-        return
     inline = part.get_content_disposition() != "attachment" and part.get("content-id")
     if part.get_content_maintype() == "image" and inline:
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes) or len(payload) < INLINE_IMAGE_BYTES:
+            return
+    elif not filename and not is_message:
         return
     if is_message:
         data = _message_bytes(part)

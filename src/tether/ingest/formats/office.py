@@ -371,6 +371,9 @@ class _OdfReader:
                     self.list(child, depth + 1)
                 elif child.qname == (TABLENS, "table"):
                     self.table(child)
+                elif child.qname == (TEXTNS, "h"):  # a numbered heading ("2.1 Install")
+                    level = _attribute(child, TEXTNS, "outline-level")
+                    self.heading(int(level) if level.isdigit() else depth + 1, child)
                 elif child.qname in _ODF_PARAGRAPHS:
                     text = self.inline(child).strip()
                     if text:

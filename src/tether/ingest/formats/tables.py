@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import logging
+import math
 import re
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -166,36 +168,32 @@ def table_lines(rows: Sequence[Sequence[str]], *, header: bool | None = None) ->
     return [record_line(rows[0], row) for row in rows[1:]]
 
 
+#: Rows looked at for the header: the first of them as wide as the table (notes and a
+#: title above it are narrower).
+HEADER_LOOKAHEAD = 20
+
+
 def record_lines(rows: Iterable[Sequence[str]], budget: RowBudget) -> Iterator[str]:
-    """A sheet's rows as lines: single-cell rows above the first row of two or more cells
-    as they are, that row as the header, each later row a :func:`record_line`. A sheet of
-    one column has its first row as the header. Stops when ``budget`` runs out."""
-    header: Sequence[str] | None = None
-    leading: list[Sequence[str]] = []  # single-cell rows before the header
-    records = 0
-    for cells in rows:
-        filled = sum(1 for cell in cells if cell)
-        if not filled:
-            continue
-        if header is None:
-            if filled == 1:
-                leading.append(cells)
-                continue
-            yield from (plain_line(row) for row in leading)
-            header, leading = cells, []
-            continue
+    """A sheet's rows as lines: the rows above its header as they are (a title, notes),
+    the header, then each later row a :func:`record_line`. The header is the first of
+    the first :data:`HEADER_LOOKAHEAD` rows with at least three quarters as many cells as
+    the widest of them (and two); a sheet of one column has its first row as the header.
+    Stops when ``budget`` runs out."""
+    rows = (cells for cells in rows if any(cells))
+    ahead = list(itertools.islice(rows, HEADER_LOOKAHEAD))
+    if not ahead:
+        return
+    widths = [sum(1 for cell in cells if cell) for cells in ahead]
+    wide = max(2, math.ceil(0.75 * max(widths))) if max(widths) > 1 else 1
+    at = next(i for i, width in enumerate(widths) if width >= wide)
+    yield from (plain_line(cells) for cells in ahead[:at])
+    header, records = ahead[at], 0
+    for cells in itertools.chain(ahead[at + 1 :], rows):
         if not budget.take():
             return
         records += 1
         yield record_line(header, cells)
-    if header is None and leading:  # one column: its first row is the header
-        header, *rest = leading
-        for cells in rest:
-            if not budget.take():
-                return
-            records += 1
-            yield record_line(header, cells)
-    if header is not None and not records:
+    if not records:
         yield plain_line(header)
 
 
@@ -326,6 +324,9 @@ def _read_sheets(workbook: Any, blocks: TextBlocks, budget: RowBudget) -> str | 
     """Each sheet's name as a heading and its rows as lines into ``blocks``; the name of
     the sheet where ``budget`` ran out, if it did."""
     for sheet in workbook.worksheets:
+        # A sheet's own record of its size can be wrong ("A1" for a whole table): read
+        # the rows it holds, not the ones it declares.
+        sheet.reset_dimensions()
         rows = sheet.iter_rows(max_col=MAX_COLUMNS, values_only=True)
         named = False
         for line in record_lines(([cell_text(v) for v in row] for row in rows), budget):
