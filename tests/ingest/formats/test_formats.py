@@ -228,3 +228,33 @@ def test_a_slide_is_cited_as_a_slide(tmp_path: Path) -> None:
         result = t.retrieve("How much does the kit cost?", scope="global", min_relevance=0.0)
     assert "(slide 2)" in result.context and "PDF page" not in result.context
     assert result.citations[0].page == 2
+
+
+def test_a_large_picture_inside_a_message_is_read_and_a_logo_is_not(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from tether.ingest.formats import load_file
+    from tether.ingest.formats.mail import image_pixels
+    from tether.ingest.loaders import FileBytes
+
+    def png(size: tuple[int, int]) -> bytes:
+        out = tmp_path / "i.png"
+        Image.new("L", size, 255).save(out)
+        return out.read_bytes()
+
+    def jpeg(size: tuple[int, int]) -> bytes:
+        out = tmp_path / "i.jpg"
+        Image.new("RGB", size, "white").save(out, "JPEG")
+        return out.read_bytes()
+
+    assert image_pixels(png((500, 400))) == 200_000 and image_pixels(jpeg((443, 246))) == 108_978
+    assert image_pixels(b"not an image") == 0
+    msg = email.message.EmailMessage()
+    msg["Subject"] = "Screenshot"
+    msg.set_content("See below.")
+    msg.add_alternative('<p>See below.</p><img src="cid:shot"><img src="cid:logo">', subtype="html")
+    html = msg.get_payload()[1]
+    html.add_related(png((500, 400)), "image", "png", cid="<shot>")
+    html.add_related(png((120, 40)), "image", "png", cid="<logo>")
+    loaded = load_file(FileBytes(tmp_path / "m.eml", bytes(msg)))
+    assert len(loaded.attachments) == 1  # the screenshot, not the logo

@@ -9,8 +9,9 @@ its own type): names lose path separators and control characters and are cut to
 :data:`MAX_NAME_CHARS`; at most :data:`MAX_ATTACHMENTS` attachments and
 :data:`MAX_ATTACHMENT_BYTES` bytes of them are kept from one file, past which they are
 skipped with a warning. An image shown inside an HTML body (with a ``Content-ID``) is
-one only when it is at least :data:`INLINE_IMAGE_BYTES` long: a screenshot, or the
-message itself set as a picture, is read (by OCR); a logo or an icon is not.
+one only when it has at least :data:`INLINE_IMAGE_PIXELS` pixels (by its header): a
+screenshot, or the message itself set as a picture, is read (by OCR); a logo, an icon or
+a tracking pixel is not.
 
 A mailbox is split at its ``From `` lines (mboxo and mboxrd: ``>From `` lines in a body
 are unescaped) and each message read as above, a section each, titled
@@ -46,8 +47,9 @@ logger = logging.getLogger("tether.ingest")
 MAX_ATTACHMENTS = 100
 #: Bytes of attachments kept from one file.
 MAX_ATTACHMENT_BYTES = 256 * 2**20
-#: An image shown inside a body this long or longer is content (read by OCR), not a logo.
-INLINE_IMAGE_BYTES = 16 * 1024
+#: An image shown inside a body this large or larger (400 x 250) is content (read by
+#: OCR), not a logo.
+INLINE_IMAGE_PIXELS = 100_000
 #: Messages read from one mailbox.
 MAX_MESSAGES = 10_000
 #: An attachment's name is cut to this many characters (its extension kept).
@@ -277,7 +279,7 @@ def _attach(part: EmailMessage, attachments: _Attachments) -> None:
     inline = part.get_content_disposition() != "attachment" and part.get("content-id")
     if part.get_content_maintype() == "image" and inline:
         payload = part.get_payload(decode=True)
-        if not isinstance(payload, bytes) or len(payload) < INLINE_IMAGE_BYTES:
+        if not isinstance(payload, bytes) or image_pixels(payload) < INLINE_IMAGE_PIXELS:
             return
     elif not filename and not is_message:
         return
@@ -323,3 +325,27 @@ def safe_name(name: str, fallback: str) -> str:
         extension = dot + extension if stem and len(extension) <= 16 else ""
         name = name[: MAX_NAME_CHARS - len(extension)].rstrip(" .") + extension
     return name
+
+
+def image_pixels(data: bytes) -> int:
+    """An image's width times height from its header (PNG, GIF, JPEG), 0 when it says
+    none: nothing is decoded."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big") * int.from_bytes(data[20:24], "big")
+    if data.startswith((b"GIF87a", b"GIF89a")) and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little") * int.from_bytes(data[8:10], "little")
+    if data.startswith(b"\xff\xd8"):
+        return _jpeg_pixels(data)
+    return 0
+
+
+def _jpeg_pixels(data: bytes) -> int:
+    """A JPEG's size from its first start-of-frame marker."""
+    at = 2
+    while at + 9 < len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], int.from_bytes(data[at + 2 : at + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height = int.from_bytes(data[at + 5 : at + 7], "big")
+            return height * int.from_bytes(data[at + 7 : at + 9], "big")
+        at += 2 + length
+    return 0
