@@ -57,10 +57,12 @@ MAX_SIDE = 1400
 MAX_LINE = 2400
 #: The height a line of text is cut at for the recognizer, in pixels.
 LINE_HEIGHT = 48
-#: A blank gap in a line at least this share of the line's height, and this many times
-#: the typical gap between its letters, is a space between words.
-WORD_GAP = 0.28
-WORD_GAP_RATIO = 2.5
+#: Word spaces on a line are its blank gaps that are clearly wider than the others (on
+#: average this many times), and at least this share of the line's height; a gap this
+#: share of the height or wider always is one.
+WORD_GAP_RATIO = 2.0
+MIN_WORD_GAP = 0.15
+WORD_GAP = 0.3
 #: Pixels an image may have (a 60-megapixel page is A4 at 900 dpi); more: a bomb.
 MAX_PIXELS = 60_000_000
 #: Frames of a TIFF file read at most.
@@ -231,10 +233,13 @@ def _with_spaces(line: Image, text: str, frames: Sequence[Any]) -> str:
         return text
     ink = np.asarray(line.convert("L")) < 140
     height, width = ink.shape
-    gaps = _blank_runs(ink.sum(axis=0) <= 1)
+    # Blank across the middle of the line: the edges may hold a neighbour line's
+    # descenders or ascenders (a skewed scan), which no word space has in its middle.
+    band = ink[height // 5 : height - height // 5]
+    gaps = _blank_runs(band.sum(axis=0) == 0)
     if not gaps:
         return text
-    wide = max(WORD_GAP * height, WORD_GAP_RATIO * median(end - start for start, end in gaps))
+    wide = _word_gap([end - start for start, end in gaps], height)
     spaces = [(start + end) / 2 for start, end in gaps if end - start >= wide]
     scale = width / columns
     out: list[str] = []
@@ -247,6 +252,27 @@ def _with_spaces(line: Image, text: str, frames: Sequence[Any]) -> str:
         out.append(char)
         previous = x
     return "".join(out)
+
+
+def _word_gap(widths: list[int], height: int) -> float:
+    """The narrowest blank gap that is a word space on a line ``height`` pixels high whose
+    blank gaps are ``widths``: where the gaps split best in two groups (letter gaps and
+    word spaces: the split of most variance between them), when the word spaces are
+    clearly wider (:data:`WORD_GAP_RATIO` times on average) and at least
+    :data:`MIN_WORD_GAP` of the height; else :data:`WORD_GAP` of the height (a line
+    of one word, or of letters that touch)."""
+    fallback = WORD_GAP * height
+    ordered = sorted(widths)
+    best, best_score = None, 0.0
+    for cut in range(1, len(ordered)):
+        low, high = ordered[:cut], ordered[cut:]
+        if ordered[cut] == ordered[cut - 1] or ordered[cut] < MIN_WORD_GAP * height:
+            continue
+        mean_low, mean_high = sum(low) / len(low), sum(high) / len(high)
+        score = len(low) * len(high) * (mean_high - mean_low) ** 2
+        if mean_high >= WORD_GAP_RATIO * max(mean_low, 1.0) and score > best_score:
+            best, best_score = float(ordered[cut]), score
+    return min(best, fallback) if best is not None else fallback
 
 
 def _blank_runs(blank: Any) -> list[tuple[int, int]]:
