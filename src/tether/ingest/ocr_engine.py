@@ -60,7 +60,7 @@ LINE_HEIGHT = 48
 #: Word spaces on a line are its blank gaps that are clearly wider than the others (on
 #: average this many times), and at least this share of the line's height; a gap this
 #: share of the height or wider always is one.
-WORD_GAP_RATIO = 2.0
+WORD_GAP_RATIO = 2.5
 MIN_WORD_GAP = 0.15
 WORD_GAP = 0.3
 #: Pixels an image may have (a 60-megapixel page is A4 at 900 dpi); more: a bomb.

@@ -63,8 +63,9 @@ def _cut(text: str) -> str:
 def _header(number: int, group: list[Candidate]) -> str:
     first = group[0].hit
     label = f"[{number}] {_cut(first.title)}"
-    if first.section_title and first.section_title != first.title:
-        label += f" — {_cut(first.section_title)}"
+    section = _section(group)
+    if section and section != first.title:
+        label += f" — {_cut(section)}"
     pages = sorted({(c.hit.page, c.hit.page_label or "") for c in group if c.hit.page is not None})
     if pages and pages[0][1].startswith("slide "):  # a presentation's page is a slide
         first, last = pages[0][0], pages[-1][0]
@@ -81,6 +82,12 @@ def _header(number: int, group: list[Candidate]) -> str:
             span += f", PDF page {first_page}" if one else f", PDF pages {first_page}-{last_page}"
         label += f" ({span})"
     return label
+
+
+def _section(group: list[Candidate]) -> str | None:
+    """The section a passage is cited by: that of its most relevant chunk (a passage of
+    neighbouring chunks may span sections; the answer is where the best of them is)."""
+    return max(group, key=lambda c: c.relevance).hit.section_title
 
 
 def _piece(previous: Candidate | None, c: Candidate) -> tuple[str, float]:
@@ -146,7 +153,7 @@ def _render(groups: list[list[Candidate]]) -> tuple[str, list[Citation], int]:
                 number=number,
                 document_id=first.document_id,
                 title=first.title,
-                section_title=first.section_title,
+                section_title=_section(group),
                 page=first.page,
                 pages=tuple(sorted({c.hit.page for c in group if c.hit.page is not None})),
                 chunk_ids=tuple(c.hit.chunk_id for c in group),

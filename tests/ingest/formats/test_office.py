@@ -147,6 +147,18 @@ def test_docx_table_without_a_header_row_joins_its_cells(tmp_path: Path) -> None
     assert load_path(tmp_path / "figures.docx").text == "2023 | 12 | north\n\n2024 | 15 | south"
 
 
+def test_docx_merged_cells_keep_every_value_under_its_column(tmp_path: Path) -> None:
+    document = docx.Document()
+    table = document.add_table(rows=3, cols=3)
+    fill(table, [("Plant", "Petals", ""), ("Iris", "25", "18"), ("", "31", "22")])
+    table.cell(0, 1).merge(table.cell(0, 2))  # "Petals" over two columns
+    table.cell(1, 0).merge(table.cell(2, 0))  # "Iris" down two rows
+    document.save(tmp_path / "merged.docx")
+    text = load_path(tmp_path / "merged.docx").text
+    assert "Plant: Iris; Petals: 25; Petals: 18" in text
+    assert "Plant: Iris; Petals: 31; Petals: 22" in text
+
+
 def test_docx_reads_tracked_changes_as_accepted(tmp_path: Path) -> None:
     document = docx.Document()
     paragraph = document.add_paragraph("The pump runs ")

@@ -223,9 +223,27 @@ class _WordReader:
             self.blocks.add(line)
 
     def rows(self, tbl: Any) -> list[list[str]]:
-        return [
-            [self.cell(tc) for tc in tr.iterchildren(W + "tc")] for tr in tbl.iterchildren(W + "tr")
-        ]
+        """The table's rows on its grid: a cell merged across columns (``gridSpan``)
+        stands in each of them, a cell that continues a vertical merge (``vMerge``) holds
+        the text of the cell it continues, so every value keeps its column's name."""
+        rows: list[list[str]] = []
+        above: dict[int, str] = {}  # grid column -> the text last written there
+        for tr in tbl.iterchildren(W + "tr"):
+            row: list[str] = []
+            for tc in tr.iterchildren(W + "tc"):
+                span = tc.find(f"{W}tcPr/{W}gridSpan")
+                merged = tc.find(f"{W}tcPr/{W}vMerge")
+                column = len(row)
+                text = self.cell(tc)
+                if merged is not None and merged.get(W + "val") != "restart":
+                    text = above.get(column, text)
+                value = span.get(W + "val", "1") if span is not None else "1"
+                width = int(value) if value.isdigit() else 1
+                for offset in range(max(1, min(width, 64))):
+                    row.append(text)
+                    above[column + offset] = text
+            rows.append(row)
+        return rows
 
     def cell(self, tc: Any) -> str:
         """A cell's text on one line (a table inside it too)."""

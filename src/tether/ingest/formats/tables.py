@@ -146,13 +146,15 @@ _NUMBER = re.compile(r"[\d\s.,:/%$€£¥+-]+")
 
 def looks_like_header(rows: Sequence[Sequence[str]]) -> bool:
     """Whether a table's first row names its columns: there are rows below it, and it has
-    two or more cells, all filled, distinct, short and none of them a number or a date."""
+    two or more cells, all filled, distinct (a name merged over neighbouring columns
+    counts once), short and none of them a number or a date."""
     first = rows[0] if rows else ()
+    names = [cell for i, cell in enumerate(first) if i == 0 or cell != first[i - 1]]
     return (
         len(rows) >= 2
         and len(first) >= 2
         and all(first)
-        and len(set(first)) == len(first)
+        and len(set(names)) == len(names)
         and all(len(cell) <= 80 and not _NUMBER.fullmatch(cell) for cell in first)
     )
 
