@@ -400,10 +400,7 @@ class FetchSettings(BaseModel):
         description="fetch from loopback, private and link-local addresses too (an intranet"
         " wiki); off, such a URL (or a redirect to one) is refused",
     )
-    user_agent: str = Field(
-        "tether-fetch/0.1",
-        description="the User-Agent header of every fetch",
-    )
+    user_agent: str = Field("tether-fetch/0.1", description="the User-Agent header of a fetch")
 
 
 class ServerSettings(BaseModel):
@@ -544,16 +541,9 @@ class _RagFusionEnv(PydanticBaseSettingsSource):
         return {"rag": rag} if rag else {}
 
 
-_BOOLEANS = {
-    "1": True,
-    "true": True,
-    "yes": True,
-    "on": True,
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
+_BOOLEANS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(
+    ("0", "false", "no", "off"), False
+)
 
 
 def _read_toml(settings_cls: type[BaseSettings], path: Path) -> TomlConfigSettingsSource:
