@@ -29,33 +29,18 @@ Standard library only; Python 3.11+.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DEST = HERE / "files"
-MANUALS_FETCH = HERE.parent / "manuals" / "fetch.py"
+sys.path.insert(0, str(HERE.parent))
+from _pinned import manuals_fetch  # noqa: E402
 
-
-def _load_manuals_fetch() -> ModuleType:
-    """Import bench/manuals/fetch.py under its own name (all these scripts are fetch.py)."""
-    name = "bench_manuals_fetch"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, MANUALS_FETCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-_mf = _load_manuals_fetch()
+_mf = manuals_fetch()
 DebPin = _mf.DebPin
 FetchError = _mf.FetchError
 sha256_file = _mf.sha256_file
