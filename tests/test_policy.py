@@ -183,7 +183,8 @@ def _future_datetime() -> datetime:
 BAD_TAGS: list[tuple[str, Any, str]] = [
     ("unknown tag", lambda: {"colour": "red"}, "colour"),
     ("unknown tag among good ones", lambda: {"domain": "global", "owner": "x"}, "owner"),
-    ("domain outside policy.domains", lambda: {"domain": "marketing"}, "domain"),
+    ("domain not a slug", lambda: {"domain": "Human Resources"}, "domain"),
+    ("domain with a slash", lambda: {"domain": "hr/eu"}, "domain"),
     ("domain not text", lambda: {"domain": 5}, "domain"),
     ("domain empty", lambda: {"domain": "   "}, "domain"),
     ("source type", lambda: {"source_type": "wiki"}, "source_type"),
@@ -210,6 +211,21 @@ BAD_TAGS: list[tuple[str, Any, str]] = [
     ("project_id control char", lambda: {"project_id": "p1\nDROP"}, "project_id"),
     ("project_id a list", lambda: {"project_id": ["p1"]}, "project_id"),
 ]
+
+
+def test_domains_are_open_by_default_and_closed_by_configuration(db_path: Path) -> None:
+    with store(db_path) as t:
+        (added,) = t.add(text="Leave requests go to the HR portal.", source="hr.md",
+                         workspace_id="acme", tags={"domain": "hr"})  # fmt: skip
+        assert t.get_document(added.document_id).tags.domain == "hr"
+    teams = ["freshdesk-ai", "help-nearby", "futurehub", "global"]
+    with store(db_path, domains=teams) as t:
+        with pytest.raises(IndexingFailed) as info:
+            t.add(text="Pricing.", source="m.md", workspace_id="acme", tags={"domain": "hr"})
+        assert "'hr' is not one of freshdesk-ai, help-nearby, futurehub, global" in str(info.value)
+        (added,) = t.add(text="Pricing.", source="m.md", workspace_id="acme",
+                         tags={"domain": "futurehub"})  # fmt: skip
+        assert added.status == "indexed"
 
 
 @pytest.mark.parametrize(
@@ -240,14 +256,14 @@ def test_validate_tags_names_the_field_directly() -> None:
     assert validate_tags("doc-1", {}, policy) is None  # no tag given: untagged
     # A Tags instance is validated like a dict.
     with pytest.raises(InvalidTag) as info:
-        validate_tags("doc-1", Tags(domain="nowhere"), policy)
+        validate_tags("doc-1", Tags(domain="No Where"), policy)
     assert info.value.field == "domain"
 
 
 def test_a_bad_tag_fails_only_its_own_source(db_path: Path) -> None:
     sources = [
         TextSource("Alpha coolant notes.", "Alpha", document_id="a", tags={"domain": "global"}),
-        TextSource("Beta coolant notes.", "Beta", document_id="b", tags={"domain": "mars"}),
+        TextSource("Beta coolant notes.", "Beta", document_id="b", tags={"domain": "Mars!"}),
         TextSource("Gamma coolant notes.", "Gamma", document_id="c", tags={"version": "3"}),
     ]
     with store(db_path) as t:
@@ -265,7 +281,7 @@ def test_a_bad_tag_fails_only_its_own_source(db_path: Path) -> None:
         assert {d.id for d in t.documents()} == {"a", "c"}
 
 
-def test_custom_domains_replace_the_default_list(db_path: Path) -> None:
+def test_configured_domains_close_the_open_default(db_path: Path) -> None:
     with store(db_path, domains=["alpha", "beta"]) as t:
         t.add(text="Alpha domain text.", title="A", tags={"domain": "alpha"})
         assert t.documents()[0].tags == Tags(domain="alpha")
@@ -273,8 +289,7 @@ def test_custom_domains_replace_the_default_list(db_path: Path) -> None:
             t.add(text="Global domain text.", title="G", tags={"domain": "global"})
         assert info.value.results[0].error.field == "domain"  # type: ignore[union-attr]
         assert "alpha, beta" in str(info.value.results[0].error)
-    with pytest.raises(ConfigurationError):
-        load_settings(domains=[])
+    assert load_settings(domains=[]).policy.domains == []  # open: any slug
 
 
 @pytest.mark.parametrize(

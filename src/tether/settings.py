@@ -68,11 +68,13 @@ class EmbeddingSettings(BaseModel):
         description="a local model's floating-point type: auto (float16 on a CUDA GPU,"
         " float32 elsewhere), float32, float16 or bfloat16",
     )
-    runtime: Literal["torch", "onnx-int8"] = Field(
-        "torch",
-        description="what runs a local model: torch (sentence-transformers, any device) or"
+    runtime: Literal["auto", "torch", "onnx-int8"] = Field(
+        "auto",
+        description="what runs a local model: torch (sentence-transformers, any device),"
         " onnx-int8 (ONNX Runtime with int8 weights on the CPU, exported once from the"
-        " installed model and cached; its vectors are stored apart, so switching re-embeds)",
+        " installed model and cached; its vectors are stored apart, so switching re-embeds)"
+        " or auto (the runtime of the store's vectors; onnx-int8 for a new store when"
+        " onnxruntime is installed and the model runs on the CPU, else torch)",
     )
     cache_dir: str | None = Field(
         None,
@@ -342,9 +344,8 @@ class PolicySettings(BaseModel):
         False, description="every document must carry domain, source_type, last_verified, version"
     )
     domains: list[str] = Field(
-        default_factory=lambda: ["freshdesk-ai", "help-nearby", "futurehub", "global"],
-        min_length=1,
-        description="the allowed values of the domain tag",
+        default_factory=list,
+        description="the allowed values of the domain tag (empty: any slug, such as hr)",
     )
     # Source priority, -1..1, applied by the rerank (x rag.rerank.priority_weight):
     # authoritative documents highest, project knowledge bases high, curated links medium.

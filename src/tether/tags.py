@@ -27,6 +27,8 @@ TAG_FIELDS = ("domain", "source_type", "last_verified", "version", "project_id")
 REQUIRED_TAGS = ("domain", "source_type", "last_verified", "version")
 MAX_TAG_CHARS = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: A domain when ``policy.domains`` is empty (open): ``hr``, ``freshdesk-ai``, ``eu.sales``.
+DOMAIN_SLUG = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def validate_tags(
@@ -34,7 +36,8 @@ def validate_tags(
 ) -> Tags | None:
     """``raw`` checked against the policy, as :class:`Tags` (``None`` when there are none
     and none are required). Raises :class:`InvalidTag` naming the source and the field:
-    an unknown tag, a domain outside ``policy.domains``, a source type outside
+    an unknown tag, a domain outside ``policy.domains`` (or, when that is empty, one that is
+    not a slug such as ``hr``), a source type outside
     ``policy | guide | log | link | contract``, a ``last_verified`` that is not ISO-8601
     (or is in the future), an empty or over-long value, or, with
     ``policy.require_tags``, a missing one. ``last_verified`` is stored as
@@ -75,10 +78,7 @@ def validate_tags(
         clean[name] = value.strip()
     if all(v is None for v in clean.values()):
         return None
-    if clean["domain"] is not None and clean["domain"] not in policy.domains:
-        raise InvalidTag(
-            source, "domain", f"{clean['domain']!r} is not one of {', '.join(policy.domains)}"
-        )
+    _check_domain(source, clean["domain"], policy)
     if clean["source_type"] is not None and clean["source_type"] not in SOURCE_TYPES:
         raise InvalidTag(
             source,
@@ -86,6 +86,21 @@ def validate_tags(
             f"{clean['source_type']!r} is not one of {', '.join(SOURCE_TYPES)}",
         )
     return Tags(**clean)
+
+
+def _check_domain(source: str, domain: str | None, policy: PolicySettings) -> None:
+    """A domain is one of ``policy.domains`` when that lists any, else any slug."""
+    if domain is None:
+        return
+    if policy.domains and domain not in policy.domains:
+        raise InvalidTag(source, "domain", f"{domain!r} is not one of {', '.join(policy.domains)}")
+    if not policy.domains and not DOMAIN_SLUG.fullmatch(domain):
+        raise InvalidTag(
+            source,
+            "domain",
+            f"{domain!r} is not a slug: lower-case letters, digits, '-', '_' and '.',"
+            " starting with a letter or a digit, at most 64 characters",
+        )
 
 
 def _iso(source: str, value: Any) -> str:
