@@ -181,7 +181,7 @@ def stream(
 ROUTES = [
     pytest.param(
         conf(session_id=SESSION, conversation_mode="chatpdf"), {},
-        "local_rag_node", "local", {"kind": "session", "id": SESSION},
+        "local_rag_node", "session", {"kind": "session", "id": SESSION},
         "mode=chatpdf -> local_rag_node", ("session",), id="chatpdf",
     ),
     pytest.param(
@@ -196,12 +196,12 @@ ROUTES = [
     ),
     pytest.param(
         conf(session_id=SESSION, rag_scope="workspace", workspace_id=WORKSPACE), {},
-        "global_rag_node", "global", {"kind": "workspace", "id": WORKSPACE},
+        "global_rag_node", "workspace", {"kind": "workspace", "id": WORKSPACE},
         "mode=normal -> global_rag_node", ("workspace", "session"), id="workspace-scope",
     ),
     pytest.param(
         conf(session_id=SESSION), {"active_pdf_document_id": "doc-open"},
-        "local_rag_node", "local", {"kind": "session", "id": SESSION},
+        "local_rag_node", "session", {"kind": "session", "id": SESSION},
         "active_pdf_document_id=doc-open -> local_rag_node", ("session",), id="active-pdf",
     ),
 ]  # fmt: skip
@@ -221,7 +221,7 @@ def test_routes_to_exactly_one_rag_node_with_the_right_scope(
     run = stream(parent_graph(store.t), chat_input(**extra), config)
     assert run.rag_nodes() == [node]
     out = run.state
-    assert out["rag_used"] == used
+    assert out["rag_used"] == used == scope["kind"]  # the scope searched, not the node
     assert out["rag_scope"] == scope
     assert out["rag_debug"]["route_reason"] == reason
     assert out["rag_debug"]["node"] == node
@@ -253,7 +253,7 @@ def test_a_pdf_attached_to_the_session_routes_local_even_in_normal_mode(
     assert store.t.get_document(result.document_id).mime == "application/pdf"
     run = stream(graph, chat_input(), config)
     assert run.rag_nodes() == ["local_rag_node"]
-    assert run.state["rag_used"] == "local"
+    assert run.state["rag_used"] == "session"
     assert run.state["rag_scope"] == {"kind": "session", "id": SESSION}
     assert run.state["rag_debug"]["route_reason"] == (
         "mode=normal, session has a PDF attached -> local_rag_node"
@@ -414,7 +414,7 @@ def test_chatpdf_in_a_session_tether_does_not_know_is_ungrounded_with_guidance(
     out = parent_graph(store.t).invoke(
         chat_input(), conf(session_id="brand-new-chat", conversation_mode="chatpdf")
     )
-    assert out["rag_used"] == "local"
+    assert out["rag_used"] == "session"
     assert out["rag_scope"] == {"kind": "session", "id": "brand-new-chat"}
     assert out["rag_grounded"] is False and out["rag_selected_chunk_ids"] == []
     assert "no documents yet" in out["rag_debug"]["guidance"]
@@ -510,7 +510,7 @@ def test_rag_nodes_run_before_respond_and_respond_sees_their_fields(
     ]
     assert all(ns.startswith("rag:") for ns, node, _ in run.steps if node in {"decide", rag_node})
     (state,) = seen
-    assert state["rag_used"] == ("local" if mode == "chatpdf" else "global")
+    assert state["rag_used"] == ("session" if mode == "chatpdf" else "global")
     assert state["rag_grounded"] is True
     assert state["rag_context"].startswith("[1] ")
     assert state["rag_selected_chunk_ids"] == run.state["rag_selected_chunk_ids"]
@@ -544,6 +544,7 @@ def test_ainvoke_gives_the_same_result_as_invoke(
     sync = graph.invoke(chat_input(), conf(**configurable))
     asynchronous = asyncio.run(graph.ainvoke(chat_input(), conf(**configurable)))
     assert sync["rag_grounded"] is True
+    assert asynchronous["rag_used"] == asynchronous["rag_scope"]["kind"]
     assert _comparable(asynchronous) == _comparable(sync)
     assert "timings_ms" in asynchronous["rag_debug"]
     greeting = asyncio.run(graph.ainvoke(chat_input("thanks!"), conf(**configurable)))
@@ -666,7 +667,7 @@ def test_an_ungrounded_turn_gets_a_disclaimer_and_the_next_step(store: Store) ->
         chat_input("which volcano erupted in iceland?"),
         conf(session_id=SESSION, conversation_mode="chatpdf"),
     )
-    assert out["rag_used"] == "local" and out["rag_grounded"] is False
+    assert out["rag_used"] == "session" and out["rag_grounded"] is False
     assert out["rag_debug"]["suggested_scope"] == "workspace"
     assert out["rag_debug"]["guidance"]
     assert out["rag_debug"]["grounding"].startswith("not grounded:")  # and why
@@ -751,9 +752,26 @@ def test_include_source_names_where_it_searched(
 def test_include_source_names_the_workspace_for_a_workspace_scoped_run(store: Store) -> None:
     state = _grounded_state(store, rag_scope="workspace", workspace_id=WORKSPACE)
     assert state["rag_scope"] == {"kind": "workspace", "id": WORKSPACE}
+    assert state["rag_used"] == "workspace"  # not "global": the workspace grounded it
     prompt = with_rag_context("Be brief.", state, include_source=True)
     assert "shared library" not in prompt
     assert "workspace" in prompt.split("(searched:", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("used", "where"),
+    [
+        ("session", "this chat's documents"),
+        ("workspace", "this workspace's documents"),
+        ("global", "the shared library"),
+    ],
+)
+def test_include_source_names_the_scope_in_rag_used_when_the_state_has_no_rag_scope(
+    used: str, where: str
+) -> None:
+    state = {"rag_used": used, "rag_grounded": True, "rag_context": "[1] The sensor policy."}
+    prompt = with_rag_context("Be brief.", state, include_source=True)
+    assert f"(searched: {where})" in prompt
 
 
 # -- 9. TetherRetriever ----------------------------------------------------------------------
@@ -835,7 +853,7 @@ def test_the_example_prints_the_grounded_prompt_without_an_llm(tmp_path: Path) -
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "rag: local (mode=chatpdf -> local_rag_node)" in out
+    assert "rag: session (mode=chatpdf -> local_rag_node)" in out
     assert "grounded: True" in out
     assert "no chat model configured" in out
     assert "--- system ---" in out and "--- user ---" in out

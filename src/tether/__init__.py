@@ -11,6 +11,8 @@ scoped to a session, a workspace or the global library inside SQL.
         print(hit.title, hit.page, hit.text[:80])
 """
 
+import logging
+
 from tether._tether import Tether
 from tether.access import Access, KeyRing
 from tether.embed import Embedder, LocalEmbedder, OnnxEmbedder, OpenAIEmbedder
@@ -71,6 +73,11 @@ from tether.settings import Settings
 from tether.store import ApiKey, AuditEntry, RegistryEntry
 
 __version__ = "0.1.0"
+
+# The application decides where a library's records go: without a handler of tether's
+# own, Python's last-resort handler would print tether's warnings to stderr in a program
+# that configured no logging.
+logging.getLogger("tether").addHandler(logging.NullHandler())
 
 __all__ = [
     "GLOBAL_WORKSPACE",

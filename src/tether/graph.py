@@ -18,7 +18,9 @@ runs ``local_rag_node`` (session scope, always the current ``session_id``); othe
 ``global_rag_node`` (the ``GLOBAL`` library, or the configured workspace). Exactly one of
 them runs; when the decision says no retrieval is needed (or ``rag.enabled`` is off),
 ``skip_rag`` runs instead. The nodes write only the ``rag_*`` fields of
-:class:`RagState`; nothing else in the state is touched.
+:class:`RagState`; nothing else in the state is touched. ``rag_used`` names the scope
+the turn searched (``"session"``, ``"workspace"`` or ``"global"``), or ``"none"`` when
+retrieval did not run.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ from tether import (
 
 logger = logging.getLogger("tether.graph")
 
-RagUsed = Literal["global", "local", "none"]
+#: Where a turn's retrieval looked: the kind of the scope searched (``rag_scope["kind"]``),
+#: or ``"none"`` when ``skip_rag`` ran.
+RagUsed = Literal["session", "workspace", "global", "none"]
 LOCAL_NODE = "local_rag_node"
 GLOBAL_NODE = "global_rag_node"
 SKIP_NODE = "skip_rag"
@@ -203,23 +207,22 @@ def _global_scope(config: Any) -> Scope:
 
 
 def _update(
-    result: RetrievalResult | None,
-    used: RagUsed,
-    scope: Scope | None,
-    debug: dict[str, Any],
-    question: str | None,
+    result: RetrievalResult | None, debug: dict[str, Any], question: str | None
 ) -> dict[str, Any]:
+    """The ``rag_*`` update of a turn: ``result``'s, or an empty one when retrieval did
+    not run (``result`` None)."""
     if result is None:
         return {
             "rag_context": "",
             "rag_citations": [],
             "rag_grounded": False,
-            "rag_used": used,
-            "rag_scope": scope.to_dict() if scope else None,
+            "rag_used": "none",
+            "rag_scope": None,
             "rag_selected_chunk_ids": [],
             "rag_queries": [question] if question else [],
             "rag_debug": debug,
         }
+    used: RagUsed = result.scope.kind  # the scope searched, whichever node searched it
     return {
         "rag_context": result.context,
         "rag_citations": [c.to_dict() for c in result.citations],
@@ -353,7 +356,6 @@ class _RetrievalPlan:
     decision: Decision
     session_id: str | None
     scope: Scope
-    used: RagUsed
     filters: Filters | None = None
     history: tuple[dict[str, str], ...] = ()
 
@@ -379,17 +381,15 @@ def _plan_retrieval(node: str, state: dict[str, Any], config: Any) -> _Retrieval
         active_pdf = state.get("active_pdf_document_id")
         filters = Filters(document_ids=(active_pdf,)) if active_pdf else None
         return _RetrievalPlan(
-            question, decision, session_id, Scope.session(session_id), "local", filters, history
+            question, decision, session_id, Scope.session(session_id), filters, history
         )
     # The global library or a workspace: the chat session plays no part (and need
     # not be known to tether yet).
-    return _RetrievalPlan(
-        question, decision, None, _global_scope(config), "global", history=history
-    )
+    return _RetrievalPlan(question, decision, None, _global_scope(config), history=history)
 
 
 def _retrieval_update(
-    node: str, state: dict[str, Any], config: Any, result: RetrievalResult, used: RagUsed
+    node: str, state: dict[str, Any], config: Any, result: RetrievalResult
 ) -> dict[str, Any]:
     """Logs a RAG node's retrieval and turns it into the node's ``rag_*`` update."""
     reason = state["rag_route_reason"]
@@ -401,7 +401,7 @@ def _retrieval_update(
         grounded=result.grounded,
         chunks=len(result.selected_chunk_ids),
     )
-    return _update(result, used, result.scope, _summary(result, node, reason), None)
+    return _update(result, _summary(result, node, reason), None)
 
 
 class _RetrievalNode:
@@ -418,7 +418,7 @@ class _RetrievalNode:
             result = self._tether.retrieve(plan.question, **plan.arguments())
         except SessionNotFound:
             result = _empty_session(plan.question, plan.scope, plan.decision)
-        return _retrieval_update(self._node, state, config, result, plan.used)
+        return _retrieval_update(self._node, state, config, result)
 
     async def aretrieve(self, state: dict[str, Any], config: Any) -> dict[str, Any]:
         plan = _plan_retrieval(self._node, state, config)
@@ -426,7 +426,7 @@ class _RetrievalNode:
             result = await self._tether.aretrieve(plan.question, **plan.arguments())
         except SessionNotFound:
             result = _empty_session(plan.question, plan.scope, plan.decision)
-        return _retrieval_update(self._node, state, config, result, plan.used)
+        return _retrieval_update(self._node, state, config, result)
 
     def as_runnable(self) -> RunnableLambda:
         return RunnableLambda(self.retrieve, afunc=self.aretrieve, name=self._node)
@@ -442,7 +442,7 @@ def _skip_rag(state: dict[str, Any], config: Any) -> dict[str, Any]:
         "route_reason": reason,
         "decision": {k: v for k, v in decided.items() if k != "_question"},
     }
-    return _update(None, "none", None, debug, decided["_question"])
+    return _update(None, debug, decided["_question"])
 
 
 def build_rag_subgraph(tether: Tether) -> Any:
@@ -477,18 +477,21 @@ GROUNDED_NOTE = (
 )
 
 
+#: How the prompt names each scope a turn searched (``include_source``).
+_SEARCHED = {
+    "session": "this chat's documents",
+    "workspace": "this workspace's documents",
+    "global": "the shared library",
+}
+
+
 def rag_prompt_block(state: dict[str, Any], *, include_source: bool = False) -> str | None:
     """The text :func:`with_rag_context` adds, or ``None`` when RAG did not run."""
     used = state.get("rag_used")
     if not used or used == "none":
         return None
-    kind = (state.get("rag_scope") or {}).get("kind")
-    where = {
-        "session": "this chat's documents",
-        "workspace": "this workspace's documents",
-        "global": "the shared library",
-    }.get(kind or "", "this chat's documents" if used == "local" else "the shared library")
-    source = f" (searched: {where})" if include_source else ""
+    kind = (state.get("rag_scope") or {}).get("kind") or used
+    source = f" (searched: {_SEARCHED.get(kind, _SEARCHED['global'])})" if include_source else ""
     if state.get("rag_grounded") and state.get("rag_context"):
         lines = [f"{GROUNDED_NOTE}{source}", "", "Sources:", state["rag_context"]]
         return "\n".join(lines)
@@ -508,7 +511,7 @@ def with_rag_context(
     last human message, so the model reads the sources right before the question. With
     ``rag_grounded`` false, the block is a short disclaimer and the next step instead of
     sources; when RAG did not run (``rag_used`` "none" or absent) nothing changes.
-    ``include_source`` names where retrieval looked (``rag_used``)."""
+    ``include_source`` names where retrieval looked (``rag_scope``, else ``rag_used``)."""
     block = rag_prompt_block(state, include_source=include_source)
     if isinstance(messages_or_prompt, str):
         return messages_or_prompt if block is None else f"{messages_or_prompt}\n\n{block}"

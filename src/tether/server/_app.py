@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from tether import Access, AuditEntry, Filters, GenerationBlocked, Scope, Tether
 from tether.policy import require_grounding
-from tether.server import _errors
+from tether.server import _docs, _errors
 from tether.server._auth import KeyPolicy, audit_view, readable_scope, require_admin
 from tether.server._edges import (
     CLIENT_HEADERS,
@@ -84,10 +84,13 @@ def create_app(
         version=_version(),
         summary="Scoped, cited retrieval over your documents.",
         lifespan=partial(_lifespan, svc, mcp_app, warm),
+        docs_url=None,  # /docs and /redoc are served from this machine (_docs), not a CDN
+        redoc_url=None,
     )
     app.state.service = svc
     app.state.key_policy = svc.key_policy
     _errors.install(app)
+    _docs.install(app)
     _edges(app, svc, json_body_bytes=json_body_bytes, upload_body_bytes=upload_body_bytes)
     _core_routes(app)
     _retrieval_routes(app)
