@@ -54,7 +54,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                           "tether.access")),
     ("retrieve", ("tether.retrieve",)),
     ("facade", ("tether._tether", "tether._indexing", "tether._catalog")),
-    ("shells", ("tether.policy", "tether.graph", "tether.cli", "tether.eval",
+    ("shells", ("tether.policy", "tether.graph", "tether.llamaindex", "tether.haystack",
+                "tether._passages", "tether.cli", "tether.eval",
                 "tether.server", ROOT)),
 )  # fmt: skip
 
