@@ -9,7 +9,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from opentelemetry import trace
@@ -23,15 +23,19 @@ from tether.embed import (
     embedder_from_settings,
     sizing_embedder,
 )
-from tether.errors import ConfigurationError, InvalidArgument
-from tether.ingest.indexer import Indexer
+from tether.errors import ConfigurationError, InvalidArgument, ScopeError
+from tether.ingest.indexer import Indexer, ProgressCallback
 from tether.ingest.jobs import IndexWorker
+from tether.ingest.sources import TextSource
 from tether.llm import ChatModel, chat_from_settings
 from tether.models import (
     MAX_K,
+    DocumentStatus,
     Filters,
+    IndexResult,
     RetrievalResult,
     Scope,
+    Tags,
 )
 from tether.retrieve.decide import Decision
 from tether.retrieve.pipeline import Pipeline, Request
@@ -131,7 +135,13 @@ class Tether(Indexing, Catalog):
 
     def _make_embedder(self) -> tuple[Embedder | None, str | None]:
         given = self._given[0]
-        return (given, None) if given is not None else embedder_from_settings(self.settings)
+        if given is not None:
+            return given, None
+        config = self.settings.rag.embeddings
+        auto = config.enabled and config.provider == "local" and config.runtime == "auto"
+        # runtime = "auto" keeps the runtime whose vectors the store already holds.
+        stored = self.store.embedding_counts() if auto else None
+        return embedder_from_settings(self.settings, stored)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -191,6 +201,55 @@ class Tether(Indexing, Catalog):
                 self._jobs = IndexWorker(self._index().add, self.settings.rag.index_workers)
             return self._jobs
 
+    async def aadd(
+        self,
+        sources: PathLike | TextSource | Iterable[PathLike | TextSource] | None = None,
+        *,
+        text: str | None = None,
+        title: str | None = None,
+        mime: Literal["text/plain", "text/markdown"] = "text/plain",
+        url: str | None = None,
+        workspace_id: str | None = None,
+        session_id: str | None = None,
+        document_id: str | None = None,
+        source: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        tags: Tags | dict[str, Any] | None = None,
+        status: DocumentStatus | None = None,
+        on_error: Literal["raise", "collect"] = "raise",
+        progress: ProgressCallback | None = None,
+    ) -> list[IndexResult]:
+        """:meth:`add` for asyncio: loading, chunking, embedding and storing run in a
+        worker thread (``asyncio.to_thread``), so the event loop goes on serving
+        meanwhile; ``progress`` is called on that thread. To queue work and return at
+        once instead, see :meth:`submit`."""
+        self._check_threads("aadd")
+        return await asyncio.to_thread(
+            self.add,
+            sources,
+            text=text,
+            title=title,
+            mime=mime,
+            url=url,
+            workspace_id=workspace_id,
+            session_id=session_id,
+            document_id=document_id,
+            source=source,
+            metadata=metadata,
+            tags=tags,
+            status=status,
+            on_error=on_error,
+            progress=progress,
+        )
+
+    def _check_threads(self, method: str) -> None:
+        if not self.store.cross_thread:
+            raise ConfigurationError(
+                f"{method} runs in a worker thread, and this store was opened on your own"
+                " sqlite3 connection made with check_same_thread=True; open it with"
+                " sqlite3.connect(..., check_same_thread=False), or pass a path"
+            )
+
     # -- search and retrieval -----------------------------------------------------------
 
     def search(
@@ -203,9 +262,11 @@ class Tether(Indexing, Catalog):
         k: int = 10,
         mode: SearchMode = "hybrid",
         filters: Filters | None = None,
+        judge: bool = False,
+        min_relevance: float | None = None,
     ) -> SearchResults:
-        """The ``k`` best chunks for ``query`` inside ``scope`` (default ``rag.scope``; a
-        ``workspace_id`` without a scope names the workspace scope), best first.
+        """The ``k`` best chunks for ``query`` inside ``scope`` (see :meth:`resolve_scope`:
+        a session or workspace named without a scope is the scope), best first.
 
         ``mode="hybrid"`` fuses FTS5 top-``rag.lexical_depth`` and vector top-``rag.k_vector``
         (``rag.fusion``: RRF with ``rag.rrf_k`` by default, or z-score); ``"lexical"`` and
@@ -214,23 +275,65 @@ class Tether(Indexing, Catalog):
         top-k is exact within it. Hit scores are the fused score in hybrid mode, -bm25 for
         lexical, cosine for vector. When nothing is found in a session or workspace scope,
         ``debug["scope_exists"]`` says whether that session or workspace exists at all.
+
+        ``judge`` also weighs each hit as :meth:`retrieve` weighs its candidates: the
+        evidence (0..1) that it answers ``query``, in ``results.evidence`` by chunk id
+        (and as each hit's ``evidence`` in ``results.to_dict()``); it costs a few more
+        queries, so it is off by default. ``min_relevance`` (0..1) judges the hits and
+        keeps those whose evidence reaches it.
         """
-        if not isinstance(query, str):
-            raise InvalidArgument(f"query must be str, not {type(query).__name__}")
+        _check_search(query, k, mode, filters, min_relevance)
         query = valid_text(query)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidArgument(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
-        if mode not in ("hybrid", "lexical", "vector"):
-            raise InvalidArgument(f"mode must be 'hybrid', 'lexical' or 'vector', not {mode!r}")
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
-        if filters is not None and not isinstance(filters, Filters):
-            raise InvalidArgument(f"filters must be a tether.Filters, not {type(filters).__name__}")
+        self._check_session_workspace(session_id, workspace_id)
         results = self._searcher.search(query, resolved, k, mode, filters)
+        if judge or min_relevance is not None:
+            self._judge(results, filters, min_relevance)
         if not results and resolved.kind != "global":
             # Nothing found: say whether the session or workspace exists at all (a typo in
             # an id otherwise looks like an empty scope).
             results.debug["scope_exists"] = self.store.scope_exists(resolved)
         return results
+
+    def _judge(
+        self, results: SearchResults, filters: Filters | None, min_relevance: float | None
+    ) -> None:
+        """Set each hit's evidence; keep only those at ``min_relevance`` or above."""
+        results.evidence = self._retrieval().grounder.judge(results, filters) if results else {}
+        if min_relevance is not None:
+            evidence = results.evidence
+            results[:] = [h for h in results if evidence.get(h.chunk_id, 0.0) >= min_relevance]
+            results.debug["returned"] = len(results)
+            results.debug["min_relevance"] = min_relevance
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        scope: ScopeArg = None,
+        session_id: str | None = None,
+        workspace_id: str | None = None,
+        k: int = 10,
+        mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
+        judge: bool = False,
+        min_relevance: float | None = None,
+    ) -> SearchResults:
+        """:meth:`search` for asyncio: the search runs in a worker thread
+        (``asyncio.to_thread``), so the event loop goes on serving meanwhile."""
+        self._check_threads("asearch")
+        return await asyncio.to_thread(
+            self.search,
+            query,
+            scope=scope,
+            session_id=session_id,
+            workspace_id=workspace_id,
+            k=k,
+            mode=mode,
+            filters=filters,
+            judge=judge,
+            min_relevance=min_relevance,
+        )
 
     def retrieve(
         self,
@@ -332,7 +435,7 @@ class Tether(Indexing, Catalog):
         decision, filters, max_chunks, min_relevance, timeout, guarded, history, explain = options
         if isinstance(question, str):
             question = valid_text(question)
-        if history:
+        if history and isinstance(history, list | tuple):  # (anything else: Request says)
             history = [
                 {**turn, "content": valid_text(turn["content"])}
                 if isinstance(turn, dict) and isinstance(turn.get("content"), str)
@@ -342,6 +445,7 @@ class Tether(Indexing, Catalog):
         if session_id is not None:
             check_identifier("session_id", session_id)
         resolved = self.resolve_scope(scope, session_id=session_id, workspace_id=workspace_id)
+        self._check_session_workspace(session_id, workspace_id)
         request = Request(
             question,
             resolved,
@@ -385,11 +489,46 @@ class Tether(Indexing, Catalog):
         session_id: str | None = None,
         workspace_id: str | None = None,
     ) -> Scope:
-        """``scope`` with the ids it needs, as a Scope. Without ``scope``, ``rag.scope``;
-        where that is the global library but ``workspace_id`` names a workspace, that
-        workspace: naming a workspace and searching every one is never what was meant."""
-        if scope is None:
+        """``scope`` with the ids it needs, as a Scope (:meth:`Scope.resolve`).
+
+        Without ``scope``, the ids name it: ``session_id`` the session scope (a
+        ``workspace_id`` beside it must be the session's own; :meth:`search` and
+        :meth:`retrieve` check it when the session exists), else ``workspace_id`` the
+        workspace scope, else ``rag.scope`` applies. A ``scope`` that the ids contradict
+        is a ScopeError: ``"global"`` with a session or a workspace, a Scope with another
+        session or workspace id than its own."""
+        if scope is None and not session_id and not workspace_id:
             scope = self.settings.rag.scope
-            if scope == "global" and workspace_id is not None:
-                scope = "workspace"
         return Scope.resolve(scope, session_id=session_id, workspace_id=workspace_id)
+
+    def _check_session_workspace(self, session_id: str | None, workspace_id: str | None) -> None:
+        """A ScopeError when ``session_id`` names a session of another workspace than
+        ``workspace_id`` (a session that does not exist is left to the scope's checks)."""
+        if not session_id or not workspace_id:
+            return
+        session = self.store.find_session(session_id)
+        if session is not None and session.workspace_id != workspace_id:
+            raise ScopeError(
+                f"session {session_id!r} belongs to workspace {session.workspace_id!r}, not"
+                f" {workspace_id!r}: name the session alone, or a session of {workspace_id!r}"
+            )
+
+
+def _check_search(
+    query: object, k: object, mode: object, filters: object, min_relevance: object
+) -> None:
+    """InvalidArgument for a search argument of the wrong kind or out of range."""
+    if not isinstance(query, str):
+        raise InvalidArgument(f"query must be str, not {type(query).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidArgument(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+    if mode not in ("hybrid", "lexical", "vector"):
+        raise InvalidArgument(f"mode must be 'hybrid', 'lexical' or 'vector', not {mode!r}")
+    if filters is not None and not isinstance(filters, Filters):
+        raise InvalidArgument(f"filters must be a tether.Filters, not {type(filters).__name__}")
+    if min_relevance is not None and (
+        isinstance(min_relevance, bool)
+        or not isinstance(min_relevance, int | float)
+        or not 0.0 <= min_relevance <= 1.0
+    ):
+        raise InvalidArgument(f"min_relevance must be between 0 and 1, not {min_relevance!r}")

@@ -61,30 +61,74 @@ class Scope:
     @classmethod
     def resolve(
         cls,
-        scope: Scope | str,
+        scope: Scope | str | None,
         *,
         session_id: str | None = None,
         workspace_id: str | None = None,
     ) -> Scope:
-        """``"session"`` + ``session_id`` (etc.) as a Scope; a ScopeError says what is missing."""
-        if isinstance(scope, Scope):
-            return scope
-        if scope == "session":
+        """``scope`` with the ids it needs, as a Scope; a ScopeError says what is missing
+        or what contradicts what.
+
+        Without ``scope``, the ids name it: a session the session scope (a workspace
+        beside it is the session's own), else a workspace the workspace scope. With
+        ``scope``, the ids must fit it: the global scope takes neither (nor a workspace
+        other than the global library's), and a Scope names its own id. A session beside
+        a workspace scope is the caller's session (its recency counts in a session
+        scope only)."""
+        if scope is None:
+            if not session_id and not workspace_id:
+                raise ScopeError(
+                    "name a scope: 'session', 'workspace' or 'global' (scope=, or a"
+                    " session_id= / workspace_id= that names one)"
+                )
+            scope = "session" if session_id else "workspace"
+        resolved = (
+            scope if isinstance(scope, Scope) else cls._named(scope, session_id, workspace_id)
+        )
+        _check_ids_fit(resolved, session_id, workspace_id)
+        return resolved
+
+    @classmethod
+    def _named(cls, kind: str, session_id: str | None, workspace_id: str | None) -> Scope:
+        if kind == "session":
             if not session_id:
                 raise ScopeError("scope 'session' needs a session id (session_id= / --session)")
             return cls.session(session_id)
-        if scope == "workspace":
+        if kind == "workspace":
             if not workspace_id:
+                alone = "; a session alone names the session scope" if session_id else ""
                 raise ScopeError(
-                    "scope 'workspace' needs a workspace id (workspace_id= / --workspace)"
+                    f"scope 'workspace' needs a workspace id (workspace_id= / --workspace){alone}"
                 )
             return cls.workspace(workspace_id)
-        if scope == "global":
+        if kind == "global":
             return cls.global_()
-        raise ScopeError(f"unknown scope {scope!r}; use 'session', 'workspace' or 'global'")
+        raise ScopeError(f"unknown scope {kind!r}; use 'session', 'workspace' or 'global'")
 
     def to_dict(self) -> dict[str, str]:
         return {"kind": self.kind, "id": self.id}
+
+
+def _check_ids_fit(scope: Scope, session_id: str | None, workspace_id: str | None) -> None:
+    """A ScopeError when a session or workspace named beside ``scope`` contradicts it."""
+    if scope.kind == "global" and session_id:
+        raise ScopeError(
+            f"scope 'global' contradicts session {session_id!r}: the global library is not a"
+            " session's documents; leave out the scope to search the session, or leave out"
+            " the session (session_id= / --session)"
+        )
+    if scope.kind == "global" and (workspace_id or GLOBAL_WORKSPACE) != GLOBAL_WORKSPACE:
+        raise ScopeError(
+            f"scope 'global' contradicts workspace {workspace_id!r}: the global library is"
+            " not a workspace's documents; leave out the scope to search the workspace, or"
+            " leave out the workspace (workspace_id= / --workspace)"
+        )
+    if scope.kind == "session" and session_id and session_id != scope.id:
+        raise ScopeError(f"the scope is session {scope.id!r}, yet session_id is {session_id!r}")
+    if scope.kind == "workspace" and workspace_id and workspace_id != scope.id:
+        raise ScopeError(
+            f"the scope is workspace {scope.id!r}, yet workspace_id is {workspace_id!r}"
+        )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ runner = CliRunner()
 
 HIT_KEYS = {
     "document_id", "chunk_id", "title", "section_title", "page", "text", "score", "ordinal",
-    "char_start", "char_end", "source_path", "workspace_id", "page_label",
+    "char_start", "char_end", "source_path", "workspace_id", "page_label", "evidence",
 }  # fmt: skip
 
 
@@ -177,7 +177,7 @@ def test_search_text_output_cites_hits(indexed: str) -> None:
 
 def test_search_nothing_found_suggests_widening(indexed: str) -> None:
     output = run("search", "zeppelin", "--db", indexed, "--scope", "session", "--session", "chat")
-    assert "No matches" in output and "wider scope" in output
+    assert "No matches" in output and "Search the whole workspace instead" in output
 
 
 @pytest.mark.parametrize(

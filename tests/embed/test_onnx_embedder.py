@@ -3,6 +3,7 @@ model, cached, reused; its vectors stored apart from the float model's."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import sys
@@ -21,8 +22,9 @@ from tether import (
     Settings,
     Tether,
 )
-from tether.embed import embedder_from_settings, resolve_model_path
+from tether.embed import embedder_from_settings, local_runtime, resolve_model_path
 from tether.embed.onnx import MIN_PROBE_COSINE
+from tether.testing import HashEmbedder
 
 TEXTS = [
     "Spare coolant pumps are kept in room B.",
@@ -120,7 +122,7 @@ def test_a_store_keeps_int8_vectors_apart_and_searches_them(
         models = t.store.db.connection().execute("SELECT DISTINCT model FROM rag_embeddings")
         assert models.fetchall() == [("all-MiniLM-L6-v2@onnx-int8",)]
     # The float model finds no vectors of its own until it re-embeds.
-    torch_settings = Settings.load(rag={"embeddings": {"enabled": True}})
+    torch_settings = Settings.load(rag={"embeddings": {"enabled": True, "runtime": "torch"}})
     with Tether(db=db_path, settings=torch_settings) as t:
         assert t.embedder.model == "all-MiniLM-L6-v2"
         report = t.reembed()
@@ -129,8 +131,51 @@ def test_a_store_keeps_int8_vectors_apart_and_searches_them(
         assert counts["all-MiniLM-L6-v2"] == counts["all-MiniLM-L6-v2@onnx-int8"] > 0
 
 
+AUTO = Settings.load(rag={"embeddings": {"enabled": True}})
+FLOAT, INT8 = "all-MiniLM-L6-v2", "all-MiniLM-L6-v2@onnx-int8"
+
+
+@pytest.mark.parametrize(
+    ("stored", "runtime"),
+    [
+        ({}, "onnx-int8"),  # a new store: the fast runtime
+        ({"hash-64": 10}, "onnx-int8"),  # another model's vectors say nothing
+        ({FLOAT: 10}, "torch"),  # an existing store keeps its vectors
+        ({FLOAT: 10, INT8: 3}, "torch"),  # half re-embedded: still the float model's
+        ({FLOAT: 10, INT8: 10}, "onnx-int8"),  # re-embedded: the int8 vectors
+        ({INT8: 10}, "onnx-int8"),
+    ],
+)
+def test_auto_runs_what_the_store_holds_and_int8_for_a_new_store(
+    stored: dict[str, int], runtime: str
+) -> None:
+    assert local_runtime(AUTO, stored) == runtime
+
+
+def test_auto_is_torch_where_int8_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = Settings.load(rag={"embeddings": {"device": "cuda"}})
+    assert local_runtime(gpu, {}) == "torch"
+    half = Settings.load(rag={"embeddings": {"precision": "bfloat16"}})
+    assert local_runtime(half, {}) == "torch"
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert local_runtime(AUTO, {}) == "torch"
+    assert local_runtime(Settings.load(rag={"embeddings": {"runtime": "onnx-int8"}}), {}) == (
+        "onnx-int8"  # asked for by name: its own error says what to install
+    )
+
+
+def test_an_existing_store_keeps_its_float_vectors_under_auto(db_path: Path) -> None:
+    with Tether(db=db_path, embedder=HashEmbedder(dims=384, model=FLOAT)) as t:
+        t.add(text="The sensor resets after ten seconds.", title="reset", workspace_id="w")
+    with Tether(db=db_path, settings=AUTO) as t:
+        assert isinstance(t.embedder, LocalEmbedder) and t.embedder.model == FLOAT
+    with Tether(db=":memory:", settings=AUTO) as t:
+        assert isinstance(t.embedder, OnnxEmbedder) and t.embedder.model == INT8
+
+
 def test_settings_pick_the_runtime_and_refuse_what_cannot_work(tmp_path: Path) -> None:
-    assert Settings.load().rag.embeddings.runtime == "torch"
+    assert Settings.load().rag.embeddings.runtime == "auto"
     settings = int8_settings(tmp_path)
     embedder, reason = embedder_from_settings(settings)
     assert reason is None and isinstance(embedder, OnnxEmbedder)

@@ -500,12 +500,13 @@ def test_a_large_scope_whose_matches_rank_low_still_gets_its_exact_top_k(tether:
 
 def test_a_workspace_named_without_a_scope_is_the_scope(tether: Tether) -> None:
     """With the default scope (global), naming a workspace searches that workspace, not
-    every one; an explicit scope still decides."""
+    every one; an explicit global scope beside a workspace contradicts it."""
     tether.add(text="valve seat in acme", workspace_id="acme", document_id="a")
     tether.add(text="valve seat in other", workspace_id="other", document_id="o")
     assert tether.resolve_scope(None, workspace_id="acme") == Scope.workspace("acme")
     assert _ids(tether.search("valve seat", workspace_id="acme")) == {"a"}
-    assert _ids(tether.search("valve seat", scope="global", workspace_id="acme")) == set()
+    with pytest.raises(ScopeError, match="scope 'global' contradicts workspace 'acme'"):
+        tether.search("valve seat", scope="global", workspace_id="acme")
     assert tether.retrieve("valve seat?", workspace_id="acme").debug["scope"] == {
         "kind": "workspace", "id": "acme"
     }  # fmt: skip

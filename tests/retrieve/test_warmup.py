@@ -23,13 +23,17 @@ class SlowLoadingEmbedder(HashEmbedder):
 
     def __init__(self) -> None:
         super().__init__()
-        self.loaded = False
+        self.is_loaded = False
         self.loads = 0
 
+    @property
+    def loaded(self) -> bool:
+        return self.is_loaded
+
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        if not self.loaded:
+        if not self.is_loaded:
             time.sleep(LOAD_SECONDS)
-            self.loaded, self.loads = True, self.loads + 1
+            self.is_loaded, self.loads = True, self.loads + 1
         return super().embed_batch(texts)
 
 
@@ -95,3 +99,36 @@ def test_warm_at_open_loads_in_the_background(stored: Path) -> None:
         t._warming.join(timeout=30)
         assert embedder.loaded and embedder.loads == 1
         assert t.warmup() == {}
+
+
+class CountingLoadsEmbedder(SlowLoadingEmbedder):
+    """Records whether the stored vectors were in memory when the model finished loading."""
+
+    def __init__(self, tether_box: list[Tether]) -> None:
+        super().__init__()
+        self.box = tether_box
+        self.vectors_loaded_meanwhile: bool | None = None
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        first = not self.loaded
+        out = super().embed_batch(texts)
+        if first:
+            vectors = self.box[0]._searcher.vectors
+            self.vectors_loaded_meanwhile = vectors is not None and vectors.loaded
+        return out
+
+
+def test_a_cold_search_reads_the_vectors_while_the_model_loads(stored: Path) -> None:
+    box: list[Tether] = []
+    embedder = CountingLoadsEmbedder(box)
+    with Tether(db=stored, embedder=embedder) as t:
+        box.append(t)
+        hits = t.search("coolant pump seal", scope="global", mode="hybrid")
+        assert [h.document_id for h in hits] == ["pump"]
+        assert embedder.vectors_loaded_meanwhile  # read on a helper thread, not after
+        assert t._searcher.vectors.stats["loads"] == 1  # and only once
+    with Tether(db=stored, embedder=HashEmbedder()) as warm:
+        warm.warmup()
+        assert [h.chunk_id for h in warm.search("coolant pump seal", scope="global")] == [
+            h.chunk_id for h in hits
+        ]

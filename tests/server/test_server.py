@@ -117,7 +117,7 @@ def test_search_returns_what_the_cli_prints(
     client: httpx.Client, keys: dict[str, str], store: Tether
 ) -> None:
     body = {"query": "valve seat hours", "scope": "workspace", "workspace_id": "acme", "k": 3,
-            "mode": "lexical"}  # fmt: skip
+            "mode": "lexical", "judge": True}  # fmt: skip
     served = client.post("/v1/search", json=body, headers=as_key(keys["acme"])).json()
     printed = runner.invoke(cli_app, ["search", "valve seat hours", "--scope", "workspace",
                                       "--workspace", "acme", "--k", "3", "--mode", "lexical",

@@ -15,7 +15,7 @@ import typer
 
 import tether
 from tether.cli import _docs, _eval, _index, _log, _search, _serve, _serve_mcp, _sessions
-from tether.cli._shell import say
+from tether.cli._shell import flag, say
 
 __all__ = ["app", "main"]
 
@@ -84,7 +84,7 @@ def _version() -> str:
 def _root(
     version: Annotated[
         bool,
-        typer.Option(
+        flag(
             "--version",
             help="Print tether's version and exit.",
             is_eager=True,

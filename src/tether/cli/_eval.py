@@ -15,6 +15,7 @@ from tether.cli._shell import (
     err,
     error_message,
     fail,
+    flag,
     folded_table,
     out,
     print_json,
@@ -49,18 +50,18 @@ EvalDbOption = Annotated[
     ),
 ]
 LexicalOnlyOption = Annotated[
-    bool, typer.Option("--lexical-only", help="Score FTS5 alone (no vectors are used).")
+    bool, flag("--lexical-only", help="Score FTS5 alone (no vectors are used).")
 ]
 PipelineOption = Annotated[
     bool,
-    typer.Option(
+    flag(
         "--pipeline",
         help="Also run the full pipeline (retrieve): its nDCG@10 and context recall.",
     ),
 ]
 GroundingOption = Annotated[
     bool,
-    typer.Option(
+    flag(
         "--grounding",
         help="Measure grounding instead: answerable, unanswerable and cross-scope"
         " questions of sampled claims, with a relevance-threshold table.",

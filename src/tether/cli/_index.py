@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,7 +23,9 @@ from tether.cli._shell import (
     err,
     error_message,
     fail,
+    flag,
     folded_table,
+    load_model_visibly,
     open_tether,
     out,
     print_json,
@@ -44,13 +47,14 @@ def add(
         list[str],
         typer.Argument(
             help="Files to index (PDF, Office, HTML, Markdown, text, e-books, mail, data,"
-            " images: `tether formats` lists them), or web pages by their http(s) URL."
+            " images: `tether formats` lists them), folders (the files of those formats"
+            " under them), or web pages by their http(s) URL."
         ),
     ],
     workspace: WorkspaceOption = None,
     session: SessionOption = None,
     global_: Annotated[
-        bool, typer.Option("--global", help="Add to the shared global library (the default).")
+        bool, flag("--global", help="Add to the shared global library (the default).")
     ] = False,
     domain: Annotated[str | None, typer.Option(help="Tag: domain (policy.domains).")] = None,
     source_type: Annotated[
@@ -72,13 +76,16 @@ def add(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Index files into a workspace, attaching them to a session if given."""
+    """Index files, folders and web pages into a workspace, attaching them to a session if
+    given."""
     named = (domain, source_type, project, last_verified, version)
     tags = {k: v for k, v in zip(_TAGS, named, strict=True) if v is not None} or None
     if global_ and workspace not in (None, GLOBAL_WORKSPACE):
         fail("--global and --workspace contradict each other", code=2)
     workspace = GLOBAL_WORKSPACE if global_ else workspace
+    paths = _expand_folders(paths)
     with open_tether(db, config) as tether:
+        load_model_visibly(tether, vectors=False)
         results = _index_paths(
             tether, paths, workspace, session, tags, status, show_progress=not as_json
         )
@@ -95,6 +102,34 @@ def add(
 
 
 _TAGS = ("domain", "source_type", "project_id", "last_verified", "version")
+
+
+def _expand_folders(paths: list[str]) -> list[str]:
+    """``paths``, each folder among them standing for the files under it (recursively)
+    whose names say they are of a format tether reads. Hidden names and symbolic links
+    are left out, as `tether scan` leaves them out; a folder without such a file is an
+    error."""
+    from tether.ingest.formats import by_extension
+
+    expanded: list[str] = []
+    for path in paths:
+        if path.startswith(("http://", "https://")) or not Path(path).is_dir():
+            expanded.append(path)
+            continue
+        files = [str(f) for f in _files_under(Path(path)) if by_extension(f) is not None]
+        if not files:
+            fail(f"{path} is a folder without a file of a format tether reads (`tether formats`)")
+        expanded += files
+    return expanded
+
+
+def _files_under(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for top, folders, names in os.walk(folder):  # (symbolic links to folders: not followed)
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        files = [Path(top) / name for name in sorted(names) if not name.startswith(".")]
+        found += [file for file in files if not file.is_symlink()]
+    return found
 
 
 def _index_paths(
@@ -172,7 +207,7 @@ def cleanup(
     retention: Annotated[
         str, typer.Option(help="How long a document stays stale before it goes: 7d, 12h, 2w.")
     ] = "7d",
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    dry_run: Annotated[bool, flag("--dry-run", help="List, delete nothing.")] = False,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,

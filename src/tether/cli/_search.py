@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
 
-from tether import MAX_K
+from tether import MAX_K, Filters, TetherError
 from tether.cli._shell import (
     ConfigOption,
     DbOption,
@@ -17,6 +18,10 @@ from tether.cli._shell import (
     SessionOption,
     WorkspaceOption,
     err,
+    error_message,
+    fail,
+    flag,
+    load_model_visibly,
     open_tether,
     out,
     place,
@@ -24,9 +29,41 @@ from tether.cli._shell import (
     print_json,
     say,
 )
+from tether.retrieve.guidance import no_matches
 
 if TYPE_CHECKING:
     from tether import Citation, Hit, RetrievalResult, SearchResults
+
+
+def _filter_option(name: str, what: str) -> Any:
+    return typer.Option(
+        name, help=f"Only documents {what} (repeat the option for several).", show_default=False
+    )
+
+
+DomainOption = Annotated[list[str] | None, _filter_option("--domain", "of this domain tag")]
+ProjectOption = Annotated[list[str] | None, _filter_option("--project", "of this project id")]
+SourceTypeOption = Annotated[
+    list[str] | None, _filter_option("--source-type", "of this source type tag")
+]
+DocumentOption = Annotated[list[str] | None, _filter_option("--document", "with this id")]
+MinRelevanceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--min-relevance",
+        help="Keep only what has at least this evidence, 0 to 1 (context: default"
+        " rag.min_relevance).",
+        min=0.0,
+        max=1.0,
+        show_default=False,
+    ),
+]
+# Where the wider scope that guidance names is searched from the command line.
+_WIDER_HINTS: dict[str | None, str] = {
+    "workspace": "`--workspace W` alone searches a workspace",
+    "global": "`--scope global` alone searches it",
+    None: "`tether add PATH` adds them",
+}
 
 
 def search(
@@ -39,19 +76,55 @@ def search(
         Literal["hybrid", "lexical", "vector"],
         typer.Option("--mode", help="hybrid: FTS5 and vectors, fused; or one of them alone."),
     ] = "hybrid",
+    domain: DomainOption = None,
+    project: ProjectOption = None,
+    source_type: SourceTypeOption = None,
+    document: DocumentOption = None,
+    min_relevance: MinRelevanceOption = None,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Search chunks inside a scope; print the cited hits."""
+    """Search chunks inside a scope; print the cited hits with their evidence (0-1)."""
+    filters = _filters(domain, project, source_type, document)
     with open_tether(db, config, must_exist=True) as tether:
+        if mode != "lexical":
+            load_model_visibly(tether, vectors=True)
         hits = tether.search(
-            query, scope=scope, session_id=session, workspace_id=workspace, k=k, mode=mode
+            query,
+            scope=scope,
+            session_id=session,
+            workspace_id=workspace,
+            k=k,
+            mode=mode,
+            filters=filters,
+            judge=True,
+            min_relevance=min_relevance,
         )
     if as_json:
         print_json(hits.to_dict())
     else:
         _print_hits(hits)
+
+
+def _filters(
+    domain: list[str] | None,
+    project: list[str] | None,
+    source_type: list[str] | None,
+    document: list[str] | None,
+) -> Filters | None:
+    """The filter options as the library's Filters (``None``: none given)."""
+    if not (domain or project or source_type or document):
+        return None
+    try:
+        return Filters(
+            domains=tuple(domain) if domain else None,
+            project_ids=tuple(project) if project else None,
+            source_types=tuple(source_type) if source_type else None,
+            document_ids=tuple(document) if document else None,
+        )
+    except TetherError as exc:
+        fail(error_message(exc), code=2)
 
 
 def _print_hits(hits: SearchResults) -> None:
@@ -65,23 +138,23 @@ def _print_hits(hits: SearchResults) -> None:
             highlight=False,
         )
     if not hits:
-        say(
-            f"No matches in {scope.kind} {scope.id!r}. Try a wider scope"
-            " (session -> workspace -> global) or add documents."
-        )
+        advice, wider = no_matches(scope)
+        say(f"{advice} ({_WIDER_HINTS[wider]}.)")
+    evidence = hits.evidence or {}
     for number, hit in enumerate(hits, start=1):
-        _print_hit(number, hit)
+        _print_hit(number, hit, evidence.get(hit.chunk_id))
 
 
-def _print_hit(number: int, hit: Hit) -> None:
+def _print_hit(number: int, hit: Hit, evidence: float | None) -> None:
     where = place(
         hit.section_title,
         f"page {hit.page}" if hit.page is not None else None,
         hit.source_path and Path(hit.source_path).name,
     )
+    weight = f"evidence {evidence:.2f}" if evidence is not None else f"score {hit.score:.3f}"
     out.print(
         f"[bold]\\[{number}][/] [cyan]{escape(hit.title)}[/]  [dim]{escape(where)}[/]  "
-        f"[dim]score {hit.score:.3f} · {escape(hit.document_id)}#{hit.chunk_id}[/]",
+        f"[dim]{weight} · {escape(hit.document_id)}#{hit.chunk_id}[/]",
         highlight=False,
         soft_wrap=True,
     )
@@ -94,35 +167,81 @@ def _print_hit(number: int, hit: Hit) -> None:
     )
 
 
+HistoryOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        help='The chat before QUESTION, a JSON file: [{"role": "user", "content": "..."},'
+        " ...], oldest first; a follow-up is then made a standalone question.",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+GuardedOption = Annotated[
+    bool,
+    flag(
+        "--guarded",
+        help="Retrieve as an agent's guard does: a result that is not grounded blocks"
+        " (audited as blocked; exit status 1).",
+    ),
+]
+
+
 def context(
     question: Annotated[str, typer.Argument(help="The user's question or message.")],
     scope: ScopeOption = None,
     session: SessionOption = None,
     workspace: WorkspaceOption = None,
+    domain: DomainOption = None,
+    project: ProjectOption = None,
+    source_type: SourceTypeOption = None,
+    document: DocumentOption = None,
+    min_relevance: MinRelevanceOption = None,
+    guarded: GuardedOption = False,
+    history: HistoryOption = None,
     db: DbOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Build the cited context block an LLM would get for QUESTION (the whole pipeline)."""
+    filters = _filters(domain, project, source_type, document)
+    turns = _read_history(history) if history is not None else None
     with open_tether(db, config, must_exist=True) as tether:
+        load_model_visibly(tether, vectors=True)
         result = tether.retrieve(
             question,
             scope=scope,
             session_id=session,
-            workspace_id=workspace,  # type: ignore[arg-type]
+            workspace_id=workspace,
+            filters=filters,
+            min_relevance=min_relevance,
+            guarded=guarded,
+            history=turns,
         )
     if as_json:
         print_json(result.to_dict())
     else:
-        _print_context(result)
+        _print_context(result, guarded=guarded)
+    if guarded and not result.grounded:
+        raise typer.Exit(1)
 
 
-def _print_context(result: RetrievalResult) -> None:
+def _read_history(path: Path) -> Any:
+    """The turns in the ``--history`` file, as JSON (the library checks their shape)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"--history {path}: not a readable JSON file ({exc})", code=2)
+
+
+def _print_context(result: RetrievalResult, *, guarded: bool = False) -> None:
     print_degradations(result.debug)
+    blocked = "Blocked (--guarded): " if guarded else ""
     if not result.retrieved:
-        say(f"No retrieval: {result.debug['decision']['reason']}.")
+        say(f"{blocked}No retrieval: {result.debug['decision']['reason']}.")
     elif not result.grounded:
-        say(f"Not grounded. {result.guidance}")
+        say(f"{blocked}Not grounded. {result.guidance}")
         why = result.debug.get("grounding", {}).get("why")
         if why:
             say(f"Why: {why}.")

@@ -17,6 +17,8 @@ from tether.cli._shell import (
     cells,
     err,
     fail,
+    flag,
+    log_warnings_to_stderr,
     open_tether,
     out,
     print_json,
@@ -49,9 +51,7 @@ def serve(
     ] = 8000,
     db: DbOption = None,
     config: ConfigOption = None,
-    no_mcp: Annotated[
-        bool, typer.Option("--no-mcp", help="Do not mount the MCP server at /mcp.")
-    ] = False,
+    no_mcp: Annotated[bool, flag("--no-mcp", help="Do not mount the MCP server at /mcp.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /openapi.json, docs at /docs) and MCP at /mcp."""
@@ -82,6 +82,7 @@ def serve(
             f" (console: http://{bind}:{port}/console/)",
             highlight=False,
         )
+        log_warnings_to_stderr()
         uvicorn.run(app, host=bind, port=port, log_level=log_level)
 
 
@@ -99,12 +100,10 @@ WorkspacesOption = Annotated[
 def keys_create(
     workspace: WorkspacesOption = None,
     global_write: Annotated[
-        bool, typer.Option("--global-write", help="May also change the global library.")
+        bool, flag("--global-write", help="May also change the global library.")
     ] = False,
-    read_only: Annotated[bool, typer.Option("--read-only", help="May only read.")] = False,
-    admin: Annotated[
-        bool, typer.Option("--admin", help="May do everything, keys included.")
-    ] = False,
+    read_only: Annotated[bool, flag("--read-only", help="May only read.")] = False,
+    admin: Annotated[bool, flag("--admin", help="May do everything, keys included.")] = False,
     name: Annotated[
         str | None, typer.Option("--name", help="A label for the key.", show_default=False)
     ] = None,

@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from tether.cli._shell import ConfigOption, DbOption, fail, open_tether
+from tether.cli._shell import (
+    ConfigOption,
+    DbOption,
+    fail,
+    flag,
+    log_warnings_to_stderr,
+    open_tether,
+)
 
 _WorkspaceOption = Annotated[
     str | None,
@@ -20,7 +27,7 @@ _SessionOption = Annotated[
     ),
 ]
 _GlobalOption = Annotated[
-    bool, typer.Option("--global", help="Serve the global library.", show_default=False)
+    bool, flag("--global", help="Serve the global library.", show_default=False)
 ]
 _KeyOption = Annotated[
     str | None,
@@ -34,14 +41,14 @@ _KeyOption = Annotated[
 ]
 _GuardedOption = Annotated[
     bool,
-    typer.Option(
+    flag(
         "--guarded/--unguarded",
         help="Guard retrieve by the agent team's rules: nothing grounded returns the block"
         " and its advisory, never context. --unguarded: grounded=false with guidance.",
     ),
 ]
 _ReadOnlyOption = Annotated[
-    bool, typer.Option("--read-only", help="Offer no add_text, whatever the key may do.")
+    bool, flag("--read-only", help="Offer no add_text, whatever the key may do.")
 ]
 
 
@@ -72,6 +79,7 @@ def mcp(
     ]
     if len(named) > 1:
         fail(f"name one scope, not {' and '.join(named)}")
+    log_warnings_to_stderr()  # stdout is the protocol's; the host keeps stderr as a log
     # Ctrl-C (SIGINT) is one way an agent host stops its server: not an error.
     with contextlib.suppress(KeyboardInterrupt), open_tether(db, config, must_exist=True) as t:
         serve_mcp_stdio(

@@ -4,10 +4,11 @@ the one place where library errors become a line on stderr with the command to r
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
@@ -20,6 +21,7 @@ from rich.text import Text
 
 from tether import (
     DocumentNotFound,
+    LocalEmbedder,
     SessionNotFound,
     Settings,
     StoredVectorsInvalid,
@@ -48,6 +50,13 @@ class _Console(Console):
 out = _Console(soft_wrap=True)
 err = _Console(stderr=True, soft_wrap=True)
 
+
+def flag(*names: str, **options: Any) -> Any:
+    """A boolean flag's option. A flag takes no value, so its help shows no type (Typer
+    would print ``<bool>`` beside it)."""
+    return typer.Option(*names, metavar="", **options)
+
+
 DbOption = Annotated[
     str | None,
     typer.Option(
@@ -65,15 +74,18 @@ ConfigOption = Annotated[
         show_default=False,
     ),
 ]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print JSON (stable keys, see docs/cli.md).")
-]
+JsonOption = Annotated[bool, flag("--json", help="Print JSON (stable keys, see docs/cli.md).")]
 WorkspaceOption = Annotated[
     str | None, typer.Option("--workspace", "-w", help="Workspace id.", show_default=False)
 ]
 ScopeOption = Annotated[
     Literal["session", "workspace", "global"] | None,
-    typer.Option("--scope", help="Where to look (default: rag.scope).", show_default=False),
+    typer.Option(
+        "--scope",
+        help="Where to look (default: the scope --session or --workspace names, else"
+        " rag.scope); a scope they contradict is an error.",
+        show_default=False,
+    ),
 ]
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Session id.", show_default=False)
@@ -128,6 +140,48 @@ def open_tether(
             yield tether
     except TetherError as exc:
         fail(error_message(exc))
+
+
+def load_model_visibly(tether: Tether, *, vectors: bool, console: Console | None = None) -> None:
+    """On a terminal, load the local embedding model now (and, with ``vectors``, the
+    stored vectors beside it) under a status line: the seconds it takes then say what
+    they are, rather than a silent search or an "Indexing 0/1" bar. A model that cannot
+    load is left to the command, which runs lexical-only and says why."""
+    console = console or err
+    if not console.is_terminal:
+        return
+    embedder = tether.embedder  # None without embeddings
+    if embedder is None:
+        return
+    if isinstance(embedder, LocalEmbedder) and tether.settings.rag.embeddings.runtime == "auto":
+        console.print(
+            "[yellow]note:[/] this store's vectors come from the torch runtime, slow to"
+            " load; `TETHER_RAG__EMBEDDINGS__RUNTIME=onnx-int8 tether reembed` moves it to"
+            " onnx-int8, which starts in about a second",
+            highlight=False,
+        )
+    if embedder.loaded:
+        return
+    with console.status(f"Loading the embedding model ({embedder.model})…"):
+        if vectors:
+            tether.warmup()
+        else:
+            with suppress(TetherError):
+                embedder.warm()
+
+
+def log_warnings_to_stderr() -> None:
+    """Let a long-running shell (``serve``, ``mcp``) show the library's warnings on stderr:
+    the library itself prints nothing unless its application configures logging, and
+    here the shell is the application. Once per process."""
+    logger = logging.getLogger("tether")
+    if any(getattr(h, "_tether_cli", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("tether: %(levelname)s: %(message)s"))
+    handler._tether_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
 
 
 def _refuse_a_missing_store(db: str) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 from tether.embed.base import Embedder, from_blob, to_blob
 from tether.embed.local import (
@@ -13,7 +15,7 @@ from tether.embed.local import (
     packaged_token_counter,
     resolve_model_path,
 )
-from tether.embed.onnx import OnnxEmbedder, default_cache_dir
+from tether.embed.onnx import RUNTIME_SUFFIX, OnnxEmbedder, default_cache_dir
 from tether.embed.openai import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 from tether.errors import EmbeddingsUnavailable, TetherError
 from tether.settings import Settings
@@ -32,14 +34,49 @@ __all__ = [
     "default_token_counter",
     "embedder_from_settings",
     "from_blob",
+    "local_runtime",
     "resolve_model_path",
     "sizing_embedder",
     "to_blob",
 ]
 
 
-def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | None]:
-    """The configured embedder, or ``(None, reason)`` when embeddings are off or cannot run.
+Runtime = Literal["torch", "onnx-int8"]
+
+
+def local_runtime(settings: Settings, stored: Mapping[str, int] | None = None) -> Runtime:
+    """What runs the local model: ``rag.embeddings.runtime``, or for ``auto`` the runtime
+    whose vectors the store holds (``stored``: vectors per model name), so that an
+    existing store keeps its vectors until ``tether reembed``; for a store without
+    either, ``onnx-int8`` when ONNX Runtime is installed and the model runs on the CPU
+    in float32, else ``torch``."""
+    config = settings.rag.embeddings
+    if config.runtime != "auto":
+        return config.runtime
+    model = config.model or DEFAULT_LOCAL_MODEL
+    stored = stored or {}
+    float_vectors, int8_vectors = stored.get(model, 0), stored.get(model + RUNTIME_SUFFIX, 0)
+    if float_vectors > int8_vectors:
+        logger.info(
+            "the store's vectors come from the torch runtime, which keeps running %s; for"
+            ' the faster onnx-int8 runtime, set rag.embeddings.runtime = "onnx-int8" and run'
+            " tether reembed",
+            model,
+        )
+        return "torch"
+    if int8_vectors:
+        return "onnx-int8"
+    on_cpu = config.device in ("auto", "cpu") and config.precision in ("auto", "float32")
+    if on_cpu and importlib.util.find_spec("onnxruntime") is not None:
+        return "onnx-int8"
+    return "torch"
+
+
+def embedder_from_settings(
+    settings: Settings, stored: Mapping[str, int] | None = None
+) -> tuple[Embedder | None, str | None]:
+    """The configured embedder, or ``(None, reason)`` when embeddings are off or cannot run;
+    ``stored`` (vectors per model name in the store) settles ``runtime = "auto"``.
 
     Never raises for a missing model or key: retrieval then runs lexical-only, and the
     reason is logged once here and reported in every search's ``debug``.
@@ -50,7 +87,7 @@ def embedder_from_settings(settings: Settings) -> tuple[Embedder | None, str | N
         logger.info(reason)
         return None, reason
     try:
-        if config.provider == "local" and config.runtime == "onnx-int8":
+        if config.provider == "local" and local_runtime(settings, stored) == "onnx-int8":
             embedder: Embedder = OnnxEmbedder(
                 config.model or DEFAULT_LOCAL_MODEL,
                 model_path=config.model_path,

@@ -47,6 +47,12 @@ class Embedder(ABC):
         """Tokens in ``text`` by this model's tokenizer, or None when it has none locally."""
         return None
 
+    @property
+    def loaded(self) -> bool:
+        """False while a local model waits to be loaded by the first :meth:`embed` (it
+        takes seconds); a remote model is always ready."""
+        return True
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors for any number of texts, ``batch_size`` at a time."""
         texts = list(texts)

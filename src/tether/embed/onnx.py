@@ -128,6 +128,10 @@ class OnnxEmbedder(Embedder):
         self._load()
         return self.cached_model
 
+    @property
+    def loaded(self) -> bool:
+        return self._runner is not None
+
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         return self._load().embed(texts, self.threads)
 

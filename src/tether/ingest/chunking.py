@@ -340,6 +340,10 @@ class _TokenStarts:
             return cut
         return self.starts[max(bisect_left(self.starts, cut) - n, 0)]
 
+    def between(self, start: int, end: int) -> int:
+        """How many tokens start in ``[start, end)``."""
+        return bisect_left(self.starts, end) - bisect_left(self.starts, start)
+
 
 class _TokenCounts:
     """The same two answers by counting ``text`` slices: a binary search over characters
@@ -411,7 +415,7 @@ def _token_spans(
         for section, ruler, size in zip(sections, rulers, sizes, strict=True)
     ]
     flat = [(i, start, end) for i, spans in enumerate(cuts) for start, end in spans]
-    counts = _count_all(count_tokens, [text[start:end] for _, start, end in flat])
+    counts = _ruled_counts(text, rulers, flat, count_tokens)
     over = {i for (i, _, _), n in zip(flat, counts, strict=True) if (n or 0) > sizes[i][0]}
     if over:
         for i in over:
@@ -421,6 +425,36 @@ def _token_spans(
         flat = [(i, start, end) for i, spans in enumerate(cuts) for start, end in spans]
         counts = _count_all(count_tokens, [text[start:end] for _, start, end in flat])
     return [(sections[i], start, end) for i, start, end in flat], counts
+
+
+def _ruled_counts(
+    text: str,
+    rulers: Sequence[_Ruler],
+    spans: list[tuple[int, int, int]],
+    count_tokens: Callable[[str], int | None],
+) -> list[int | None]:
+    """Each span's token count: read off its section's token offsets when the span starts
+    and ends at white space (it then tokenizes alone as it does in place), else counted."""
+    counts: list[int | None] = []
+    unruled: list[int] = []
+    for at, (i, start, end) in enumerate(spans):
+        ruler = rulers[i]
+        if isinstance(ruler, _TokenStarts) and _clean_cut(text, start, end):
+            counts.append(ruler.between(start, end))
+        else:
+            counts.append(None)
+            unruled.append(at)
+    if unruled:
+        measured = _count_all(count_tokens, [text[spans[at][1] : spans[at][2]] for at in unruled])
+        for at, n in zip(unruled, measured, strict=True):
+            counts[at] = n
+    return counts
+
+
+def _clean_cut(text: str, start: int, end: int) -> bool:
+    return (start == 0 or text[start - 1].isspace() or text[start].isspace()) and (
+        end >= len(text) or text[end].isspace() or text[end - 1].isspace()
+    )
 
 
 def _token_sizes(

@@ -28,7 +28,7 @@ from tether.retrieve.evidence import (
     search_terms,
 )
 from tether.retrieve.rerank import Candidate, metadata_priority
-from tether.retrieve.search import Candidates, Ranked, Searcher
+from tether.retrieve.search import Candidates, Ranked, Searcher, SearchResults
 from tether.settings import Settings
 from tether.store import Store
 
@@ -127,6 +127,22 @@ class Grounder:
             pairs = zip(candidates, scores, strict=True)
             candidates = [replace(c, relevance=p, match=p) for c, p in pairs]
         return candidates, judged
+
+    def judge(self, results: SearchResults, filters: Filters | None) -> dict[int, float]:
+        """Each hit's evidence (0..1) that it answers the search's query, by chunk id: the
+        relevance :meth:`candidates` gives the pipeline's candidates, from the vectors and
+        the lexical and vector lists the search itself ran."""
+        found = results.candidates
+        judged, _ = self.candidates(
+            results.query,
+            found.query_vector if found is not None else None,
+            [(hit.chunk_id, hit.score) for hit in results],
+            results.scope,
+            session_id=None,
+            filters=filters,
+            agreed=agreed(found) if found is not None else None,
+        )
+        return {candidate.hit.chunk_id: candidate.relevance for candidate in judged}
 
     def question_terms(
         self,

@@ -38,27 +38,43 @@ Ranked = list[tuple[int, float]]
 class SearchResults(list[Hit]):
     """The hits, best first (a plain list), plus the ``query``, ``scope`` (as resolved)
     and ``k`` they answer, and ``debug``: what ran, counts, timings in milliseconds,
-    per-chunk ranks of each method, and every degradation."""
+    per-chunk ranks of each method, and every degradation. ``candidates`` are the ranked
+    lists the hits were taken from; ``evidence``, when the hits were judged
+    (``Tether.search(judge=True)``), each hit's evidence (0..1) by chunk id."""
 
     def __init__(
-        self, hits: list[Hit], debug: dict[str, Any], *, query: str, scope: Scope, k: int
+        self,
+        hits: list[Hit],
+        debug: dict[str, Any],
+        *,
+        query: str,
+        scope: Scope,
+        k: int,
+        candidates: Candidates | None = None,
     ) -> None:
         super().__init__(hits)
         self.debug = debug
         self.query = query
         self.scope = scope
         self.k = k
+        self.candidates = candidates
+        self.evidence: dict[int, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of a search (``tether search --json``, ``POST /v1/search``): the
-        query, scope and k it answered, its hits, and its debug without the per-chunk
-        ranks (one entry per candidate: too long to print)."""
+        query, scope and k it answered, its hits (each with its ``evidence`` when the
+        hits were judged), and its debug without the per-chunk ranks (one entry per
+        candidate: too long to print)."""
         debug = {key: value for key, value in self.debug.items() if key != "ranks"}
+        hits = [hit.to_dict() for hit in self]
+        if self.evidence is not None:
+            for hit in hits:
+                hit["evidence"] = round(self.evidence.get(hit["chunk_id"], 0.0), 4)
         return {
             "query": self.query,
             "scope": self.scope.to_dict(),
             "k": self.k,
-            "hits": [hit.to_dict() for hit in self],
+            "hits": hits,
             "debug": debug,
         }
 
@@ -169,6 +185,12 @@ class Searcher:
             timings: dict[str, float] = {}
             t0 = time.perf_counter()
             embedder, index, _ = self._vector_side()
+            # The vectors load on a helper thread while the model loads here.
+            loading = (
+                self._pool().submit(index.load)
+                if index is not None and embedder is not None and self._can_run_sides_apart()
+                else None
+            )
             if embedder is not None:
                 try:
                     embedder.warm()
@@ -178,7 +200,7 @@ class Searcher:
             if index is not None:
                 t0 = time.perf_counter()
                 try:
-                    index.load()
+                    loading.result() if loading is not None else index.load()
                 except StoredVectorsInvalid as exc:  # each search degrades, and says why
                     logger.warning("loading the stored vectors failed: %s", exc)
                 timings["vectors_ms"] = ms_since(t0)
@@ -310,6 +332,11 @@ class Searcher:
         if not query.strip():
             return _VectorSide([], ran=True)  # nothing to embed: no vector candidates
         timings: dict[str, float] = {}
+        if not vectors.loaded and self._can_run_sides_apart():
+            # A cold start: the stored vectors load on a helper thread while the model
+            # loads and embeds here (both mostly outside the GIL); the search below
+            # waits for them, and catches up with anything this thread's transaction wrote.
+            self._pool().submit(vectors.load)
         try:
             started = time.perf_counter()
             query_vector = embedder.embed_query(query)
@@ -413,7 +440,7 @@ class Searcher:
             degradations=found.degradations,
             ranks=_ranks(hits, found.lexical, found.vector),
         )
-        return SearchResults(hits, debug, query=query, scope=scope, k=k)
+        return SearchResults(hits, debug, query=query, scope=scope, k=k, candidates=found)
 
     def hits(self, scored: Ranked) -> list[Hit]:
         """Hits for ``(chunk_id, score)`` pairs, in order, with those scores."""

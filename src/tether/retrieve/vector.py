@@ -214,6 +214,11 @@ class VectorIndex:
     def __len__(self) -> int:
         return 0 if self._matrix is None else self._matrix.live
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the vectors have been read into memory (they may be behind the store)."""
+        return self._matrix is not None
+
     def load(self) -> int:
         """Read the vectors into memory now (a search would on first use); how many."""
         return self._current(self.store.change_counters()).live

