@@ -8,7 +8,6 @@ frameworks see the same passages, ids and metadata for the same query.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -102,10 +101,10 @@ def find_passages(tether: Tether, text: str, options: PassageOptions) -> Passage
 
 
 async def afind_passages(tether: Tether, text: str, options: PassageOptions) -> Passages:
-    """:func:`find_passages` for asyncio: retrieval through :meth:`Tether.aretrieve`, and
-    search (which has no async form) in a thread."""
+    """:func:`find_passages` for asyncio, through :meth:`Tether.aretrieve` or
+    :meth:`Tether.asearch`."""
     if options.method == "search":
-        results = await asyncio.to_thread(tether.search, text, **_search_options(options))
+        results = await tether.asearch(text, **_search_options(options))
         return _from_search(results)
     return _from_retrieval(await tether.aretrieve(text, **_retrieve_options(options)))
 
