@@ -18,7 +18,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,local,onnx,openai,langgraph,llamaindex,haystack,watch,server,postgres,formats,ocr]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,local,onnx,openai,langgraph,llamaindex,haystack,languages,watch,server,postgres,formats,ocr]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -83,7 +83,9 @@ class Tether(Indexing, Catalog):
         them on) defaults to the ``[llm]`` endpoint.
         """
         self.settings = settings if settings is not None else Settings.load()
-        self.store: Store = open_store(db if db is not None else self.settings.db)
+        self.store: Store = open_store(
+            db if db is not None else self.settings.db, language=self.settings.rag.language
+        )
         self._given = (embedder, count_tokens, chat)
         self._lock = threading.RLock()
         self._indexer: Indexer | None = None

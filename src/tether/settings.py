@@ -162,6 +162,9 @@ class RagSettings(BaseModel):
 
     enabled: bool = True
     scope: Literal["session", "workspace", "global"] = "global"
+    language: Literal["english", "french", "german", "spanish"] = Field(
+        "english", description="stopwords and stemmer of the lexical side; a store is made for one"
+    )
     # A chunk the embedder reads whole: sized in its tokens when its window and a tokenizer
     # are known (all-MiniLM-L6-v2: 256, header included), else in characters (1200: about
     # 250-300 MiniLM word pieces). Overlap keeps a sentence cut at a boundary findable from
@@ -323,12 +326,10 @@ class LLMSettings(BaseModel):
     retrieval_budget: float | None = Field(
         None,
         gt=0,
-        description=(
-            "seconds all the model calls of one retrieval (decide, condense, rewrite, rerank,"
-            " judge) may take together, retries included; a step with none left is skipped."
-            " None: timeout. Within a retrieval's own timeout, the model gets at most what"
-            " is left after a reserve for the local stages"
-        ),
+        description="seconds all the model calls of one retrieval (decide, condense, rewrite,"
+        " rerank, judge) may take together, retries included; a step with none left is skipped."
+        " None: timeout. Within a retrieval's own timeout, the model gets at most what is left"
+        " after a reserve for the local stages",
     )
 
 
@@ -433,11 +434,9 @@ class ServerSettings(BaseModel):
     )
     upload_dir: str | None = Field(
         None,
-        description=(
-            "where accepted uploads wait until indexed, surviving restarts. Default: beside"
-            " a SQLite store ('t.db-uploads'); for PostgreSQL, a folder under the system's"
-            " temporary folder (set one that outlives reboots)"
-        ),
+        description="where accepted uploads wait until indexed, surviving restarts. Default:"
+        " beside a SQLite store ('t.db-uploads'); for PostgreSQL, a folder under the system's"
+        " temporary folder (set one that outlives reboots)",
     )
     max_queued_upload_bytes: int = Field(
         1 << 30, ge=1, description="bytes of uploads accepted but not yet indexed, all keys"

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from tether.retrieve.fts import _TERM, _stem, _terms
 from tether.store import TermStatistics
-from tether.text import normalize_text
+from tether.text import DEFAULT_LANGUAGE, normalize_text
 
 #: A sentence longer than this many words is cut into pieces of this size.
 WINDOW_WORDS = 40
@@ -120,6 +120,8 @@ class QuestionTerms:
     #: The question's distinctive terms (codes, rare words: see
     #: :mod:`tether.retrieve.distinctive`) that occur nowhere in the scope.
     distinctive_absent: tuple[str, ...] = ()
+    #: The language of the question's stems (``rag.language``).
+    language: str = DEFAULT_LANGUAGE
 
     @property
     def total(self) -> float:
@@ -152,12 +154,14 @@ class Evidence:
         }
 
 
-def search_terms(question: str) -> list[str]:
+def search_terms(question: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
     """The question's search terms as the full-text index is asked for them."""
-    return [surface for _, surface in _terms(question)]
+    return [surface for _, surface in _terms(question, language)]
 
 
-def question_terms(question: str, stats: TermStatistics) -> QuestionTerms:
+def question_terms(
+    question: str, stats: TermStatistics, language: str = DEFAULT_LANGUAGE
+) -> QuestionTerms:
     """The question's terms weighted by IDF over the store, and those the scope lacks.
 
     IDF over a handful of chunks says little (in a one-page note every absent word looks
@@ -167,16 +171,16 @@ def question_terms(question: str, stats: TermStatistics) -> QuestionTerms:
     confidence = min(1.0, n / BACKGROUND_CHUNKS)
     idf: dict[str, float] = {}
     surfaces: dict[str, str] = {}
-    terms = _terms(question)
+    terms = _terms(question, language)
     subject = [(key, surface) for key, surface in terms if key not in PHRASING] or terms
     for key, surface in subject:
-        stem = _stem(key)
+        stem = _stem(key, language)
         if stem not in idf:
             idf[stem] = math.log((n + 1) / (stats.store.get(surface, 0) + 0.5))
             surfaces[stem] = surface
     total = sum(idf.values())
     if not idf or total <= 0:
-        return QuestionTerms(weights=(), absent=(), missing=0.0)
+        return QuestionTerms(weights=(), absent=(), missing=0.0, language=language)
     weights = {
         stem: confidence * value / total + (1.0 - confidence) / len(idf)
         for stem, value in idf.items()
@@ -186,6 +190,7 @@ def question_terms(question: str, stats: TermStatistics) -> QuestionTerms:
         weights=tuple(weights.items()),
         absent=tuple(surfaces[stem] for stem in absent),
         missing=confidence * sum(weights[stem] for stem in absent),
+        language=language,
     )
 
 
@@ -210,7 +215,7 @@ def best_window(terms: QuestionTerms, text: str) -> tuple[float, str]:
         return 0.0, ""
     best, where = 0.0, ""
     for window in windows(text):
-        found = {_stem(t.casefold()) for t in _TERM.findall(normalize_text(window))}
+        found = {_stem(t.casefold(), terms.language) for t in _TERM.findall(normalize_text(window))}
         covered = sum(w for stem, w in terms.weights if stem in found) / total
         if covered > best:
             best, where = covered, window

@@ -2,8 +2,9 @@
 
 User text is never passed to FTS5 as syntax. It is cut into terms (runs of letters and
 digits, which is also where FTS5's unicode61 tokenizer cuts), case-folded, stripped of
-stopwords, de-duplicated and capped; every term is then double-quoted and the terms are
-joined with ``OR``, so bm25 ranks chunks by how many and how rare the terms they hold are.
+the stopwords of its language (``rag.language``), de-duplicated and capped; every term
+is then double-quoted and the terms are joined with ``OR``, so bm25 ranks chunks by how
+many and how rare the terms they hold are.
 
 FTS5 syntax in the input is dropped, never passed on: column filters (``col:term``,
 ``{a b}:term``, ``-col:term``) keep only their terms, ``NEAR(a b, 5)`` keeps ``a b``
@@ -14,10 +15,12 @@ prose, not a filter: a filter has no space after its colon.)
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
-from tether.text import normalize_text
+from tether.errors import ConfigurationError
+from tether.text import DEFAULT_LANGUAGE, check_language, normalize_text, snowball
 
 MAX_TERMS = 64
 MAX_TERM_CHARS = 128
@@ -43,21 +46,45 @@ _NEAR = re.compile(r"\bNEAR\s*\(([^()]*?)(?:,\s*\d+\s*)?\)")
 _COLUMN_FILTER = re.compile(r"(?:(?<=\s)|^)-?(?:\{[^{}]*\}|[^\W\d_][\w]*)\s*:(?=[^\s:/])")
 
 
-def query_terms(text: str) -> list[str]:
-    """The search terms of ``text``: case-folded, stopwords removed (unless that leaves
-    nothing), de-duplicated in order of first appearance, at most ``MAX_TERMS``."""
-    return [key for key, _ in _terms(text)]
+def stopwords(language: str = DEFAULT_LANGUAGE) -> frozenset[str]:
+    """The words a query in ``language`` is searched without: :data:`STOPWORDS` for
+    English, else Snowball's list for the language (from the ``stop-words`` package, the
+    ``languages`` extra). Without it, ``ConfigurationError`` with the command to install."""
+    if check_language(language) == DEFAULT_LANGUAGE:
+        return STOPWORDS
+    return _snowball_stopwords(language)
 
 
-def compile_match(text: str) -> str | None:
-    """A MATCH expression for ``text``, or None when it holds no searchable term."""
-    terms = _terms(text)
+@functools.cache
+def _snowball_stopwords(language: str) -> frozenset[str]:
+    try:
+        from stop_words import get_stop_words
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"rag.language {language!r} needs its stopwords from the stop-words package:"
+            " pip install 'tether[languages]'"
+        ) from exc
+    return frozenset(word.casefold() for word in get_stop_words(language))
+
+
+def query_terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
+    """The search terms of ``text``: case-folded, stopwords of ``language`` removed
+    (unless that leaves nothing), de-duplicated in order of first appearance, at most
+    ``MAX_TERMS``."""
+    return [key for key, _ in _terms(text, language)]
+
+
+def compile_match(text: str, language: str = DEFAULT_LANGUAGE) -> str | None:
+    """A MATCH expression for ``text`` (a query in ``language``: its stopwords are left
+    out), or None when it holds no searchable term. Terms go to the store as written:
+    the store stems them as it stemmed its text (FTS5's porter tokenizer for English)."""
+    terms = _terms(text, language)
     if not terms:
         return None
     return " OR ".join(_quote(surface) for _, surface in terms)
 
 
-def _terms(text: str) -> list[tuple[str, str]]:
+def _terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
     """``(key, surface)`` per term. The key (case-folded) is what stopwords and
     de-duplication compare. The surface is what goes to FTS5: the key for ASCII terms,
     where case-folding is exactly FTS5's folding, else the term as written, so that FTS5
@@ -71,7 +98,8 @@ def _terms(text: str) -> list[tuple[str, str]]:
     plain = _COLUMN_FILTER.sub(" ", _NEAR.sub(r" \1 ", normalize_text(text[:MAX_QUERY_CHARS])))
     tokens = [(t.casefold(), t.casefold() if t.isascii() else t) for t in _TERM.findall(plain)]
     tokens = [(key, t) for key, t in tokens if len(key) <= MAX_TERM_CHARS]
-    content = [(key, t) for key, t in tokens if key not in STOPWORDS] or tokens
+    unwanted = stopwords(language)
+    content = [(key, t) for key, t in tokens if key not in unwanted] or tokens
     first: dict[str, str] = {}
     for key, t in content:
         first.setdefault(key, t)
@@ -82,22 +110,27 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def term_coverage(question: str, text: str) -> float:
+def term_coverage(question: str, text: str, language: str = DEFAULT_LANGUAGE) -> float:
     """The share (0..1) of the question's search terms that occur in ``text``.
 
     Terms are cut as for search (stopwords dropped unless the question has nothing
-    else), compared case-folded, without diacritics and lightly stemmed (plural -s/-es/
-    -ies, -ing, -ed), as FTS5's porter tokenizer would match them. Every term of
-    ``text`` counts, however long it is."""
-    wanted = {_stem(key) for key in query_terms(question)}
+    else), compared case-folded, without diacritics and stemmed (:func:`_stem`). Every
+    term of ``text`` counts, however long it is."""
+    wanted = {_stem(key, language) for key in query_terms(question, language)}
     if not wanted:
         return 0.0
-    found = {_stem(t.casefold()) for t in _TERM.findall(normalize_text(text))}
+    found = {_stem(t.casefold(), language) for t in _TERM.findall(normalize_text(text))}
     return len(wanted & found) / len(wanted)
 
 
-def _stem(term: str) -> str:
+def _stem(term: str, language: str = DEFAULT_LANGUAGE) -> str:
+    """``term`` (case-folded) without diacritics and stemmed: in English lightly (plural
+    -s/-es/-ies, -ing, -ed), as FTS5's porter tokenizer would match it; in another
+    language by its Snowball stemmer, as its store indexes words
+    (:func:`~tether.text.stemmed_text`)."""
     term = "".join(c for c in unicodedata.normalize("NFKD", term) if not unicodedata.combining(c))
+    if language != DEFAULT_LANGUAGE:
+        return snowball(language)([term])[0]
     for suffix, replacement, shortest in (
         ("ies", "y", 2),
         ("sses", "ss", 2),

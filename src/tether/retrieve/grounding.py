@@ -157,9 +157,14 @@ class Grounder:
         of ``candidate_texts`` (the passages found for it) is taken as misspelt, not
         absent."""
         codes = {code: code_cores(code) for code in code_terms(question)}
-        lookups = [*search_terms(question), *codes, *(c for cores in codes.values() for c in cores)]
+        language = self.settings.rag.language
+        lookups = [
+            *search_terms(question, language),
+            *codes,
+            *(c for cores in codes.values() for c in cores),
+        ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
-        terms = question_terms(question, stats)
+        terms = question_terms(question, stats, language)
         absent = [
             code
             for code, cores in codes.items()

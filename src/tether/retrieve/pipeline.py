@@ -530,7 +530,11 @@ class Pipeline:
                 agreed=run.agreed,
             )
             ranked, rerank_debug = heuristic_rerank(
-                question, candidates, rag.rerank, in_session=run.request.scope.kind == "session"
+                question,
+                candidates,
+                rag.rerank,
+                in_session=run.request.scope.kind == "session",
+                language=rag.language,
             )
             if rag.enable_llm_rerank and ranked:
                 ranked, rerank_debug = await self._llm_rerank(

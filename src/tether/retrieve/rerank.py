@@ -45,6 +45,7 @@ from tether.llm import ChatModel, parse_json_reply
 from tether.models import Hit
 from tether.retrieve.fts import query_terms
 from tether.settings import RerankSettings
+from tether.text import DEFAULT_LANGUAGE
 
 SNIPPET_CHARS = 600
 
@@ -73,12 +74,17 @@ def metadata_priority(metadata: dict[str, Any] | None, default: float = 0.0) -> 
 
 
 def heuristic_rerank(
-    question: str, candidates: list[Candidate], settings: RerankSettings, *, in_session: bool
+    question: str,
+    candidates: list[Candidate],
+    settings: RerankSettings,
+    *,
+    in_session: bool,
+    language: str = DEFAULT_LANGUAGE,
 ) -> tuple[list[Candidate], dict[str, Any]]:
     """The candidates in reranked order (each with its ``score``), and the debug record."""
     if not candidates:
         return [], {"method": "heuristic", "candidates": 0}
-    terms = set(query_terms(question))
+    terms = set(query_terms(question, language))
     lo = min(c.fused for c in candidates)
     hi = max(c.fused for c in candidates)
     matches = [c.match for c in candidates if c.match is not None]
@@ -95,7 +101,8 @@ def heuristic_rerank(
         if c.match is not None and match_hi > match_lo:
             match = (c.match - match_lo) / (match_hi - match_lo)
         base = (1.0 - weight) * fused + weight * match
-        title_terms = set(query_terms(c.hit.section_title)) if c.hit.section_title else set()
+        title = c.hit.section_title
+        title_terms = set(query_terms(title, language)) if title else set()
         overlap = len(terms & title_terms) / len(terms) if terms else 0.0
         recency = 0.0
         if c.recency and times:

@@ -305,7 +305,7 @@ class Searcher:
     ) -> _LexicalSide:
         """The lexical side's ranking (and, ``with_text``, its hits, read in one query)."""
         started = time.perf_counter()
-        match = compile_match(query)
+        match = compile_match(query, self.rag.language)
         ranked: Ranked = []
         hits = None
         if match and with_text:

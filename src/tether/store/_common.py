@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tether.store.base import Database, Store
+from tether.text import DEFAULT_LANGUAGE
 
 T = TypeVar("T")
 
@@ -54,6 +55,10 @@ class StorePart(Store):
     @property
     def location(self) -> str:
         return self.db.path
+
+    @property
+    def language(self) -> str:
+        return self.db.language or DEFAULT_LANGUAGE
 
     def close(self) -> None:
         self.db.close()

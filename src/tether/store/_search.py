@@ -20,6 +20,8 @@ from tether.store.sql import (
     document_chunks_sql,
     fts_phrase,
     hits_sql,
+    indexed_match,
+    indexed_term,
     lexical_search_sql,
     match_terms,
     scope_chunk_count_sql,
@@ -83,6 +85,7 @@ class SearchMixin(StorePart):
     ) -> list[Any]:
         """The top ``k`` in scope by the plan that fits the scope's share of the store
         (:func:`~tether.store.sql.lexical_search_sql`); the same rows either way."""
+        match = indexed_match(match, self.language)
         with self.db.read() as conn:  # one snapshot for the plan and the search
             share, total = self._scope_size(conn, scope, filters, exclusions)
             depth = _depth(share, k)
@@ -224,12 +227,13 @@ class SearchMixin(StorePart):
         with self.db.read() as conn:  # one snapshot for the counts and the scope
             (chunks,) = conn.execute("SELECT count(*) FROM rag_chunks").fetchone()
             for term in dict.fromkeys(terms):
-                (store[term],) = conn.execute(*term_frequency_sql(term)).fetchone()
+                indexed = indexed_term(term, self.language)
+                (store[term],) = conn.execute(*term_frequency_sql(indexed)).fetchone()
                 if not store[term]:
                     in_scope[term] = False
                     continue
                 sql, params = term_in_scope_sql(
-                    scope, term, filters=filters, exclusions=exclusions, dialect=self.db.dialect
+                    scope, indexed, filters=filters, exclusions=exclusions, dialect=self.db.dialect
                 )
                 in_scope[term] = bool(conn.execute(sql, params).fetchone()[0])
         return TermStatistics(chunks=chunks, store=store, in_scope=in_scope)

@@ -65,6 +65,8 @@ class Database(Protocol):
     cross_thread: bool
     #: How its SQL spells what the dialects spell differently.
     dialect: Dialect
+    #: The language of its lexical side, as the store records it (once opened).
+    language: str | None
 
     def read(self) -> AbstractContextManager[Any]: ...
 
@@ -79,7 +81,10 @@ class Database(Protocol):
 
 class NativeVectors(Protocol):
     """A vector search a backend runs itself (PostgreSQL's pgvector), in place of the
-    in-memory :class:`~tether.retrieve.vector.VectorIndex`: the same three calls."""
+    in-memory :class:`~tether.retrieve.vector.VectorIndex`: the same calls."""
+
+    @property
+    def loaded(self) -> bool: ...
 
     def load(self) -> int: ...
 
@@ -141,6 +146,12 @@ class Store(ABC):
     def location(self) -> str:
         """Where the data lives, for messages and ``repr`` (a path, ``:memory:``, a DSN
         without its password)."""
+
+    @property
+    @abstractmethod
+    def language(self) -> str:
+        """The language the store was made for (``rag.language``): how its full-text
+        index stems words, and what a query's terms are stemmed as."""
 
     @abstractmethod
     def close(self) -> None:

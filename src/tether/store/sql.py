@@ -19,6 +19,7 @@ from tether.store._paths import stored_path
 from tether.store._rows import AUDIT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS, document_columns
 from tether.store.dialect import SQLITE, Dialect
 from tether.store.records import RegistryEntry
+from tether.text import DEFAULT_LANGUAGE, stemmed_text
 
 # bm25 column weights for (content, section_title).
 FTS_COLUMN_WEIGHTS = (1.0, 1.0)
@@ -232,6 +233,23 @@ def match_terms(match: str) -> list[str]:
 def fts_phrase(term: str) -> str:
     """``term`` as one quoted FTS5 string: whatever it holds is matched as text."""
     return '"' + term.replace('"', '""') + '"'
+
+
+def indexed_term(term: str, language: str) -> str:
+    """``term`` as the full-text index of a SQLite store of ``language`` holds it: as it
+    is in English (FTS5's porter tokenizer stems it as it stemmed the text), else its
+    Snowball stems (:func:`~tether.text.stemmed_text`, as the text was stemmed)."""
+    if language == DEFAULT_LANGUAGE:
+        return term
+    return stemmed_text(term, language) or term
+
+
+def indexed_match(match: str, language: str) -> str:
+    """A compiled expression (:func:`match_terms`) with each term as the index of a
+    SQLite store of ``language`` holds it (:func:`indexed_term`)."""
+    if language == DEFAULT_LANGUAGE:
+        return match
+    return " OR ".join(fts_phrase(indexed_term(t, language)) for t in match_terms(match))
 
 
 def term_frequency_sql(term: str) -> tuple[str, dict[str, Any]]:

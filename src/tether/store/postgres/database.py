@@ -23,9 +23,20 @@ from contextlib import contextmanager
 from typing import Any
 
 from tether.errors import InvalidArgument, StorageReadOnly, StoreError
-from tether.store._failures import storage_full, storage_read_only
+from tether.store._failures import (
+    opened_language,
+    storage_full,
+    storage_read_only,
+    wanted_language,
+)
 from tether.store.dialect import POSTGRES
-from tether.store.postgres.schema import LATEST_VERSION, migrate, schema_version
+from tether.store.postgres.schema import (
+    LATEST_VERSION,
+    migrate,
+    recorded_language,
+    schema_version,
+)
+from tether.text import DEFAULT_LANGUAGE
 
 try:
     import psycopg
@@ -111,9 +122,11 @@ class PgDatabase:
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+    def __init__(self, url: str, *, connect_timeout: int = 10, language: str | None = None) -> None:
         self.url = url
         self.path = _redacted(url)
+        #: The language of the lexical side (see :class:`~tether.store.SQLiteDatabase`).
+        self.language = wanted_language(language)
         self.cross_thread = True
         self._connect_timeout = connect_timeout
         self._local = threading.local()
@@ -123,6 +136,9 @@ class PgDatabase:
         conn = self._open(register=False)
         try:
             self._migrate(conn)
+            with _errors(self.path):
+                recorded = recorded_language(conn)
+            self.language = opened_language(self.path, recorded, self.language)
             register_vector(conn)
         except BaseException:
             conn.close()
@@ -138,7 +154,7 @@ class PgDatabase:
             if schema_version(conn) == LATEST_VERSION:
                 return
         try:
-            migrate(conn, self.path)
+            migrate(conn, self.path, self.language or DEFAULT_LANGUAGE)
         except StoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):

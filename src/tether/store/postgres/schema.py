@@ -4,9 +4,10 @@ numbered migrations recorded in ``tether_schema``.
 Where SQLite has an FTS5 table, each chunk here keeps its own ``tsvector`` (of its text
 folded and cut into terms in Python as FTS5 cuts them, stemmed by the ``tether`` text
 search configuration: Snowball English, no stopwords, as FTS5's porter tokenizer keeps
-them), a GIN index over it, its length in terms, and ``rag_lexemes`` keeps each term's
-document frequency: what BM25 needs, kept by statement triggers in the same transaction
-as every chunk write. Vectors are pgvector ``vector`` values; each model gets an HNSW
+them, or the Snowball stemmer of the language the store was made for), a GIN index
+over it, its length in terms, and ``rag_lexemes`` keeps each term's document frequency:
+what BM25 needs, kept by statement triggers in the same transaction as every chunk
+write. Vectors are pgvector ``vector`` values; each model gets an HNSW
 index of its own (:func:`ensure_vector_index`) when its first vectors are stored.
 
 The counters and the change log are kept by triggers exactly as SQLite's migrations 3
@@ -20,6 +21,7 @@ from typing import Any
 
 from tether.errors import SchemaVersionError, StoreError
 from tether.store.records import utcnow
+from tether.text import DEFAULT_LANGUAGE, check_language
 
 #: Migrations take this advisory lock: processes opening a new database at once migrate
 #: it once.
@@ -292,6 +294,16 @@ _0001_core += "".join(
     )
 )
 
+# What a store was made with and must be opened with: its language ('english' in a store
+# made before; a store made for another one stems with its Snowball dictionary).
+_0003_store_language = """
+CREATE TABLE rag_store_settings (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+);
+INSERT INTO rag_store_settings (key, value) VALUES ('language', 'english');
+"""
+
 #: (version, name, sql). Never edit one that has shipped: add the next.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "the tether schema: tables, text search, vectors, counters and change log", _0001_core),
@@ -300,8 +312,11 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "the API key that asked for each retrieval",
         "ALTER TABLE rag_retrieval_log ADD COLUMN asked_by TEXT;",
     ),
+    (3, "the language the store was made for", _0003_store_language),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
+#: The migration that records a store's language.
+LANGUAGE_VERSION = 3
 
 
 def schema_version(conn: Any) -> int:
@@ -311,9 +326,10 @@ def schema_version(conn: Any) -> int:
     return conn.execute("SELECT coalesce(max(version), 0) FROM tether_schema").fetchone()[0]
 
 
-def migrate(conn: Any, label: str) -> int:
+def migrate(conn: Any, label: str, language: str = DEFAULT_LANGUAGE) -> int:
     """Apply every migration the database lacks, in one transaction under
-    :data:`MIGRATION_LOCK`; return the version reached. A newer schema is refused."""
+    :data:`MIGRATION_LOCK`; return the version reached. A newer schema is refused. A new
+    store is made for ``language`` (an existing one keeps its own)."""
     import psycopg
 
     try:
@@ -323,7 +339,7 @@ def migrate(conn: Any, label: str) -> int:
                 "CREATE TABLE IF NOT EXISTS tether_schema"
                 " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-            current = schema_version(conn)
+            start = current = schema_version(conn)
             if current > LATEST_VERSION:
                 raise SchemaVersionError(label, current, LATEST_VERSION)
             for version, name, sql in MIGRATIONS:
@@ -341,9 +357,28 @@ def migrate(conn: Any, label: str) -> int:
                     (version, name, utcnow()),
                 )
                 current = version
+            if start == 0 and current >= LANGUAGE_VERSION and language != DEFAULT_LANGUAGE:
+                _make_for(conn, language)
     except psycopg.Error as exc:
         raise StoreError(f"cannot migrate {label}: {exc}") from exc
     return current
+
+
+def _make_for(conn: Any, language: str) -> None:
+    """Make a new (empty) store one of ``language``: the ``tether`` configuration's
+    dictionary becomes that language's Snowball stemmer, still without stopwords."""
+    conn.execute(
+        f"ALTER TEXT SEARCH DICTIONARY tether_stem (Language = {check_language(language)})"
+    )
+    conn.execute("UPDATE rag_store_settings SET value = %s WHERE key = 'language'", (language,))
+
+
+def recorded_language(conn: Any) -> str | None:
+    """The language the store records (None: none, a store of a tether before)."""
+    if not conn.execute("SELECT to_regclass('rag_store_settings') IS NOT NULL").fetchone()[0]:
+        return None
+    row = conn.execute("SELECT value FROM rag_store_settings WHERE key = 'language'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def vector_index_name(model: str, dims: int) -> str:

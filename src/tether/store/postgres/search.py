@@ -208,6 +208,11 @@ class PgVectors:
     def __len__(self) -> int:
         return self.load()
 
+    @property
+    def loaded(self) -> bool:
+        """Always: the vectors stay in the database, nothing waits to be read."""
+        return True
+
     def load(self) -> int:
         """How many vectors the model has (nothing is loaded: they stay in the database)."""
         row = self.store._select_one(

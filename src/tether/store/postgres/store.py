@@ -122,9 +122,11 @@ class PostgresStore(
         self._lexeme_cache: dict[str, tuple[str, ...]] = {}
 
     @classmethod
-    def connect(cls, url: str) -> PostgresStore:
-        """The store in the database at ``url`` (created or migrated as needed)."""
-        return cls(PgDatabase(url))
+    def connect(cls, url: str, *, language: str | None = None) -> PostgresStore:
+        """The store in the database at ``url`` (created or migrated as needed; a new
+        one made for ``language``, an existing one checked against it: see
+        :func:`~tether.store.open_store`)."""
+        return cls(PgDatabase(url, language=language))
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.location!r})"

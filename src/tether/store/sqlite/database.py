@@ -17,7 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tether.errors import InvalidArgument, SchemaVersionError, StorageReadOnly, StoreError
-from tether.store._failures import MAKE_THE_FILE_WRITABLE, storage_read_only
+from tether.store._failures import (
+    MAKE_THE_FILE_WRITABLE,
+    opened_language,
+    storage_read_only,
+    wanted_language,
+)
 from tether.store.dialect import SQLITE
 from tether.store.sqlite.files import (
     check_version,
@@ -29,7 +34,15 @@ from tether.store.sqlite.files import (
     write_failure,
 )
 from tether.store.sqlite.fts_upkeep import FtsUpkeep
-from tether.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from tether.store.sqlite.migrations import (
+    LANGUAGE_VERSION,
+    LATEST_VERSION,
+    MIGRATIONS,
+    STEMMED_TEXT,
+    Migration,
+    language_fts_sql,
+)
+from tether.text import DEFAULT_LANGUAGE, stemmed_text
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
 
@@ -53,8 +66,13 @@ class SQLiteDatabase:
         target: str | os.PathLike[str] | sqlite3.Connection = ":memory:",
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        language: str | None = None,
     ) -> None:
         self.busy_timeout_ms = busy_timeout_ms
+        #: The language of the lexical side: the one the store was made for. Opened for
+        #: another one (``language``), it raises; None opens it for its own. A new store
+        #: is made for ``language`` (None: English).
+        self.language = wanted_language(language)
         self._write_lock = threading.RLock()
         self._local = threading.local()
         self._all_connections: list[sqlite3.Connection] = []
@@ -118,8 +136,12 @@ class SQLiteDatabase:
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             raise unreadable(exc, label) from exc
-        if version >= LATEST_VERSION:
-            return
+        conn.create_function(STEMMED_TEXT, 2, stemmed_text, deterministic=True)
+        if version < LATEST_VERSION:
+            self._migrate(conn, version, label)
+        self.language = opened_language(label, _recorded_language(conn, label), self.language)
+
+    def _migrate(self, conn: sqlite3.Connection, version: int, label: str) -> None:
         if self.read_only:
             raise StorageReadOnly(
                 f"{label} has schema version {version}, older than this tether's"
@@ -127,8 +149,8 @@ class SQLiteDatabase:
                 " once where it can be written (it is upgraded then), or read it with the"
                 " tether that wrote it. The file was not changed"
             )
-        with self._write_lock:
-            migrate(conn, label=label)  # reads the version again under the file's write lock
+        with self._write_lock:  # (migrate reads the version again under the file's lock)
+            migrate(conn, label=label, language=self.language or DEFAULT_LANGUAGE)
 
     def thread_in_transaction(self) -> bool:
         """Whether this thread's connection (if it has one) is inside a transaction; a
@@ -330,9 +352,16 @@ def _nullcontext() -> Iterator[None]:
     yield
 
 
-def migrate(conn: sqlite3.Connection, *, to: int = LATEST_VERSION, label: str = "the store") -> int:
+def migrate(
+    conn: sqlite3.Connection,
+    *,
+    to: int = LATEST_VERSION,
+    label: str = "the store",
+    language: str = DEFAULT_LANGUAGE,
+) -> int:
     """Apply every migration above the file's ``user_version`` up to ``to``, in one
-    ``BEGIN IMMEDIATE`` transaction; return the version reached.
+    ``BEGIN IMMEDIATE`` transaction; return the version reached. A new store (version 0)
+    is made for ``language`` in the same transaction (an existing one keeps its own).
 
     The version is read inside the transaction, under the file's write lock, so processes
     opening a new file at the same time migrate it once: the others wait, then find it done.
@@ -352,6 +381,9 @@ def migrate(conn: sqlite3.Connection, *, to: int = LATEST_VERSION, label: str = 
             if current < migration.version <= to:
                 _apply(conn, migration, start, label)
                 current = migration.version
+        if start == 0 and current >= LANGUAGE_VERSION and language != DEFAULT_LANGUAGE:
+            made_for = Migration(current, f"a store of {language}", language_fts_sql(language))
+            _apply(conn, made_for, start, label)
         conn.execute("COMMIT")
     except BaseException as exc:
         if conn.in_transaction:  # SQLite may have rolled it back already (a full disk)
@@ -373,6 +405,15 @@ def _apply(conn: sqlite3.Connection, migration: Migration, start: int, label: st
             f"migration {migration.version} ({migration.name}) failed: {exc}; the file was"
             f" left at version {start}"
         ) from exc
+
+
+def _recorded_language(conn: sqlite3.Connection, label: str) -> str | None:
+    """The language the store records (None: none, which is English)."""
+    try:
+        row = conn.execute("SELECT value FROM rag_store_settings WHERE key = 'language'").fetchone()
+    except sqlite3.Error as exc:
+        raise unreadable(exc, label) from exc
+    return None if row is None else str(row[0])
 
 
 def _statements(script: str) -> Iterator[str]:

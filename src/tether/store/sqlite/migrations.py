@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether.text import check_language
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -318,6 +320,16 @@ _0011_audit_asker = """
 ALTER TABLE rag_retrieval_log ADD COLUMN asked_by TEXT;
 """
 
+_0012_store_language = """
+-- What a store was made with and must be opened with: its language ('english' in a store
+-- made before; a store made for another one replaces its FTS5 table: language_fts_sql).
+CREATE TABLE rag_store_settings (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+) WITHOUT ROWID;
+INSERT INTO rag_store_settings (key, value) VALUES ('language', 'english');
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
     Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
@@ -330,6 +342,64 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "the numbered citations of each audit row", _0009_audit_citations),
     Migration(10, "which documents changed, for delta reloads", _0010_document_changes),
     Migration(11, "the API key that asked for each retrieval", _0011_audit_asker),
+    Migration(12, "the language the store was made for", _0012_store_language),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
+#: The migration that records a store's language.
+LANGUAGE_VERSION = 12
+
+#: The SQL function that stems text for a store of a language other than English
+#: (:func:`tether.text.stemmed_text`); every connection registers it.
+STEMMED_TEXT = "tether_stemmed_text"
+
+_LANGUAGE_FTS = """
+DROP TRIGGER rag_chunks_fts_insert;
+DROP TRIGGER rag_chunks_fts_delete;
+DROP TRIGGER rag_chunks_fts_update;
+DROP TABLE rag_chunks_fts;
+
+-- What the index holds: each chunk's text as Snowball stems (FTS5 has no Snowball
+-- tokenizer). FTS5 reads it through this view to rebuild or check the index.
+CREATE VIEW rag_chunks_stemmed AS
+    SELECT id, {stem}(content, '{language}') AS content,
+           {stem}(section_title, '{language}') AS section_title
+    FROM rag_chunks;
+
+CREATE VIRTUAL TABLE rag_chunks_fts USING fts5(
+    content,
+    section_title,
+    content = 'rag_chunks_stemmed',
+    content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER rag_chunks_fts_insert AFTER INSERT ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rowid, content, section_title)
+    VALUES (new.id, {stem}(new.content, '{language}'), {stem}(new.section_title, '{language}'));
+END;
+
+CREATE TRIGGER rag_chunks_fts_delete AFTER DELETE ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+    VALUES ('delete', old.id, {stem}(old.content, '{language}'),
+            {stem}(old.section_title, '{language}'));
+END;
+
+CREATE TRIGGER rag_chunks_fts_update AFTER UPDATE OF content, section_title ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+    VALUES ('delete', old.id, {stem}(old.content, '{language}'),
+            {stem}(old.section_title, '{language}'));
+    INSERT INTO rag_chunks_fts (rowid, content, section_title)
+    VALUES (new.id, {stem}(new.content, '{language}'), {stem}(new.section_title, '{language}'));
+END;
+
+INSERT INTO rag_chunks_fts (rag_chunks_fts) VALUES ('rebuild');
+UPDATE rag_store_settings SET value = '{language}' WHERE key = 'language';
+"""
+
+
+def language_fts_sql(language: str) -> str:
+    """SQL that makes a new English store one of ``language`` (a name of
+    :data:`tether.text.LANGUAGES`, not English): its FTS5 table indexes Snowball stems,
+    with case and diacritics folded (``remove_diacritics 2``) and no porter."""
+    return _LANGUAGE_FTS.format(stem=STEMMED_TEXT, language=check_language(language))
