@@ -26,7 +26,7 @@ def test_a_tether_makes_and_opens_its_store_for_its_language(tmp_path: Path) -> 
         t.add(text=GUIDE, title="Ferme")
         hits = t.search("Quand le cheval est-il vacciné ?", mode="lexical")
         assert [h.title for h in hits] == ["Ferme"]
-    with pytest.raises(ConfigurationError, match="rag.language = 'french'"):
+    with pytest.raises(ConfigurationError, match=r"rag\.language = 'french'"):
         Tether(db=path, settings=make_settings())
 
 

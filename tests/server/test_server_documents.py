@@ -244,7 +244,7 @@ def test_the_library_registry_is_for_admins(api: Any, store: Tether, tmp_path: P
 def test_bad_tags_fail_an_upload_at_once_and_a_nul_session_id_is_refused(api: Any) -> None:
     files = [("files", ("a.md", b"# A\n\nText.\n", "text/markdown"))]
     bad = api("POST", "/v1/documents", files=files,
-              data={"workspace_id": "acme", "tags": json.dumps({"domain": "No where"})})  # fmt: skip
+              data={"workspace_id": "acme", "tags": json.dumps({"domain": "No!"})})  # fmt: skip
     assert bad.status_code == 422 and bad.json()["error"]["type"] == "InvalidTag"
     assert api("GET", "/v1/jobs").json()["jobs"] == []
     nul = api("POST", "/v1/sessions", json={"session_id": "a\u0000b", "workspace_id": "acme"})
