@@ -121,11 +121,23 @@ def heuristic_rerank(
     scored.sort(key=lambda c: (-c.score, position[c.hit.chunk_id]))
     ordered, deferred = _diversify(scored, settings.max_per_document)
 
+    return ordered, _rerank_debug(candidates, ordered, fused_order, factors, deferred)
+
+
+def _rerank_debug(
+    candidates: list[Candidate],
+    ordered: list[Candidate],
+    fused_order: list[int],
+    factors: dict[int, dict[str, float]],
+    deferred: list[int],
+) -> dict[str, Any]:
+    """What the heuristic rerank did: how many candidates each factor moved, which were
+    deferred for diversity, and every factor of every candidate."""
     effects = {
         name: sum(1 for f in factors.values() if f[name] != 0.0)
         for name in ("title", "priority", "recency")
     }
-    debug = {
+    return {
         "method": "heuristic",
         "candidates": len(candidates),
         "boosted": effects,
@@ -136,7 +148,6 @@ def heuristic_rerank(
             for c in ordered
         },
     }
-    return ordered, debug
 
 
 def _diversify(ordered: list[Candidate], cap: int) -> tuple[list[Candidate], list[int]]:
