@@ -71,6 +71,10 @@ indexing the ready-made chunks. 1b: `LocalEmbedder` (and the onnx-int8 runtime) 
 plain `SentenceTransformer.encode`, same model and texts. 2: retrieval over synthetic
 chunks (Zipfian words, random 384-dimensional vectors, query vectors precomputed, one
 BLAS thread for every system) against bm25s, numpy, faiss and LangChain."""),
+    "cold": ("The first call", """\
+A cold `tether search` (a new process, hybrid) on SciFact's chunks under each local
+runtime, against a new process that loads all-MiniLM-L6-v2 with sentence-transformers and
+embeds the query; `Tether.add` with embeddings on under each runtime."""),
     "stall": ("A write does not stall the next search", """\
 Synthetic chunks of 384 dimensions, the whole store in scope: the first vector search
 after a write, in this process and in another, against a steady search and against a

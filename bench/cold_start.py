@@ -69,8 +69,9 @@ def sources(rows: list[tuple[str, str, str]]) -> list[object]:
     return [TextSource(f"{t}\n\n{x}", t or i, document_id=i) for i, t, x in rows]
 
 
-def build_store(corpus: Path, store: Path, workspace: str) -> None:
-    """The corpus in one workspace, with both runtimes' vectors."""
+def build_store(corpus: Path, store: Path, workspace: str, docs: int | None = None) -> int:
+    """The corpus (its first ``docs`` abstracts) in one workspace, with both runtimes'
+    vectors; how many chunks the store holds."""
     from tether import Settings, Tether
 
     for runtime in RUNTIMES:
@@ -78,10 +79,12 @@ def build_store(corpus: Path, store: Path, workspace: str) -> None:
         with Tether(db=store, settings=settings) as t:
             if not t.documents(workspace_id=workspace):
                 log(f"indexing {corpus} into {store} ({runtime})")
-                t.add(sources(corpus_texts(corpus)), workspace_id=workspace)
+                t.add(sources(corpus_texts(corpus, docs)), workspace_id=workspace)
             else:
                 log(f"embedding what {store} lacks ({runtime})")
                 t.reembed()
+            chunks = sum(t.store.embedding_counts().values()) // len(RUNTIMES)
+    return chunks
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
@@ -182,13 +185,26 @@ def main() -> None:
     p.add_argument("--workspace", default=WORKSPACE, help="the store's workspace to search")
     p.add_argument("--runs", type=int, default=5, help="cold searches per runtime")
     p.add_argument("--index-docs", type=int, default=1000, help="0: skip the indexing part")
+    p.add_argument("--store-docs", type=int, default=None, help="abstracts in a new store")
+    p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = p.parse_args()
     print(f"{cpu_model()}, {usable_cores()} usable cores, load {os.getloadavg()[0]:.1f}")
-    build_store(args.corpus, args.store, args.workspace)
+    chunks = build_store(args.corpus, args.store, args.workspace, args.store_docs)
     times = cold_searches(args.store, args.workspace, args.runs)
     torch = torch_imported(args.store, args.workspace)
     rates = indexing(args.corpus, args.index_docs) if args.index_docs else {}
     print(report(times, rates, torch))
+    if args.json is not None:
+        median = {k: statistics.median(v) for k, v in times.items()}
+        numbers = {
+            "chunks": chunks,
+            "cold_s": {r: median[r] for r in RUNTIMES},
+            "peer_s": median["peer"],
+            "runs": times,
+            "index_chunks_per_s": rates,
+            "torch_imported": torch,
+        }
+        args.json.write_text(json.dumps(numbers, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":
