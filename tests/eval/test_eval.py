@@ -183,13 +183,14 @@ def test_scifact_lexical_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert lexical["recall@100"] >= 0.9, lexical
 
 
-# Measured with the defaults (docs/evaluation.md, bench/RESULTS.md): RRF k=60 over 300 + 300
-# candidates
-# 0.7161 / 0.954, the pipeline (its rerank by question match) 0.7316; z-score fusion of
-# the same lists 0.7355 / 0.958.
-RRF_NDCG_BAR = 0.71
-PIPELINE_NDCG_BAR = 0.728
-ZSCORE_NDCG_BAR = 0.733
+# Measured with the defaults (docs/evaluation.md, bench/cold_start.md): a new store runs
+# the local model through ONNX Runtime with int8 weights; RRF k=60 over 300 + 300
+# candidates 0.7102 / 0.961, the pipeline (its rerank by question match) 0.7297; z-score
+# fusion of the same lists 0.7321 / 0.954. (With the torch runtime: 0.7153, 0.7338 and
+# 0.7355; int8 vectors cost 0.003-0.005.)
+RRF_NDCG_BAR = 0.705
+PIPELINE_NDCG_BAR = 0.725
+ZSCORE_NDCG_BAR = 0.728
 
 
 @pytest.mark.slow
@@ -198,9 +199,9 @@ ZSCORE_NDCG_BAR = 0.733
 @pytest.mark.timeout(2400)
 @needs_scifact
 def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """SciFact with the default local embedder: the RRF hybrid stage nDCG@10 >= 0.71 with
-    Recall@100 >= 0.95, the pipeline above it (>= 0.728), z-score fusion above RRF
-    (>= 0.733), and all of them above lexical-only, which itself reaches nDCG@10 >= 0.68
+    """SciFact with the default local embedder (int8, through ONNX Runtime): the RRF hybrid
+    stage nDCG@10 >= 0.705 with Recall@100 >= 0.95, the pipeline above it (>= 0.725),
+    z-score fusion above RRF (>= 0.728), and all of them above lexical-only, which itself reaches nDCG@10 >= 0.68
     (Anserini BM25: 0.679). Later runs reuse the first one's store (--db), so nothing is
     indexed or embedded twice."""
     monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
