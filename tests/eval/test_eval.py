@@ -202,8 +202,8 @@ def test_scifact_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SciFact with the default local embedder (int8, through ONNX Runtime): the RRF hybrid
     stage nDCG@10 >= 0.705 with Recall@100 >= 0.95, the pipeline above it (>= 0.725),
     z-score fusion above RRF (>= 0.728), and all of them above lexical-only, which itself
-    reaches nDCG@10 >= 0.68 (Anserini BM25: 0.679). Later runs reuse the first one's store (--db), so nothing is
-    indexed or embedded twice."""
+    reaches nDCG@10 >= 0.68 (Anserini BM25: 0.679). Later runs reuse the first one's store
+    (--db), so nothing is indexed or embedded twice."""
     monkeypatch.setenv("TETHER_RAG__EMBEDDINGS__ENABLED", "true")
     db = str(tmp_path / "scifact.db")
     result = runner.invoke(app, ["eval", str(SCIFACT), "--db", db, "--pipeline", "--json"])
