@@ -75,17 +75,16 @@ def test_a_store_kept_on_torch_by_auto_says_how_to_move(tmp_path: Path) -> None:
         assert shown.getvalue() == ""
 
 
-def test_the_long_running_shells_show_the_librarys_warnings_once(
+def test_the_long_running_shells_show_the_librarys_warnings_while_they_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     logger = logging.getLogger("tether")
     before = list(logger.handlers)
-    try:
-        log_warnings_to_stderr()
-        log_warnings_to_stderr()  # once per process
+    with log_warnings_to_stderr():
         logging.getLogger("tether.server").warning("warming the embedder failed")
         assert capsys.readouterr().err.count("warming the embedder failed") == 1
         logging.getLogger("tether.server").info("ready")
         assert capsys.readouterr().err == ""
-    finally:
-        logger.handlers[:] = before
+    assert logger.handlers == before  # nothing left behind for the next command
+    logging.getLogger("tether.server").warning("after the command")
+    assert "after the command" not in capsys.readouterr().err

@@ -82,8 +82,8 @@ def serve(
             f" (console: http://{bind}:{port}/console/)",
             highlight=False,
         )
-        log_warnings_to_stderr()
-        uvicorn.run(app, host=bind, port=port, log_level=log_level)
+        with log_warnings_to_stderr():
+            uvicorn.run(app, host=bind, port=port, log_level=log_level)
 
 
 WorkspacesOption = Annotated[

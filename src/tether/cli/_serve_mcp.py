@@ -79,9 +79,13 @@ def mcp(
     ]
     if len(named) > 1:
         fail(f"name one scope, not {' and '.join(named)}")
-    log_warnings_to_stderr()  # stdout is the protocol's; the host keeps stderr as a log
-    # Ctrl-C (SIGINT) is one way an agent host stops its server: not an error.
-    with contextlib.suppress(KeyboardInterrupt), open_tether(db, config, must_exist=True) as t:
+    # Ctrl-C (SIGINT) is one way an agent host stops its server: not an error. Warnings go
+    # to stderr, which the host keeps as a log (stdout is the protocol's).
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        log_warnings_to_stderr(),
+        open_tether(db, config, must_exist=True) as t,
+    ):
         serve_mcp_stdio(
             t,
             key=key,

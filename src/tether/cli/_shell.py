@@ -170,18 +170,21 @@ def load_model_visibly(tether: Tether, *, vectors: bool, console: Console | None
                 embedder.warm()
 
 
-def log_warnings_to_stderr() -> None:
-    """Let a long-running shell (``serve``, ``mcp``) show the library's warnings on stderr:
-    the library itself prints nothing unless its application configures logging, and
-    here the shell is the application. Once per process."""
+@contextmanager
+def log_warnings_to_stderr() -> Iterator[None]:
+    """While a long-running shell (``serve``, ``mcp``) runs, show the library's warnings
+    on stderr: the library itself prints nothing unless its application configures
+    logging, and here the shell is the application. The handler goes when the command
+    ends (a command run in-process, as tests run them, leaves no trace)."""
     logger = logging.getLogger("tether")
-    if any(getattr(h, "_tether_cli", False) for h in logger.handlers):
-        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("tether: %(levelname)s: %(message)s"))
-    handler._tether_cli = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _refuse_a_missing_store(db: str) -> None:
