@@ -51,7 +51,9 @@ def test_a_json_object_is_a_section_per_top_level_key_with_flattened_lines(
             "server.host: lamp.example.org\nserver.ports: 80, 443\nserver.tls: true\n"
             "server.proxy: null",
         ),
-        ("keepers", "keepers.name: Ana\nkeepers.shifts: night\n\nkeepers.name: Ben"),
+        # A list of objects: a section per object.
+        ("keepers 1", "keepers.name: Ana\nkeepers.shifts: night"),
+        ("keepers 2", "keepers.name: Ben"),
     ]
 
 
@@ -62,6 +64,21 @@ def test_a_json_list_is_a_section_per_item(tmp_path: Path) -> None:
         ("item 1", "id: 1\ntext: fog horn"),
         ("item 2", "id: 2\ntext: lamp oil"),
         ("item 3", "a bare note"),
+    ]
+
+
+def test_a_list_of_objects_under_a_key_is_a_section_per_object(tmp_path: Path) -> None:
+    page = {
+        "items": [{"sku": "S2", "price": 39}, {"sku": "S3", "price": 59}],
+        "total": 2,
+        "tags": ["lamp", "oil"],  # a list of values stays one line
+    }
+    doc = load_path(write(tmp_path / "page.json", json.dumps(page)))
+    assert titled(doc) == [
+        ("items 1", "items.sku: S2\nitems.price: 39"),
+        ("items 2", "items.sku: S3\nitems.price: 59"),
+        ("total", "total: 2"),
+        ("tags", "tags: lamp, oil"),
     ]
 
 

@@ -274,6 +274,19 @@ def test_pptx_is_a_section_per_slide_with_its_number_and_notes(tmp_path: Path) -
     assert fourth == "Questions welcome."
 
 
+def test_a_slide_table_whose_header_row_is_empty_has_no_header(tmp_path: Path) -> None:
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "Readings"
+    shape = slide.shapes.add_table(3, 3, Inches(1), Inches(2), Inches(6), Inches(1))
+    fill(shape.table, [("", "", ""), ("2023", "12", "north"), ("2024", "15", "south")])
+    assert shape.table.first_row  # PowerPoint's default: the first row is the header
+    presentation.save(tmp_path / "readings.pptx")
+    ((_, text),) = titled(load_path(tmp_path / "readings.pptx"))
+    # Not "2023: 2024; 12: 15; north: south": the data row is no header.
+    assert text.split("\n\n")[1:] == ["2023 | 12 | north", "2024 | 15 | south"]
+
+
 def empty_docx(path: Path) -> None:
     docx.Document().save(path)
 

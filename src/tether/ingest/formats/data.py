@@ -171,11 +171,17 @@ _Record = tuple[str | None, str, Any]
 
 
 def _json_records(value: Any) -> Iterator[_Record]:
-    """Each top-level record: list items ("item N"), object keys, or the whole value."""
+    """Each top-level record: list items ("item N"), object keys, or the whole value. A
+    key holding a list of objects (an API's ``{"items": [...], "total": 2}``) is a record
+    per object ("items N"), as a list at the top is."""
     if isinstance(value, list):
         yield from ((f"item {n}", "", item) for n, item in enumerate(value, start=1))
     elif isinstance(value, dict):
-        yield from ((str(key), str(key), item) for key, item in value.items())
+        for key, item in value.items():
+            if isinstance(item, list) and item and all(isinstance(v, dict) for v in item):
+                yield from ((f"{key} {n}", str(key), v) for n, v in enumerate(item, start=1))
+            else:
+                yield str(key), str(key), item
     else:
         yield None, "", value
 

@@ -525,7 +525,10 @@ def _shape_blocks(shape: Any) -> Iterator[str]:
     elif getattr(shape, "has_table", False):
         table = shape.table
         rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in table.rows]
-        yield from table_lines(rows, header=True if table.first_row else None)
+        # PowerPoint marks its first row as the header: an empty one names no column (the
+        # row below it is data, unless it looks like a header itself).
+        marked = table.first_row and bool(rows) and any(rows[0])
+        yield from table_lines(rows, header=True if marked else None)
     elif shape.has_text_frame:
         yield _frame_text(shape)
 
