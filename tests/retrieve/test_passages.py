@@ -41,8 +41,12 @@ def test_ends_a_sentence() -> None:
     assert not ends_a_sentence("the fix ships in version 2.1 of the")
     for block in ("| --name | string | the name |", "- a list item", "```\nls -l", "    code",
                   "## Heading", "$ idn2 --register fußball", "See <https://example.org/x>",
-                  "--quiet Silent operation"):  # fmt: skip
+                  "--quiet Silent operation",
+                  "Response body    | []byte    | Raw docker daemon response body",
+                  "7b369448dccb   bridge     bridge    local",
+                  "only some [Dockerfile instructions.](#environment-replacement)"):  # fmt: skip
         assert ends_a_sentence(f"Some prose.\n{block}"), block
+    assert not ends_a_sentence("Some prose.\nsee the [full list](#list) of the options that")
 
 
 def test_a_candidate_is_left_alone_when_the_next_chunk_is_not_its_continuation(

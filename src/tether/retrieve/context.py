@@ -221,11 +221,17 @@ def _truncate(c: Candidate, budget: int) -> Candidate:
     return replace(c, hit=hit, token_count=max(1, room - 1))
 
 
-#: A sentence's end: its stop and any closing quote or bracket, then a space (or the end).
-_SENTENCE_END = re.compile(r"[.!?…:;][\"')\]]*(?=\s)")
+#: A sentence's end: its stop, a Markdown link's target when the stop ends the link's
+#: text (``[… instructions.](#env)``) and any closing quote or bracket, then a space (or
+#: the end).
+_SENTENCE_END = re.compile(r"[.!?…:;](?:\]\([^)\s]*\))?[\"')\]]*(?=\s)")
 #: A line that is a block of its own, not a sentence: a table row, a list item, a
-#: heading, a fence, or indented code.
-_BLOCK_LINE = re.compile(r"\s*(?:\||[-*+•]\s|\d{1,3}[.)]\s|#{1,6}\s|```|~~~)|\t| {4}")
+#: heading, a fence, or indented code; or columns: a table row without its outer pipes
+#: (two cells apart), or output aligned in columns (two gaps of three spaces or more).
+_BLOCK_LINE = re.compile(
+    r"\s*(?:\||[-*+•]\s|\d{1,3}[.)]\s|#{1,6}\s|```|~~~)|\t| {4}"
+    r"|.*\S \| .*\S \| |.*\S {3,}\S.*\S {3,}\S"
+)
 #: How far a chunk is followed into the next one for the end of its sentence.
 MAX_TAIL_CHARS = 400
 
@@ -235,7 +241,8 @@ def ends_a_sentence(text: str) -> bool:
     prose: a table row, a list item, a heading, a fence, a line of code (inside a fence,
     indented, or any line that does not read as words: a command, a URL, options)."""
     text = text.rstrip()
-    if _SENTENCE_END.search(text + " ", max(0, len(text) - 3)):
+    ends = [m.end() for m in _SENTENCE_END.finditer(text + " ")]
+    if ends and ends[-1] >= len(text):
         return True
     last = text.rsplit("\n", 1)[-1]
     in_fence = (text.count("```") + text.count("~~~")) % 2 == 1
@@ -243,7 +250,6 @@ def ends_a_sentence(text: str) -> bool:
         return True
     if "://" in last:
         return True
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
     return not _reads_as_prose(text[ends[-1] if ends else 0 :])
 
 

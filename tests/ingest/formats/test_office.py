@@ -1,9 +1,10 @@
-"""Office documents: Word, OpenDocument text and PowerPoint files made in the tests with
-python-docx, odfpy and python-pptx, loaded through the format table, and indexed and
-searched through the real library."""
+"""Office documents: Word, OpenDocument (text, spreadsheets, presentations) and PowerPoint
+files made in the tests with python-docx, odfpy and python-pptx, loaded through the format
+table, and indexed and searched through the real library."""
 
 from __future__ import annotations
 
+import logging
 import time
 import zipfile
 from pathlib import Path
@@ -17,8 +18,12 @@ from docx.opc.packuri import PackURI
 from docx.opc.part import Part
 from docx.oxml import parse_xml
 from odf import dc
+from odf.draw import Frame, Page, TextBox
+from odf.namespaces import PRESENTATIONNS
 from odf.office import Annotation
-from odf.opendocument import OpenDocumentText
+from odf.opendocument import OpenDocumentPresentation, OpenDocumentSpreadsheet, OpenDocumentText
+from odf.presentation import Notes
+from odf.style import MasterPage, PageLayout
 from odf.table import Table, TableCell, TableColumn, TableHeaderRows, TableRow
 from odf.text import H, List, ListItem, Note, NoteBody, NoteCitation, P
 from pptx.util import Inches
@@ -26,6 +31,7 @@ from pptx.util import Inches
 from helpers import make_settings
 from tether import EmptyDocument, Tether, UnreadableFile
 from tether.ingest import LoadedDocument, load_path, normalize_text
+from tether.ingest.formats import tables
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 FOOTNOTES = (
@@ -381,6 +387,270 @@ def test_indexed_office_files_are_found_by_section_and_slide(tmp_path: Path) -> 
             "Pricing > Colours",
             None,
         )
+        [hit, *_] = t.search("prices valid until June", scope="global")
+        assert (hit.title, hit.section_title, hit.page, hit.page_label) == (
+            "Quarterly Review",
+            "Price List",
+            2,
+            "slide 2",
+        )
+        [hit, *_] = t.search("thank the sales team", scope="global")
+        assert (hit.page, hit.page_label) == (1, "slide 1")
+
+
+# -- OpenDocument spreadsheets and presentations ------------------------------------------
+
+
+def ods_row(*values: str | float, repeated: int = 1) -> TableRow:
+    """A sheet row; a number is a float cell that shows itself, "" an empty cell."""
+    row = TableRow(numberrowsrepeated=repeated) if repeated > 1 else TableRow()
+    for value in values:
+        if value == "":
+            row.addElement(TableCell())
+            continue
+        kind = {"valuetype": "string"} if isinstance(value, str) else {"valuetype": "float"}
+        cell = TableCell(**kind) if isinstance(value, str) else TableCell(**kind, value=value)
+        cell.addElement(P(text=str(value)))
+        row.addElement(cell)
+    return row
+
+
+def ods_sheet(name: str, *rows: TableRow | TableHeaderRows) -> Table:
+    sheet = Table(name=name)
+    sheet.addElement(TableColumn(numbercolumnsrepeated=3))
+    for row in rows:
+        sheet.addElement(row)
+    return sheet
+
+
+def make_ods(path: Path) -> Path:
+    """Two sheets: one with a title line, whose last row repeats a cell across two
+    columns, then a million empty rows a thousand cells wide (as LibreOffice ends a
+    sheet); one whose header row is marked as such."""
+    document = OpenDocumentSpreadsheet()
+    document.meta.addElement(dc.Title(text="Lamp Stock"))
+    floor = ods_row("Floor lamp")
+    twice = TableCell(valuetype="float", value=3, numbercolumnsrepeated=2)
+    twice.addElement(P(text="3"))
+    floor.addElement(twice)
+    tail = TableRow(numberrowsrepeated=1_048_000)
+    tail.addElement(TableCell(numbercolumnsrepeated=1024))
+    header = TableHeaderRows()
+    header.addElement(ods_row("Supplier", "Country"))
+    document.spreadsheet.addElement(
+        ods_sheet(
+            "Stock",
+            ods_row("Stock in May"),
+            ods_row("Item", "Count", "Shelf"),
+            ods_row("Desk lamp", 12, 4.5),
+            floor,
+            tail,
+        )
+    )
+    document.spreadsheet.addElement(
+        ods_sheet("Suppliers", header, ods_row("Lumen GmbH", "Germany"), ods_row("", ""))
+    )
+    document.save(str(path))
+    return path
+
+
+def test_ods_is_a_section_per_sheet_of_rows_named_by_their_header(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    doc = load_path(make_ods(tmp_path / "stock.ods"))
+    assert time.perf_counter() - started < 5  # the million empty rows were never made
+    assert_well_formed(doc)
+    assert (doc.title, doc.mime) == ("Lamp Stock", "application/vnd.oasis.opendocument.spreadsheet")
+    assert titled(doc) == [
+        (
+            "Stock",
+            "Stock\n\nStock in May\n\n"
+            "Item: Desk lamp; Count: 12; Shelf: 4.5\n\nItem: Floor lamp; Count: 3; Shelf: 3",
+        ),
+        ("Suppliers", "Suppliers\n\nSupplier: Lumen GmbH; Country: Germany"),
+    ]
+    assert doc.metadata == {}
+
+
+def test_ods_stops_at_the_row_limit_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As an Excel workbook does; a row repeated a million times is read to the limit."""
+    monkeypatch.setattr(tables, "MAX_ROWS", 5)
+    document = OpenDocumentSpreadsheet()
+    rows = [ods_row("Item", "Price"), *(ods_row(f"item {n}", n) for n in range(4))]
+    document.spreadsheet.addElement(ods_sheet("First", *rows))
+    for name in ("Second", "Third"):
+        many = ods_row("part", 1, repeated=1_000_000)
+        document.spreadsheet.addElement(ods_sheet(name, ods_row("Part", "Count"), many))
+    document.save(str(tmp_path / "big.ods"))
+    with caplog.at_level(logging.WARNING, logger="tether.ingest"):
+        doc = load_path(tmp_path / "big.ods")
+    assert doc.text.count("Item: item") == 4
+    assert doc.text.count("Part: part; Count: 1") == 1
+    assert [s.title for s in doc.sections] == ["First", "Second"]
+    [warning] = doc.metadata["warnings"]
+    assert "first 5 rows" in warning and "'Second'" in warning
+    assert [r.name for r in caplog.records if warning in r.getMessage()] == ["tether.ingest"]
+
+
+def odp_frame(kind: str | None, *paragraphs: str, y: str = "1cm") -> Frame:
+    """A text frame; ``kind`` its presentation class (``title``, ``outline``, ``notes``)."""
+    frame = Frame(width="20cm", height="3cm", x="1cm", y=y)
+    if kind:
+        frame.setAttrNS(PRESENTATIONNS, "class", kind)
+    box = TextBox()
+    for text in paragraphs:
+        box.addElement(P(text=text))
+    frame.addElement(box)
+    return frame
+
+
+def make_odp(path: Path) -> Path:
+    """Three slides: titled with notes; titled with a text box, a table whose first row
+    is marked as its header and a page number; untitled."""
+    document = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    first, second, third = (Page(masterpagename=master) for _ in range(3))
+    first.addElement(odp_frame("title", "Quarterly Review"))
+    first.addElement(odp_frame("outline", "Revenue grew", "Churn fell", y="5cm"))
+    notes = Notes()
+    notes.addElement(odp_frame("notes", "Thank the sales team."))
+    first.addElement(notes)
+    second.addElement(odp_frame("title", "Price List"))
+    second.addElement(odp_frame(None, "Prices valid until June.", y="4cm"))
+    table = Table(usefirstrowstyles="true")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    table.addElement(ods_row("Item", "Price"))
+    table.addElement(ods_row("Desk lamp", "39 EUR"))
+    holder = Frame(width="20cm", height="3cm", x="1cm", y="8cm")
+    holder.addElement(table)
+    second.addElement(holder)
+    second.addElement(odp_frame("page-number", "2", y="18cm"))
+    third.addElement(odp_frame(None, "Questions welcome."))
+    for slide in (first, second, third):
+        document.presentation.addElement(slide)
+    document.save(str(path))
+    return path
+
+
+def test_odp_is_a_section_per_slide_with_its_number_and_notes(tmp_path: Path) -> None:
+    doc = load_path(make_odp(tmp_path / "review.odp"))
+    assert_well_formed(doc)
+    assert doc.title == "Quarterly Review"
+    assert doc.mime == "application/vnd.oasis.opendocument.presentation"
+    assert [(s.title, s.page) for s in doc.sections] == [
+        ("Quarterly Review", 1),
+        ("Price List", 2),
+        ("Slide 3", 3),
+    ]
+    assert doc.page_labels == {n: f"slide {n}" for n in (1, 2, 3)}
+    first, second, third = (text.split("\n\n") for _, text in titled(doc))
+    assert first == [
+        "Quarterly Review",
+        "Revenue grew",
+        "Churn fell",
+        "Notes: Thank the sales team.",
+    ]
+    assert second == ["Price List", "Prices valid until June.", "Item: Desk lamp; Price: 39 EUR"]
+    assert third == ["Questions welcome."]
+
+
+@pytest.mark.parametrize("name", ["stock.ods", "review.odp"])
+def test_opendocument_files_are_recognised_by_their_content(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    (make_ods if name.endswith(".ods") else make_odp)(path)
+    unnamed = tmp_path / "unnamed"
+    unnamed.write_bytes(path.read_bytes())
+    assert load_path(unnamed).mime == load_path(path).mime
+
+
+def empty_odp(path: Path) -> None:
+    document = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    document.presentation.addElement(Page(masterpagename=master))
+    document.save(str(path))
+
+
+def empty_ods(path: Path) -> None:
+    document = OpenDocumentSpreadsheet()
+    document.spreadsheet.addElement(ods_sheet("Empty", ods_row("", ""), ods_row("", "", "")))
+    document.save(str(path))
+
+
+@pytest.mark.parametrize(("name", "make"), [("e.ods", empty_ods), ("e.odp", empty_odp)])
+def test_an_opendocument_file_without_text_is_empty(
+    tmp_path: Path, name: str, make: object
+) -> None:
+    make(tmp_path / name)  # type: ignore[operator]
+    with pytest.raises(EmptyDocument):
+        load_path(tmp_path / name)
+
+
+LAUGHS = (
+    b'<?xml version="1.0"?><!DOCTYPE lol [<!ENTITY lol "lol">'
+    b'<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]>'
+    b'<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
+    b"<office:body><office:spreadsheet>&lol2;</office:spreadsheet></office:body>"
+    b"</office:document-content>"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("garbage.ods", lambda p: p.write_bytes(b"PK\x03\x04 this is not a zip file")),
+        ("cut.ods", lambda p: p.write_bytes(make_ods(p).read_bytes()[:1000])),
+        (
+            "broken.ods",
+            lambda p: rezip(
+                make_ods(p.with_suffix(".src")), p, {"content.xml": b"<office:document-content"}
+            ),
+        ),
+        (
+            "laughs.ods",
+            lambda p: rezip(make_ods(p.with_suffix(".src")), p, {"content.xml": LAUGHS}),
+        ),
+        (
+            "broken.odp",
+            lambda p: rezip(
+                make_odp(p.with_suffix(".src")), p, {"content.xml": b"<office:document-content"}
+            ),
+        ),
+        ("text.odp", lambda p: make_odt(p)),  # an OpenDocument text named as a presentation
+    ],
+)
+def test_a_damaged_opendocument_file_is_unreadable(
+    tmp_path: Path, name: str, damage: object
+) -> None:
+    damage(tmp_path / name)  # type: ignore[operator]
+    with pytest.raises(UnreadableFile) as failure:
+        load_path(tmp_path / name)
+    assert name in str(failure.value)
+    if name == "laughs.ods":  # odfpy parses with defusedxml: no entity is expanded
+        assert "EntitiesForbidden" in str(failure.value)
+
+
+@pytest.mark.parametrize("name", ["bomb.ods", "bomb.odp"])
+def test_an_opendocument_zip_bomb_is_refused(tmp_path: Path, name: str) -> None:
+    """As the other office files' are (the same zip, named .ods and .odp)."""
+    test_a_zip_bomb_is_refused_before_it_is_unpacked(tmp_path, name)
+
+
+def test_indexed_opendocument_files_are_found_by_sheet_and_slide(tmp_path: Path) -> None:
+    stock = make_ods(tmp_path / "stock.ods")
+    review = make_odp(tmp_path / "review.odp")
+    with Tether(tmp_path / "t.db", settings=make_settings()) as t:
+        results = t.add([stock, review])
+        assert [r.status for r in results] == ["indexed", "indexed"]
+        [hit, *_] = t.search("Lumen GmbH Germany", scope="global")
+        assert (hit.title, hit.section_title, hit.page) == ("Lamp Stock", "Suppliers", None)
+        assert "Supplier: Lumen GmbH; Country: Germany" in hit.text
         [hit, *_] = t.search("prices valid until June", scope="global")
         assert (hit.title, hit.section_title, hit.page, hit.page_label) == (
             "Quarterly Review",

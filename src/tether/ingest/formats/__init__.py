@@ -75,10 +75,22 @@ def _pptx(file: FileBytes) -> LoadedDocument:
     return load_pptx(file)
 
 
+def _odp(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.opendocument import load_odp
+
+    return load_odp(file)
+
+
 def _xlsx(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.tables import load_xlsx
 
     return load_xlsx(file)
+
+
+def _ods(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.opendocument import load_ods
+
+    return load_ods(file)
 
 
 def _csv(file: FileBytes) -> LoadedDocument:
@@ -162,9 +174,13 @@ FORMATS: tuple[Format, ...] = (
            _mimes.PPTX,
            _pptx, "slide (its title as section)", "python-pptx",
            extra="formats"),
+    Format("OpenDocument presentation", (".odp",), _mimes.ODP,
+           _odp, "slide (its title as section)", "odfpy", extra="formats"),
     Format("Excel", (".xlsx",),
            _mimes.XLSX,
            _xlsx, "sheet", "openpyxl", extra="formats"),
+    Format("OpenDocument spreadsheet", (".ods",), _mimes.ODS,
+           _ods, "sheet", "odfpy", extra="formats"),
     Format("CSV", (".csv",), _mimes.CSV, _csv, "file (rows)",
            "Python's csv"),
     Format("TSV", (".tsv", ".tab"), _mimes.TSV, _csv,
@@ -261,6 +277,8 @@ _MAGIC = (
 _ZIP_MIMETYPES = {
     b"application/epub+zip": "EPUB",
     b"application/vnd.oasis.opendocument.text": "OpenDocument text",
+    b"application/vnd.oasis.opendocument.spreadsheet": "OpenDocument spreadsheet",
+    b"application/vnd.oasis.opendocument.presentation": "OpenDocument presentation",
 }
 _OOXML_PARTS = (
     ("word/document.xml", "Word"),
