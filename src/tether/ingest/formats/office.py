@@ -474,14 +474,18 @@ class _Printed(io.TextIOBase):
         return len(text)
 
 
-def _parsed_odf(stream: io.BytesIO) -> Any:
-    """odfpy's document, or ValueError where it failed to parse a part. (Its print is
-    caught by a redirected stdout: this runs in a loader's worker process.)"""
+def _parsed_odf(stream: io.BytesIO, body: str = "text") -> Any:
+    """odfpy's document, checked to hold ``body`` (``text``, ``spreadsheet``,
+    ``presentation``), or ValueError where it failed to parse a part or holds another
+    kind. (odfpy prints a part it fails to parse and goes on: its print is caught by a
+    redirected stdout; this runs in a loader's worker process.)"""
     printed = _Printed()
     with contextlib.redirect_stdout(printed):
         document = load_odf(stream)
-    if printed.printed or document.text is None:
+    if printed.printed:
         raise ValueError("a part of it is not well-formed XML")
+    if getattr(document, body, None) is None:
+        raise ValueError(f"it holds no {body} (its type: {document.mimetype or 'none'})")
     return document
 
 

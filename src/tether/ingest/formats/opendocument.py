@@ -21,13 +21,12 @@ odfpy unpacks anything, the same parser, defusedxml's, which refuses entity decl
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from odf.namespaces import DCNS, DRAWNS, OFFICENS, PRESENTATIONNS, TABLENS
-from odf.opendocument import load as load_odf
 
 from tether.errors import EmptyDocument
 from tether.ingest.chunking import Section
@@ -37,7 +36,7 @@ from tether.ingest.formats.office import (
     _elements,
     _OdfReader,
     _opened,
-    _Printed,
+    _parsed_odf,
     _title,
 )
 from tether.ingest.formats.tables import (
@@ -60,22 +59,9 @@ _VALUE_ATTRIBUTES = ("string-value", "value", "date-value", "time-value", "boole
 _FRAME_CLASSES = frozenset({"page-number", "footer", "header", "date-time"})
 
 
-def _parsed(body: str) -> Any:
-    """A reader of the file's bytes into odfpy's document, checked to hold ``body``
-    (``spreadsheet``, ``presentation``). odfpy prints a part it fails to parse and goes
-    on: that is caught as :func:`~tether.ingest.formats.office.load_odt` catches it."""
-
-    def parse(stream: io.BytesIO) -> Any:
-        printed = _Printed()
-        with contextlib.redirect_stdout(printed):
-            document = load_odf(stream)
-        if printed.printed:
-            raise ValueError("a part of it is not well-formed XML")
-        if getattr(document, body, None) is None:
-            raise ValueError(f"it holds no {body} (its type: {document.mimetype or 'none'})")
-        return document
-
-    return parse
+def _parsed(body: str) -> Callable[[io.BytesIO], Any]:
+    """A reader of the file's bytes into odfpy's document, checked to hold ``body``."""
+    return functools.partial(_parsed_odf, body=body)
 
 
 def _meta_title(document: Any) -> str | None:
