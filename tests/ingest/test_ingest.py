@@ -1448,3 +1448,21 @@ def test_a_text_source_that_is_not_text_is_a_typed_error(field: str) -> None:
     values = {"text": "Some text.", "title": "A title", field: None}
     with pytest.raises(InvalidArgument, match=f"TextSource.{field} must be str, not NoneType"):
         TextSource(**values)  # type: ignore[arg-type]
+
+
+def test_adding_a_folder_adds_the_files_under_it_that_tether_reads(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    (folder / "deep").mkdir(parents=True)
+    (folder / ".cache").mkdir()
+    (folder / "a.md").write_text("# Pump\n\nReplace the seal every spring.\n")
+    (folder / "deep" / "b.txt").write_text("The valve opens at two bar.\n")
+    (folder / ".cache" / "c.md").write_text("# Hidden\n\nNot indexed.\n")
+    (folder / "tool.exe").write_bytes(b"MZ\x90\x00")
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        results = t.add(folder, workspace_id="w")
+        assert sorted(Path(r.source).name for r in results) == ["a.md", "b.txt"]
+        assert {r.status for r in results} == {"indexed"}
+        assert {r.status for r in t.add(str(folder), workspace_id="w")} == {"skipped"}
+        (tmp_path / "empty").mkdir()
+        with pytest.raises(InvalidArgument, match="folder without a file of a format"):
+            t.add(tmp_path / "empty")

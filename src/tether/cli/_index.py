@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -83,7 +82,6 @@ def add(
     if global_ and workspace not in (None, GLOBAL_WORKSPACE):
         fail("--global and --workspace contradict each other", code=2)
     workspace = GLOBAL_WORKSPACE if global_ else workspace
-    paths = _expand_folders(paths)
     with open_tether(db, config) as tether:
         load_model_visibly(tether, vectors=False)
         results = _index_paths(
@@ -102,34 +100,6 @@ def add(
 
 
 _TAGS = ("domain", "source_type", "project_id", "last_verified", "version")
-
-
-def _expand_folders(paths: list[str]) -> list[str]:
-    """``paths``, each folder among them standing for the files under it (recursively)
-    whose names say they are of a format tether reads. Hidden names and symbolic links
-    are left out, as `tether scan` leaves them out; a folder without such a file is an
-    error."""
-    from tether.ingest.formats import by_extension
-
-    expanded: list[str] = []
-    for path in paths:
-        if path.startswith(("http://", "https://")) or not Path(path).is_dir():
-            expanded.append(path)
-            continue
-        files = [str(f) for f in _files_under(Path(path)) if by_extension(f) is not None]
-        if not files:
-            fail(f"{path} is a folder without a file of a format tether reads (`tether formats`)")
-        expanded += files
-    return expanded
-
-
-def _files_under(folder: Path) -> list[Path]:
-    found: list[Path] = []
-    for top, folders, names in os.walk(folder):  # (symbolic links to folders: not followed)
-        folders[:] = sorted(name for name in folders if not name.startswith("."))
-        files = [Path(top) / name for name in sorted(names) if not name.startswith(".")]
-        found += [file for file in files if not file.is_symlink()]
-    return found
 
 
 def _index_paths(

@@ -109,7 +109,8 @@ def coerce_sources(
     sources: object, tags: Tags | Mapping[str, Any] | None = None, status: str | None = None
 ) -> list[Source]:
     """The sources of an add or submit, checked now: paths, TextSources or PathSources.
-    ``tags`` and ``status`` go to every plain path."""
+    ``tags`` and ``status`` go to every plain path; a plain path that is a folder stands
+    for the files under it that tether reads (:func:`files_in_folder`)."""
     single = str | os.PathLike | TextSource | PathSource
     if isinstance(sources, single):
         many: list[Any] = [sources]
@@ -124,13 +125,40 @@ def coerce_sources(
         if isinstance(source, TextSource | PathSource):
             items.append(source)
         elif isinstance(source, str | os.PathLike):
-            items.append(PathSource(source, tags=tags, status=status))
+            paths = files_in_folder(Path(source)) if _is_folder(source) else [source]
+            items += [PathSource(path, tags=tags, status=status) for path in paths]
         else:
             raise InvalidArgument(
                 f"a source must be a path or a TextSource, not {type(source).__name__}"
                 f" ({source!r:.60})"
             )
     return items
+
+
+def _is_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a folder; a path the system cannot even look up (a name too
+    long) is not, and fails as its own source when it is read."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
+
+
+def files_in_folder(folder: Path) -> list[Path]:
+    """The files under ``folder`` (at any depth, in name order) whose names say they are
+    of a format tether reads. Hidden names and symbolic links are left out, as the
+    library folder's scan leaves them out. InvalidArgument when there is none."""
+    found: list[Path] = []
+    for top, folders, names in os.walk(folder):  # (symbolic links to folders: not followed)
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        files = [Path(top) / name for name in sorted(names) if not name.startswith(".")]
+        found += [f for f in files if not f.is_symlink() and by_extension(f) is not None]
+    if not found:
+        raise InvalidArgument(
+            f"{folder} is a folder without a file of a format tether reads (the formats:"
+            " `tether formats`, or tether.ingest.formats.supported_extensions())"
+        )
+    return found
 
 
 def smallest_first(items: list[Source]) -> list[int]:
