@@ -555,12 +555,20 @@ def _slide_blocks(slide: Any) -> tuple[str, list[str]]:
 def load_pptx(file: FileBytes) -> LoadedDocument:
     """A presentation: a section per slide (see the module's docstring)."""
     presentation = _opened(file, "PowerPoint presentation", pptx.Presentation)
+    slides = [_slide_blocks(slide) for slide in presentation.slides]
+    return slides_document(file, slides, presentation.core_properties.title, _mime(".pptx"))
+
+
+def slides_document(
+    file: FileBytes, slides: list[tuple[str, list[str]]], meta_title: str | None, mime: str
+) -> LoadedDocument:
+    """A presentation from each slide's title and text blocks: a section per slide with
+    text, titled by its title (else "Slide N"), its page the slide's number, labelled
+    "slide N"."""
     blocks = TextBlocks()
     starts: list[tuple[int, str, int]] = []  # (offset, section title, slide number)
     first_title = None
-    slides = list(presentation.slides)
-    for number, slide in enumerate(slides, start=1):
-        title, slide_blocks = _slide_blocks(slide)
+    for number, (title, slide_blocks) in enumerate(slides, start=1):
         first_title = first_title or title
         offsets = [blocks.add(block) for block in slide_blocks]
         start = next((offset for offset in offsets if offset is not None), None)
@@ -571,9 +579,9 @@ def load_pptx(file: FileBytes) -> LoadedDocument:
         raise EmptyDocument(str(file.path), "the presentation's slides have no text")
     ends = [start for start, _, _ in starts[1:]] + [len(text)]
     return LoadedDocument(
-        title=_title(presentation.core_properties.title, first_title) or file.stem,
+        title=_title(meta_title, first_title) or file.stem,
         text=text,
-        mime=_mime(".pptx"),
+        mime=mime,
         sections=tuple(
             Section(start, end, title, page=number)
             for (start, title, number), end in zip(starts, ends, strict=True)

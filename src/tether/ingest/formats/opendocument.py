@@ -29,7 +29,6 @@ from typing import Any
 from odf.namespaces import DCNS, DRAWNS, OFFICENS, PRESENTATIONNS, TABLENS
 
 from tether.errors import EmptyDocument
-from tether.ingest.chunking import Section
 from tether.ingest.formats import _mimes, tables
 from tether.ingest.formats.office import (
     _attribute,
@@ -38,6 +37,7 @@ from tether.ingest.formats.office import (
     _opened,
     _parsed_odf,
     _title,
+    slides_document,
 )
 from tether.ingest.formats.tables import (
     RowBudget,
@@ -200,28 +200,6 @@ def _slide_blocks(page: Any) -> tuple[str, list[str]]:
 def load_odp(file: FileBytes) -> LoadedDocument:
     """An OpenDocument presentation: a section per slide (see the module's docstring)."""
     document = _opened(file, "OpenDocument presentation", _parsed("presentation"))
-    slides = [e for e in _elements(document.presentation) if e.qname == (DRAWNS, "page")]
-    blocks = TextBlocks()
-    starts: list[tuple[int, str, int]] = []  # (offset, section title, slide number)
-    first_title = ""
-    for number, slide in enumerate(slides, start=1):
-        title, slide_blocks = _slide_blocks(slide)
-        first_title = first_title or title
-        offsets = [blocks.add(block) for block in slide_blocks]
-        start = next((offset for offset in offsets if offset is not None), None)
-        if start is not None:
-            starts.append((start, title or f"Slide {number}", number))
-    text = blocks.text()
-    if not text:
-        raise EmptyDocument(str(file.path), "the presentation's slides have no text")
-    ends = [start for start, _, _ in starts[1:]] + [len(text)]
-    return LoadedDocument(
-        title=_title(_meta_title(document), first_title) or file.stem,
-        text=text,
-        mime=_mimes.ODP,
-        sections=tuple(
-            Section(start, end, title, page=number)
-            for (start, title, number), end in zip(starts, ends, strict=True)
-        ),
-        page_labels={number: f"slide {number}" for number in range(1, len(slides) + 1)},
-    )
+    pages = [e for e in _elements(document.presentation) if e.qname == (DRAWNS, "page")]
+    slides = [_slide_blocks(page) for page in pages]
+    return slides_document(file, slides, _meta_title(document), _mimes.ODP)
