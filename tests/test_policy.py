@@ -1278,6 +1278,24 @@ def pump_store(db_path: Path) -> Iterator[Tether]:
         yield t
 
 
+def test_a_guard_takes_the_conversation_and_only_raises_the_threshold(pump_store: Tether) -> None:
+    """``history`` makes a follow-up standalone before the guarded retrieval; a guard's
+    ``min_relevance`` can raise ``policy.min_relevance`` but never lower it."""
+    turns = [
+        {"role": "user", "content": "How often is the coolant pump impeller seal replaced?"},
+        {"role": "assistant", "content": "Every spring [1]."},
+    ]
+    follow_up = "and what about its maintenance?"
+    grounding = require_grounding(pump_store, history=turns).run(follow_up)
+    standalone = grounding.result.debug["standalone"]
+    assert standalone["changed"] and "pump" in standalone["question"].lower()
+    assert grounding.document_ids == ("pump",)
+    with pytest.raises(GenerationBlocked):
+        require_grounding(pump_store, min_relevance=1.0).run("coolant pump impeller seal")
+    lowered = require_grounding(pump_store, min_relevance=0.0)
+    assert lowered._arguments()["min_relevance"] == pump_store.settings.policy.min_relevance
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_grounded_generation_runs_with_its_grounding(
     pump_store: Tether, db_path: Path, form: str

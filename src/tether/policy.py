@@ -26,7 +26,7 @@ import functools
 import inspect
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,7 +195,9 @@ class require_grounding:
     functions are awaited and retrieve with ``aretrieve``.
 
     The policy's limits apply: ``policy.max_chunks`` (at most 10), ``policy.min_relevance``
-    and the ``policy.timeout`` budget; ``filters`` narrow by tags in SQL.
+    (``min_relevance`` may raise it for this guard, never lower it) and the
+    ``policy.timeout`` budget; ``filters`` narrow by tags in SQL. ``history`` (the
+    conversation's earlier turns) makes a follow-up question standalone first.
     """
 
     def __init__(
@@ -208,6 +210,8 @@ class require_grounding:
         session_id: str | None = None,
         workspace_id: str | None = None,
         filters: Filters | None = None,
+        min_relevance: float | None = None,
+        history: Sequence[dict[str, str]] | None = None,
     ) -> None:
         self.tether = tether
         self.question = question
@@ -216,6 +220,8 @@ class require_grounding:
         self.session_id = session_id
         self.workspace_id = workspace_id
         self.filters = filters
+        self.min_relevance = min_relevance
+        self.history = history
         self.grounding: Grounding | None = None
 
     # -- the retrieval itself --
@@ -230,9 +236,10 @@ class require_grounding:
             "decision": Decision(True, "question", "guarded retrieval always runs", "local"),
             "filters": self.filters,
             "max_chunks": policy.max_chunks,
-            "min_relevance": policy.min_relevance,
+            "min_relevance": max(policy.min_relevance, self.min_relevance or 0.0),
             "timeout": policy.timeout,
             "guarded": True,
+            "history": self.history,
         }
 
     def run(self, question: str) -> Grounding:

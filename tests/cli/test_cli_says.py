@@ -305,6 +305,28 @@ def test_context_guarded_blocks_and_audits_it(db: str) -> None:
     assert run_json("log", "--db", db)["entries"][0]["outcome"] == "grounded"
 
 
+def test_context_guarded_applies_the_policy_limits(db: str, tmp_path: Path) -> None:
+    """--guarded retrieves as the agents' guard does: policy.max_chunks and a
+    policy.min_relevance that --min-relevance can raise but never lower."""
+    question = ["context", "how does the pump prime or the sensor reset", "--db", db]
+    question += ["--session", "chat"]
+    few = tmp_path / "few.toml"
+    few.write_text("[policy]\nmax_chunks = 1\nmin_relevance = 0.0\n")
+    plain = run_json(*question, "--config", str(few), "--min-relevance", "0")
+    assert len(plain["citations"]) == 2
+    guarded = run_json(*question, "--config", str(few), "--guarded")
+    assert guarded["grounded"] is True
+    assert len(guarded["citations"]) == 1
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[policy]\nmin_relevance = 1.0\n")
+    assert run_json(*question, "--config", str(strict), "--min-relevance", "0")["grounded"]
+    blocked = run_json(
+        *question, "--config", str(strict), "--guarded", "--min-relevance", "0", code=1
+    )
+    assert blocked["blocked"]["reason"] == "no_results"
+    assert blocked["grounded"] is False
+
+
 def test_context_history_makes_a_follow_up_standalone(db: str, tmp_path: Path) -> None:
     history = tmp_path / "turns.json"
     history.write_text(
@@ -401,7 +423,16 @@ def test_search_min_relevance_keeps_only_enough_evidence(db: str) -> None:
 
 @pytest.mark.parametrize(
     ("command", "flag"),
-    [([], "--version"), (["search"], "--json"), (["add"], "--global"), (["context"], "--guarded")],
+    [
+        ([], "--version"),
+        (["search"], "--json"),
+        (["add"], "--global"),
+        (["context"], "--guarded"),
+        ([], "--help"),
+        (["search"], "--help"),
+        (["docs"], "--help"),
+        (["docs", "list"], "--help"),
+    ],
 )
 def test_a_flag_shows_no_type_in_help(command: list[str], flag: str) -> None:
     output = run(*command, "--help")

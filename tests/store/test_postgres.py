@@ -154,6 +154,27 @@ def test_tether_runs_on_postgresql_and_a_second_process_reads_it(postgres_url: s
     assert json.loads(out.stdout) == ["Warranty"]
 
 
+def test_each_add_s_helper_threads_give_their_connections_back(postgres_url: str) -> None:
+    """A helper thread's connection is a server process: it ends with its thread, so an
+    app adding a note at a time stays far from ``max_connections`` (it held one more
+    per call)."""
+
+    def backends() -> int:
+        with psycopg.connect(postgres_url, autocommit=True) as probe:
+            row = probe.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+            ).fetchone()
+        return int(row[0])
+
+    with Tether(db=postgres_url, embedder=HashEmbedder()) as t:
+        for i in range(30):
+            t.add(text=f"note {i} on the pump", title=f"n{i}")
+        assert len(t.store.list_documents()) == 30
+        assert backends() <= 3
+    assert backends() == 0
+
+
 def test_the_cli_takes_a_postgresql_url(postgres_url: str, tmp_path: Path) -> None:
     doc = tmp_path / "guide.txt"
     doc.write_text("To reset the sensor, hold the pin for five seconds.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
@@ -317,10 +318,11 @@ def test_reindexing_unchanged_content_is_idempotent(tether: Tether, tmp_path: Pa
 
 def test_database_class_opens_one_connection_per_thread(db_path: Path) -> None:
     db = SQLiteDatabase(db_path)
-    ids = set()
+    seen: list[sqlite3.Connection] = []  # held, so no two share an id()
 
     def grab() -> None:
-        ids.add(id(db.connection()))
+        seen.append(db.connection())
+        assert db.connection() is seen[-1]
 
     threads = [threading.Thread(target=grab) for _ in range(3)]
     for th in threads:
@@ -328,8 +330,34 @@ def test_database_class_opens_one_connection_per_thread(db_path: Path) -> None:
     for th in threads:
         th.join()
     grab()
-    assert len(ids) == 4
+    assert len({id(conn) for conn in seen}) == 4
     db.close()
+
+
+def open_files_of(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc/self/fd to count open files with")
+    count = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):  # closed while listed
+            count += Path(fd.readlink()) == path.resolve()
+    return count
+
+
+def test_a_thread_s_connection_closes_when_the_thread_ends(db_path: Path) -> None:
+    """Each add() loads files on helper threads, and each thread opens its own connection:
+    a long-running app adding a note at a time must not gather open files (it had one
+    more per call)."""
+    with Tether(db=db_path, settings=make_settings(embeddings={"enabled": False})) as t:
+        for i in range(40):
+            t.add(text=f"note {i} on the pump", title=f"n{i}")
+        # A handful (SQLite itself defers closing a file another connection holds a lock
+        # on), not one per call.
+        assert open_files_of(db_path) <= 4
+        assert len(t.store.list_documents()) == 40
+    assert open_files_of(db_path) == 0
 
 
 @pytest.mark.parametrize("start", range(1, LATEST_VERSION))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from rich.markup import escape
 
-from tether import MAX_K, Filters, TetherError
+from tether import MAX_K, Filters, GenerationBlocked, TetherError
 from tether.cli._shell import (
     ConfigOption,
     DbOption,
@@ -29,10 +29,11 @@ from tether.cli._shell import (
     print_json,
     say,
 )
+from tether.policy import require_grounding
 from tether.retrieve.guidance import no_matches
 
 if TYPE_CHECKING:
-    from tether import Citation, Hit, RetrievalResult, SearchResults
+    from tether import Citation, Hit, RetrievalResult, SearchResults, Tether
 
 
 def _filter_option(name: str, what: str) -> Any:
@@ -182,8 +183,9 @@ GuardedOption = Annotated[
     bool,
     flag(
         "--guarded",
-        help="Retrieve as an agent's guard does: a result that is not grounded blocks"
-        " (audited as blocked; exit status 1).",
+        help="Retrieve as an agent's guard does (policy.max_chunks, policy.min_relevance,"
+        " policy.timeout): a result that is not grounded, or a retrieval that fails or runs"
+        " out of time, blocks (audited as blocked; exit status 1).",
     ),
 ]
 
@@ -207,24 +209,45 @@ def context(
     """Build the cited context block an LLM would get for QUESTION (the whole pipeline)."""
     filters = _filters(domain, project, source_type, document)
     turns = _read_history(history) if history is not None else None
+    where = {"scope": scope, "session_id": session, "workspace_id": workspace, "filters": filters}
     with open_tether(db, config, must_exist=True) as tether:
         load_model_visibly(tether, vectors=True)
-        result = tether.retrieve(
-            question,
-            scope=scope,
-            session_id=session,
-            workspace_id=workspace,
-            filters=filters,
-            min_relevance=min_relevance,
-            guarded=guarded,
-            history=turns,
-        )
+        if guarded:
+            result = _guarded(tether, question, where, min_relevance, turns, as_json)
+        else:
+            result = tether.retrieve(question, **where, min_relevance=min_relevance, history=turns)
     if as_json:
         print_json(result.to_dict())
     else:
-        _print_context(result, guarded=guarded)
-    if guarded and not result.grounded:
-        raise typer.Exit(1)
+        _print_context(result)
+
+
+def _guarded(
+    tether: Tether,
+    question: str,
+    where: dict[str, Any],
+    min_relevance: float | None,
+    turns: Any,
+    as_json: bool,
+) -> RetrievalResult:
+    """The agent team's guard (:class:`~tether.policy.require_grounding`): the policy's
+    limits, and a blocked generation is exit status 1 with the reason."""
+    guard = require_grounding(tether, **where, min_relevance=min_relevance, history=turns)
+    try:
+        return guard.run(question).result
+    except GenerationBlocked as blocked:
+        result = blocked.result
+        if as_json:
+            why = {"reason": blocked.reason, "advisory": blocked.advisory}
+            print_json({"blocked": why, **({} if result is None else result.to_dict())})
+        else:
+            if result is not None:
+                print_degradations(result.debug)
+            say(f"Blocked (--guarded): {blocked.advisory}")
+            why = result and result.debug.get("grounding", {}).get("why")
+            if why:
+                say(f"Why: {why}.")
+        raise typer.Exit(1) from None
 
 
 def _read_history(path: Path) -> Any:
@@ -235,13 +258,12 @@ def _read_history(path: Path) -> Any:
         fail(f"--history {path}: not a readable JSON file ({exc})", code=2)
 
 
-def _print_context(result: RetrievalResult, *, guarded: bool = False) -> None:
+def _print_context(result: RetrievalResult) -> None:
     print_degradations(result.debug)
-    blocked = "Blocked (--guarded): " if guarded else ""
     if not result.retrieved:
-        say(f"{blocked}No retrieval: {result.debug['decision']['reason']}.")
+        say(f"No retrieval: {result.debug['decision']['reason']}.")
     elif not result.grounded:
-        say(f"{blocked}Not grounded. {result.guidance}")
+        say(f"Not grounded. {result.guidance}")
         why = result.debug.get("grounding", {}).get("why")
         if why:
             say(f"Why: {why}.")

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
 
 from tether import (
     DocumentNotFound,
@@ -49,6 +50,27 @@ class _Console(Console):
 
 out = _Console(soft_wrap=True)
 err = _Console(stderr=True, soft_wrap=True)
+
+
+class Command(TyperCommand):
+    """A command whose ``--help`` option shows no type beside it: a flag takes no value
+    (Typer would print ``<bool>``)."""
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Group(TyperGroup):
+    """A group of commands whose ``--help`` shows no type (see :class:`Command`)."""
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
 
 
 def flag(*names: str, **options: Any) -> Any:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from tether.embed.base import Embedder
+from tether.embed.wordpieces import WordPieces, read_word_local
 from tether.errors import EmbeddingsUnavailable, InvalidArgument
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -86,6 +88,7 @@ class TokenCounter:
     def __init__(self, model_path: str) -> None:
         self.path = Path(model_path) / "tokenizer.json"
         self._tokenizer: Any = None
+        self._words: WordPieces | None = None
         self._missing = False
         self._lock = threading.Lock()
 
@@ -96,6 +99,8 @@ class TokenCounter:
         tokenizer = self._load()
         if tokenizer is None:
             return None
+        if self._words is not None:
+            return self._words.count(text)
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: list[str]) -> list[int | None]:
@@ -103,7 +108,17 @@ class TokenCounter:
         tokenizer = self._load()
         if tokenizer is None:
             return [None] * len(texts)
+        if self._words is not None:
+            return [self._words.count(text) for text in texts]
         return [len(e.ids) for e in _encode_all(tokenizer, texts)]
+
+    def token_starts(self, text: str, start: int, end: int) -> Sequence[int] | None:
+        """Where each token of ``text[start:end]`` starts in ``text``, from the word cache
+        (:mod:`tether.embed.wordpieces`); ``None`` for a tokenizer that reads across
+        words (then :meth:`offsets_many` measures)."""
+        if self._load() is None or self._words is None:
+            return None
+        return self._words.starts(text, start, end)
 
     def offsets_many(self, texts: list[str]) -> list[list[tuple[int, int]]] | None:
         """Each text's tokens as ``(start, end)`` character offsets, in one batch: what
@@ -129,6 +144,8 @@ class TokenCounter:
                 tokenizer = Tokenizer.from_file(str(self.path))
                 tokenizer.no_truncation()
                 tokenizer.no_padding()
+                if read_word_local(str(self.path)):
+                    self._words = WordPieces(tokenizer)
                 self._tokenizer = tokenizer
             return self._tokenizer
 

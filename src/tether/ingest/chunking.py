@@ -244,7 +244,8 @@ def chunk_sections(
     the same hash get the same vector, so it is embedded once per model. ``count_tokens``
     gives each chunk its token count; one with a ``count_many(texts)`` method counts the
     document's chunks in one call (the packaged tokenizer's batch runs on every core), and
-    one with ``offsets_many(texts)`` measures the document once to size its chunks.
+    one with ``token_starts(text, start, end)`` (a word cache) or ``offsets_many(texts)``
+    measures the document once to size its chunks.
     """
     counts: list[int | None] | None = None
     if count_tokens is None or max_tokens is None:
@@ -482,9 +483,15 @@ def _token_sizes(
 def _rulers(
     text: str, sections: list[Section], count_tokens: Callable[[str], int | None]
 ) -> Sequence[_Ruler]:
-    """Each section's ruler: its token offsets when the counter gives them (measured in
-    pieces of a few thousand characters, cut at spaces, so one batch spreads a long
-    section over the cores), else counting."""
+    """Each section's ruler: its token starts from the counter's word cache, else its
+    token offsets when the counter gives them (measured in pieces of a few thousand
+    characters, cut at spaces, so one batch spreads a long section over the cores), else
+    counting."""
+    token_starts = getattr(count_tokens, "token_starts", None)
+    if token_starts is not None:
+        measured = [token_starts(text, s.start, s.end) for s in sections]
+        if all(starts is not None for starts in measured):
+            return [_TokenStarts(starts) for starts in measured]
     offsets_many = getattr(count_tokens, "offsets_many", None)
     if offsets_many is None:
         return [_TokenCounts(text, count_tokens)] * len(sections)

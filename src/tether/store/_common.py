@@ -1,9 +1,11 @@
 """What every part of a store shares, SQLite's and PostgreSQL's alike: its database, its
-transactions and lifetime, and the plumbing of its reads (one snapshot per call; long id
-lists in batches)."""
+transactions and lifetime, the plumbing of its reads (one snapshot per call; long id
+lists in batches), and the end of a thread's connection."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -24,6 +26,20 @@ _COUNTED_TABLES = (
     "rag_chunks",
     "rag_embeddings",
 )
+
+
+class _ThreadEnd:
+    """Held in one thread's storage only, so it is collected when that thread ends."""
+
+
+def when_thread_ends(local: threading.local, close: Callable[[], None]) -> None:
+    """Call ``close`` once the calling thread ends (its part of ``local`` goes with it).
+
+    A connection per thread is opened by every helper thread (each ``add()`` loads files
+    on new ones); this closes it with its thread, so a long-running process does not
+    gather one open connection per call (and PostgreSQL one server process)."""
+    local.thread_end = _ThreadEnd()
+    weakref.finalize(local.thread_end, close)
 
 
 class StorePart(Store):

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tether.errors import InvalidArgument, StorageReadOnly, StoreError
+from tether.store._common import when_thread_ends
 from tether.store._failures import (
     opened_language,
     storage_full,
@@ -192,7 +193,14 @@ class PgDatabase:
             with self._lock:
                 self._all.append(raw)
             conn = self._local.conn = PgConnection(raw, self.path)
+            when_thread_ends(self._local, lambda: self._thread_ended(raw))
         return conn
+
+    def _thread_ended(self, raw: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if raw in self._all:
+                self._all.remove(raw)
+                raw.close()
 
     @contextmanager
     def read(self) -> Iterator[PgConnection]:

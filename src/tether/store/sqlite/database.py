@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tether.errors import InvalidArgument, SchemaVersionError, StorageReadOnly, StoreError
+from tether.store._common import when_thread_ends
 from tether.store._failures import (
     MAKE_THE_FILE_WRITABLE,
     opened_language,
@@ -170,7 +171,14 @@ class SQLiteDatabase:
         if conn is None:
             conn = self._connect()
             self._local.conn = conn
+            when_thread_ends(self._local, lambda: self._thread_ended(conn))
         return conn
+
+    def _thread_ended(self, conn: sqlite3.Connection) -> None:
+        with self._connections_lock:
+            if conn in self._all_connections and id(conn) not in self._busy:
+                self._all_connections.remove(conn)
+                conn.close()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
