@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tether.errors import InvalidArgument
 from tether.models import GLOBAL_WORKSPACE
-from tether.store import ApiKey, Store, utcnow
+from tether.store import ApiKey, ApiKeys, utcnow
 from tether.text import check_identifier
 
 KEY_PREFIX = "tether_"
@@ -109,7 +109,7 @@ class Access:
 class KeyRing:
     """The service's API keys in ``store``: made, listed, revoked and checked."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ApiKeys) -> None:
         self.store = store
 
     def __repr__(self) -> str:

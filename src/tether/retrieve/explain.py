@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from tether.retrieve.search import Candidates, Ranked
-from tether.store import Store
+from tether.store import ScopedSearch
 
 #: How many of each candidate list ``debug["explain"]`` records.
 EXPLAIN_DEPTH = 50
 
 
 def explain_candidates(
-    store: Store, queries: list[str], per_query: list[Candidates], fused: Ranked
+    store: ScopedSearch, queries: list[str], per_query: list[Candidates], fused: Ranked
 ) -> dict[str, Any]:
     """Each query's candidate lists (the top :data:`EXPLAIN_DEPTH` of each, as
     ``[chunk_id, score]`` best first: bm25 made higher-is-better, cosine, fused score),

@@ -1,9 +1,25 @@
-"""The store: the backend interface (:class:`Store`, with the :class:`Database` protocol
-both backends implement), its typed records, the SQL builders, the parts every backend
-shares (``_documents``, ``_sessions``, ``_search``, ...), and the backends in their own
-folders: :mod:`tether.store.sqlite` (the default) and :mod:`tether.store.postgres`."""
+"""The store: the backend interface (:class:`Store`, one role per concern, with the
+:class:`Database` protocol both backends implement), its typed records, the SQL builders,
+the parts every backend shares (``_documents``, ``_sessions``, ``_search``, ...), and the
+backends in their own folders: :mod:`tether.store.sqlite` (the default) and
+:mod:`tether.store.postgres`."""
 
-from tether.store.base import Connection, Database, NativeVectors, Store
+from tether.store.base import (
+    ApiKeys,
+    AuditLog,
+    Connection,
+    Database,
+    Documents,
+    Embeddings,
+    LibraryRegistry,
+    Maintenance,
+    NativeVectors,
+    ScopedSearch,
+    Sessions,
+    Store,
+    StoreLifetime,
+    Workspaces,
+)
 from tether.store.opening import is_postgres_url, open_store
 from tether.store.records import (
     ApiKey,
@@ -44,21 +60,31 @@ __all__ = [
     "LATEST_VERSION",
     "MIGRATIONS",
     "ApiKey",
+    "ApiKeys",
     "AuditEntry",
+    "AuditLog",
     "CandidateRow",
     "ChunkVectors",
     "Connection",
     "Database",
+    "Documents",
+    "Embeddings",
+    "LibraryRegistry",
+    "Maintenance",
     "NativeVectors",
     "NewChunk",
     "NewDocument",
     "RegistryEntry",
     "SQLiteDatabase",
     "SQLiteStore",
+    "ScopedSearch",
+    "Sessions",
     "Store",
+    "StoreLifetime",
     "StoredChunk",
     "TermStatistics",
     "VectorSnapshot",
+    "Workspaces",
     "candidate_rows_sql",
     "document_chunks_sql",
     "find_document_sql",

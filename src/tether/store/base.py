@@ -1,8 +1,10 @@
 """The backend interface: what tether asks of a store, and what a store promises.
 
 :class:`Store` is written against the records of :mod:`tether.store.records` and the
-models of :mod:`tether.models`; ``tests/store/test_store_contract.py`` is its conformance
-suite, run against every backend.
+models of :mod:`tether.models`, one abstract class per role (:class:`Documents`,
+:class:`ScopedSearch`, :class:`Embeddings`, ...). Its conformance suite ships in
+:mod:`tether.testing.store`, a test class per role; ``tests/store/test_store_contract.py``
+runs it against every backend.
 """
 
 from __future__ import annotations
@@ -100,29 +102,8 @@ class NativeVectors(Protocol):
     def cosines(self, query: np.ndarray, chunk_ids: list[int]) -> dict[int, float]: ...
 
 
-class Store(ABC):
-    """Documents, chunks, sessions, embeddings, the library registry and the audit log.
-
-    **The scope invariant.** A scoped read — the lexical candidates
-    (:meth:`search_lexical`, :meth:`search_lexical_scores`) and the document set a vector
-    scan may read (:meth:`scope_document_ids`) — carries its scope (the documents
-    attached to the session, the documents of the workspace, or those of the ``GLOBAL``
-    workspace), its tag :class:`~tether.models.Filters` and the policy's
-    :class:`~tether.models.Exclusions` in the query itself. They are never a filter
-    applied in Python after ranking. Top-k inside a scope is therefore exact, and filled
-    whenever the scope has k matches, however many better matches lie outside it. Only
-    documents with ``status = 'active'`` are ever searched.
-
-    **Atomicity.** Each writing method is atomic on its own. A document's chunks, their
-    search-index rows and their embeddings change together: a reader sees the old
-    version or the new one, never a mix, and a failed write leaves what was stored.
-    Several writes grouped in :meth:`write` commit together, or not at all.
-
-    Methods that read one thing by id raise the ``*NotFound`` error of
-    :mod:`tether.errors` when it does not exist; ``find_*`` methods return None instead.
-    """
-
-    # -- transactions and lifetime -----------------------------------------------------
+class StoreLifetime(ABC):
+    """Transactions, where the data lives, and closing: what every role shares."""
 
     @abstractmethod
     def write(self) -> AbstractContextManager[None]:
@@ -157,7 +138,9 @@ class Store(ABC):
     def close(self) -> None:
         """Release every connection; the store is not used after this."""
 
-    # -- workspaces ----------------------------------------------------------------------
+
+class Workspaces(ABC):
+    """Workspaces: the ``GLOBAL`` library and the ones documents are added to."""
 
     @abstractmethod
     def ensure_workspace(self, workspace_id: str, name: str | None = None) -> Workspace:
@@ -172,7 +155,9 @@ class Store(ABC):
     def list_workspaces(self) -> list[Workspace]:
         """Every workspace (``GLOBAL`` included), by id."""
 
-    # -- sessions ------------------------------------------------------------------------
+
+class Sessions(ABC):
+    """Chat sessions of a workspace, and the documents attached to them."""
 
     @abstractmethod
     def ensure_session(self, session_id: str, workspace_id: str) -> Session:
@@ -221,7 +206,9 @@ class Store(ABC):
         """Detach; True if it was attached. The document stays. Raises
         ``DocumentNotFound`` / ``SessionNotFound``."""
 
-    # -- documents and chunks ------------------------------------------------------------
+
+class Documents(ABC):
+    """Documents and their chunks, written whole (see :class:`Store`'s atomicity)."""
 
     @abstractmethod
     def get_document(self, document_id: str) -> Document:
@@ -289,7 +276,10 @@ class Store(ABC):
         """Set a document's status; only ``active`` documents are searched. Raises
         ``DocumentNotFound``."""
 
-    # -- scoped search (the scope invariant holds for each) ------------------------------
+
+class ScopedSearch(ABC):
+    """Reads inside a scope, which carry it in the query (see :class:`Store`'s scope
+    invariant), and reads by the chunk ids such a read returned."""
 
     @abstractmethod
     def search_lexical(
@@ -375,7 +365,10 @@ class Store(ABC):
         its document joined ``session_id``, or without one, when it was indexed). Ids
         that no longer exist are absent."""
 
-    # -- embeddings and change counters --------------------------------------------------
+
+class Embeddings(ABC):
+    """Vectors by content hash, and the change counters that keep an in-memory index in
+    step (or the backend's own vector search)."""
 
     @abstractmethod
     def vectors_for_hashes(self, model: str, hashes: Iterable[str]) -> dict[str, tuple[int, bytes]]:
@@ -420,7 +413,16 @@ class Store(ABC):
         change of a vector; ``documents`` with every change of a document's existence,
         workspace, status, tags or path, or of an attachment."""
 
-    # -- the library registry ------------------------------------------------------------
+    def native_vectors(self, model: str) -> NativeVectors | None:
+        """A vector search the backend runs itself (``search``, ``cosines``, ``load``, as
+        :class:`~tether.retrieve.vector.VectorIndex` has), or None: retrieval then keeps
+        ``model``'s vectors in memory, read through :meth:`load_vectors` and
+        :meth:`vector_delta`. PostgreSQL answers with pgvector."""
+        return None
+
+
+class LibraryRegistry(ABC):
+    """The library registry: each watched file's status, retries and last error."""
 
     @abstractmethod
     def registry(self, under: str | None = None) -> list[RegistryEntry]:
@@ -440,7 +442,10 @@ class Store(ABC):
         """A file moved: its document (if any) and registry entry follow it, replacing any
         entry ``new_path`` had. Nothing is re-indexed."""
 
-    # -- the audit log -------------------------------------------------------------------
+
+class AuditLog(ABC):
+    """The audit log of retrievals: ids, the sanitized query and a time, never content,
+    vectors or scores."""
 
     @abstractmethod
     def log_retrieval(self, entry: AuditEntry) -> None:
@@ -465,7 +470,9 @@ class Store(ABC):
         ``global_askers``, the global library's entries asked by those API keys are kept
         too (beside those of ``workspace_ids``)."""
 
-    # -- service API keys ------------------------------------------------------------------
+
+class ApiKeys(ABC):
+    """The service's API keys, kept by hash and bound to workspaces."""
 
     @abstractmethod
     def insert_api_key(self, key: ApiKey, key_hash: str) -> None:
@@ -489,14 +496,9 @@ class Store(ABC):
         """Mark ``key_id`` revoked (once: revoking again keeps the first time); NotFound
         if there is no such key."""
 
-    # -- maintenance ---------------------------------------------------------------------
 
-    def native_vectors(self, model: str) -> NativeVectors | None:
-        """A vector search the backend runs itself (``search``, ``cosines``, ``load``, as
-        :class:`~tether.retrieve.vector.VectorIndex` has), or None: retrieval then keeps
-        ``model``'s vectors in memory, read through :meth:`load_vectors` and
-        :meth:`vector_delta`. PostgreSQL answers with pgvector."""
-        return None
+class Maintenance(ABC):
+    """Compaction and row counts."""
 
     def compact(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
         """Rewrite the lexical index compactly; its (segments, leaf pages) before and
@@ -508,3 +510,41 @@ class Store(ABC):
     def counts(self) -> dict[str, int]:
         """Rows per table: ``workspaces``, ``sessions``, ``rag_documents``,
         ``rag_document_sessions``, ``rag_chunks``, ``rag_embeddings``."""
+
+
+class Store(
+    StoreLifetime,
+    Workspaces,
+    Sessions,
+    Documents,
+    ScopedSearch,
+    Embeddings,
+    LibraryRegistry,
+    AuditLog,
+    ApiKeys,
+    Maintenance,
+):
+    """Documents, chunks, sessions, embeddings, the library registry and the audit log.
+
+    **The scope invariant.** A scoped read — the lexical candidates
+    (:meth:`search_lexical`, :meth:`search_lexical_scores`) and the document set a vector
+    scan may read (:meth:`scope_document_ids`) — carries its scope (the documents
+    attached to the session, the documents of the workspace, or those of the ``GLOBAL``
+    workspace), its tag :class:`~tether.models.Filters` and the policy's
+    :class:`~tether.models.Exclusions` in the query itself. They are never a filter
+    applied in Python after ranking. Top-k inside a scope is therefore exact, and filled
+    whenever the scope has k matches, however many better matches lie outside it. Only
+    documents with ``status = 'active'`` are ever searched.
+
+    **Atomicity.** Each writing method is atomic on its own. A document's chunks, their
+    search-index rows and their embeddings change together: a reader sees the old
+    version or the new one, never a mix, and a failed write leaves what was stored.
+    Several writes grouped in :meth:`write` commit together, or not at all.
+
+    Methods that read one thing by id raise the ``*NotFound`` error of
+    :mod:`tether.errors` when it does not exist; ``find_*`` methods return None instead.
+
+    The interface is one role per concern (:class:`Documents`, :class:`ScopedSearch`,
+    :class:`Embeddings`, ...): a part of tether that needs one role can take that type,
+    and :mod:`tether.testing.store` holds each role's conformance tests.
+    """
