@@ -241,7 +241,10 @@ class RagSettings(BaseModel):
     index_workers: int = Field(2, ge=1, le=32, description="background indexing threads")
     convert_workers: int = Field(3, ge=1, le=32, description="files loaded at a time")
     file_timeout: float = Field(
-        300.0, gt=0, description="seconds a file may take to load and chunk before it fails"
+        300.0,
+        gt=0,
+        description="seconds a file may take to load and chunk before it fails (each page"
+        " read by OCR adds rag.ocr_page_timeout)",
     )
     # A hostile file (a PDF whose small stream inflates to gigabytes of operators) is
     # loaded in a worker process that is killed at the timeout or at this much memory.

@@ -7,6 +7,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -32,6 +33,8 @@ from tether.ingest.loaders import (
 )
 from tether.ingest.sources import PathSource, Source, attachment_sources, smallest_first
 from tether.ingest.workers import (
+    FileBudget,
+    FileLoader,
     InlineExecutor,
     LoaderPool,
     load_path_source,
@@ -216,8 +219,9 @@ class Indexer:
         ahead of the writer. PDFs and large files load in worker processes
         (:mod:`tether.ingest.workers`), killed at ``rag.file_timeout`` or
         ``rag.loader_memory_mb``; small text files load in the helper threads. Each file
-        gets ``rag.file_timeout`` seconds once its turn comes, and a file stuck in its
-        loader fails then, never waited for."""
+        gets ``rag.file_timeout`` seconds once its turn comes (and ``rag.ocr_page_timeout``
+        more for each page read by OCR), and a file stuck in its loader fails then, never
+        waited for."""
         timeout = self.rag.file_timeout
         workers = max(1, min(self.rag.convert_workers, len(items)))
         pool: Any = (
@@ -234,7 +238,7 @@ class Indexer:
         maximum = self.rag.max_file_bytes
         loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
         ahead = 2 * self.rag.convert_workers
-        futures: dict[int, concurrent.futures.Future[Prepared | IndexResult]] = {}
+        futures: dict[int, tuple[Future[Prepared | IndexResult], FileBudget]] = {}
         try:
             for i, source in enumerate(items):
                 label = source.label
@@ -246,11 +250,14 @@ class Indexer:
                     continue
                 for j in range(i, min(len(items), i + ahead)):
                     if j not in futures:
-                        futures[j] = pool.submit(self._prepare, items[j], placement, loaders)
+                        budget = FileBudget(timeout)
+                        work = (items[j], placement, loaders.budgeted(budget))
+                        futures[j] = (pool.submit(self._prepare, *work), budget)
+                future, budget = futures.pop(i)
                 try:
-                    outcome = futures.pop(i).result(timeout=timeout)
+                    outcome = budget.waited(future)
                 except concurrent.futures.TimeoutError:
-                    error = timed_out(label, timeout, "skipped")
+                    error = timed_out(label, timeout, "skipped", budget)
                     logger.error("%s", error)
                     outcome = IndexResult(label, "failed", error=error)
                 yield i, outcome
@@ -259,7 +266,7 @@ class Indexer:
             loaders.close()
 
     def _prepare(
-        self, source: Source, placement: Placement, loaders: LoaderPool
+        self, source: Source, placement: Placement, loaders: FileLoader
     ) -> Prepared | IndexResult:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
 
@@ -278,7 +285,7 @@ class Indexer:
             return IndexResult(label, "failed", error=UnreadableFile(label, problem))
 
     def _prepare_source(
-        self, source: Source, label: str, placement: Placement, loaders: LoaderPool
+        self, source: Source, label: str, placement: Placement, loaders: FileLoader
     ) -> Prepared | IndexResult:
         loaded, source_path, document_id = self._load(source, loaders)
         metadata = {**loaded.metadata, **(source.metadata or {})}
@@ -325,7 +332,7 @@ class Indexer:
         )
 
     def _load(
-        self, source: Source, loaders: LoaderPool
+        self, source: Source, loaders: FileLoader
     ) -> tuple[LoadedDocument, str | None, str | None]:
         """A source's text, and the source key and document id it is stored under."""
         if isinstance(source, PathSource):

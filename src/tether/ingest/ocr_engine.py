@@ -89,6 +89,8 @@ class PageTimedOut(Exception):
 
 
 _options = OcrOptions()
+#: Called as each page's OCR starts (a worker process grants the file the page's time).
+_page_hook: Callable[[], None] | None = None
 _engine_lock = threading.Lock()
 _engines: list[Any] = []  # the engine, once made
 
@@ -97,6 +99,12 @@ def configure(options: OcrOptions) -> None:
     """Set this process's OCR options (a worker process does so at start)."""
     global _options
     _options = options
+
+
+def on_each_page(hook: Callable[[], None] | None) -> None:
+    """Call ``hook`` as the OCR of each page starts, in this process."""
+    global _page_hook
+    _page_hook = hook
 
 
 def current_options() -> OcrOptions:
@@ -138,6 +146,8 @@ def ocr_image(
     :class:`UnsupportedFileType` without RapidOCR, :class:`UnreadableFile` when the
     engine fails on the image."""
     seconds = _options.page_timeout if timeout is None else timeout
+    if _page_hook is not None:
+        _page_hook()
     ocr = engine(source)
     started = time.monotonic()
     try:

@@ -8,8 +8,9 @@ keeps worker processes for one indexing batch, gives each the bytes of one file 
 time and reuses it for the next, and:
 
 - kills a worker (SIGKILL, at once: nothing waits for it) whose file takes longer than
-  ``rag.file_timeout``: the file fails with :class:`~tether.errors.LoadLimitExceeded`,
-  and the next file gets a fresh worker;
+  ``rag.file_timeout``, and ``rag.ocr_page_timeout`` more for each page the worker says
+  it has begun to read by OCR (a :class:`FileBudget`): the file fails with
+  :class:`~tether.errors.LoadLimitExceeded`, and the next file gets a fresh worker;
 - limits each worker's memory to ``rag.loader_memory_mb`` (``RLIMIT_AS``, set in the
   worker): a file that needs more fails with the same error, whether the worker saw a
   ``MemoryError`` or died of it, and the worker is replaced.
@@ -39,15 +40,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tether.errors import IngestError, LoadLimitExceeded, UnreadableFile
 from tether.ingest.formats import by_extension, format_of, load_file, load_path
 from tether.ingest.loaders import FileBytes, LoadedDocument, read_file, too_large
-from tether.ingest.ocr_engine import OcrOptions, configure
+from tether.ingest.ocr_engine import OcrOptions, configure, on_each_page
 from tether.ingest.sources import PathSource, Source
+
+T = TypeVar("T")
 
 #: Text, Markdown and HTML files up to this size load in the indexing process.
 INLINE_BYTES = 1 << 20
@@ -57,6 +61,10 @@ SUPPORTED = os.name == "posix" and bool(sys.executable) and not getattr(sys, "fr
 REAP_SECONDS = 2.0
 #: The exit status of a worker out of memory that could not say so.
 OUT_OF_MEMORY = 75
+#: The least time a worker process is given to start, whatever ``rag.file_timeout``.
+START_SECONDS = 30.0
+#: What a worker sends as each page's OCR starts, before its reply.
+OCR_PAGE = "ocr page"
 #: A worker whose file runs this long past the timeout ends itself: the pool that would
 #: have killed it is gone (its process was killed).
 ORPHAN_GRACE = 10.0
@@ -93,13 +101,68 @@ def loads_in_process(path: Path, size: int) -> bool:
     return found is not None and found.inline and size <= INLINE_BYTES
 
 
-def timed_out(source: str, timeout: float, how: str) -> LoadLimitExceeded:
+def timed_out(
+    source: str, timeout: float, how: str, budget: FileBudget | None = None
+) -> LoadLimitExceeded:
+    pages = ""
+    if budget is not None and budget.pages:
+        pages = f" and {budget.per_page:g}s for each of its {budget.pages} pages read by OCR"
     return LoadLimitExceeded(
         source,
-        f"loading took longer than {timeout:g}s (rag.file_timeout); {how}. Raise"
+        f"loading took longer than {timeout:g}s (rag.file_timeout){pages}; {how}. Raise"
         " rag.file_timeout to give such a file longer",
         setting="rag.file_timeout",
     )
+
+
+class FileBudget:
+    """A file's time: ``rag.file_timeout``, and ``rag.ocr_page_timeout`` more for each
+    page its loader reads by OCR (a page is bounded by that on its own), so that a long
+    scanned book is read to its end while a file that hangs still stops at the timeout.
+    The worker process is stopped past it, and the indexer waits for the file as long."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.pages = 0
+        self.per_page = 0.0
+
+    def ocr_page(self, seconds: float) -> None:
+        """A page's OCR started: the file gets ``seconds`` more."""
+        self.pages += 1
+        self.per_page = seconds
+
+    @property
+    def total(self) -> float:
+        return self.seconds + self.pages * self.per_page
+
+    def waited(self, future: concurrent.futures.Future[T]) -> T:
+        """``future``'s result, waited for as long as this budget says (it grows while the
+        file's pages are read); ``TimeoutError`` past it."""
+        started = time.monotonic()
+        while True:
+            left = started + self.total - time.monotonic()
+            try:
+                return future.result(timeout=max(left, 0.0))
+            except concurrent.futures.TimeoutError:
+                if time.monotonic() >= started + self.total:
+                    raise
+
+
+class FileLoader(Protocol):
+    """What loads a file that must not load in the indexing process."""
+
+    def load(self, file: FileBytes) -> LoadedDocument: ...
+
+
+@dataclass(frozen=True)
+class BudgetedLoader:
+    """The pool, for one file: the OCR pages of what it loads grow ``budget``."""
+
+    pool: LoaderPool
+    budget: FileBudget
+
+    def load(self, file: FileBytes) -> LoadedDocument:
+        return self.pool.load(file, self.budget)
 
 
 class LoaderPool:
@@ -138,9 +201,14 @@ class LoaderPool:
                 except OSError:  # (out of processes or descriptors: ``load`` says so)
                     return
 
-    def load(self, file: FileBytes) -> LoadedDocument:
+    def budgeted(self, budget: FileBudget) -> BudgetedLoader:
+        """This pool for one file, whose OCR pages grow ``budget``."""
+        return BudgetedLoader(self, budget)
+
+    def load(self, file: FileBytes, budget: FileBudget | None = None) -> LoadedDocument:
         """``file`` loaded by a worker: its document, or the loader's error raised here.
-        A file stopped by the timeout or the memory limit is :class:`LoadLimitExceeded`."""
+        A file stopped by the timeout or the memory limit is :class:`LoadLimitExceeded`;
+        each page read by OCR adds ``rag.ocr_page_timeout`` to its time (and ``budget``)."""
         if not SUPPORTED:
             configure(self.ocr)  # (this process's options: the last pool's win)
             return load_file(file)
@@ -150,7 +218,7 @@ class LoaderPool:
             problem = f"no loader process could be started ({exc.strerror or exc})"
             raise UnreadableFile(str(file.path), problem) from exc
         try:
-            reply = worker.load(file)
+            reply = worker.load(file, budget or FileBudget(self.timeout))
         except BaseException:
             worker.kill()  # (interrupted mid-message, it cannot take another file)
             raise
@@ -209,6 +277,7 @@ class _Worker:
     def __init__(self, *, timeout: float, memory_mb: int, ocr: OcrOptions) -> None:
         self.timeout = timeout
         self.memory_mb = memory_mb
+        self.page_timeout = ocr.page_timeout
         ours, theirs = socket.socketpair()
         with theirs:
             self.process = subprocess.Popen(
@@ -225,11 +294,12 @@ class _Worker:
         self.ready = False
         self.healthy = True
 
-    def load(self, file: FileBytes) -> tuple[Any, ...]:
+    def load(self, file: FileBytes, budget: FileBudget) -> tuple[Any, ...]:
         """The worker's reply for ``file``: ("loaded", document), ("refused", error
         class, source, reason) or ("raised", exception). :class:`LoadLimitExceeded`
-        when it was stopped or died; it is then unhealthy, never given another file."""
-        source, timeout = str(file.path), self.timeout
+        when it was stopped or died; it is then unhealthy, never given another file.
+        The worker says when each page's OCR starts: ``budget`` grows by the page's time."""
+        source = str(file.path)
         if not self.ready:
             self._start(source)
         try:
@@ -237,18 +307,26 @@ class _Worker:
             self.conn.send_bytes(file.data)
         except OSError:
             raise self._died(source) from None
-        if not self._answers(timeout):
-            raise timed_out(source, timeout, "its loader was stopped")
-        reply: tuple[Any, ...] = self._receive(source)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if not self._answers(max(0.0, deadline - time.monotonic())):
+                raise timed_out(source, self.timeout, "its loader was stopped", budget)
+            reply: tuple[Any, ...] = self._receive(source)
+            if reply[0] != OCR_PAGE:
+                break
+            deadline += self.page_timeout
+            budget.ocr_page(self.page_timeout)
         if reply[0] == "memory":
             raise self._out_of_memory(source, "it ran out")
         return reply
 
     def _start(self, source: str) -> None:
         """Wait for the worker to be ready. Its start-up is not the file's time, but one
-        that cannot start in as long fails the file rather than hang the batch."""
-        if not self._answers(self.timeout):
-            raise timed_out(source, self.timeout, "its loader process did not start in time")
+        that cannot start in as long (and :data:`START_SECONDS` at least: a busy machine
+        boots slowly) fails the file rather than hang the batch."""
+        seconds = max(self.timeout, START_SECONDS)
+        if not self._answers(seconds):
+            raise timed_out(source, seconds, "its loader process did not start in time")
         with contextlib.suppress(EOFError, OSError):
             self.ready = self.conn.recv() == "ready"
         if not self.ready:
@@ -325,6 +403,7 @@ def serve(conn: Connection, limits: tuple[int, float, tuple[bool, float]]) -> No
     and the pool reads its death as the memory limit."""
     memory, seconds, (ocr, page_timeout) = limits
     configure(OcrOptions(enabled=ocr, page_timeout=page_timeout))
+    on_each_page(lambda: _ocr_page(conn, page_timeout))
     _limit_memory(memory)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the pool's to handle
     conn.send("ready")
@@ -344,6 +423,15 @@ def serve(conn: Connection, limits: tuple[int, float, tuple[bool, float]]) -> No
                 return
     except MemoryError:
         os._exit(OUT_OF_MEMORY)
+
+
+def _ocr_page(conn: Connection, seconds: float) -> None:
+    """A page's OCR starts: the file gets ``seconds`` more, here and in the pool."""
+    with contextlib.suppress(ValueError):  # (not on the main thread: the pool's clock only)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left + seconds)
+    conn.send((OCR_PAGE,))
 
 
 def _load(file: FileBytes) -> tuple[Any, ...]:
@@ -389,7 +477,7 @@ def _limit_memory(memory: int) -> None:
 
 
 def load_path_source(
-    source: PathSource, loaders: LoaderPool, max_bytes: int
+    source: PathSource, loaders: FileLoader, max_bytes: int
 ) -> tuple[Path, LoadedDocument]:
     """The file's path as stored, and its document, from one read of the file (or from
     the bytes the source brings, read by the caller; the path is then taken as given).
@@ -408,7 +496,7 @@ def load_path_source(
     return resolved, load_bytes(read_file(resolved, max_bytes=max_bytes), loaders, max_bytes)
 
 
-def load_bytes(file: FileBytes, loaders: LoaderPool, max_bytes: int) -> LoadedDocument:
+def load_bytes(file: FileBytes, loaders: FileLoader, max_bytes: int) -> LoadedDocument:
     """``file`` loaded here when it is small text (by its name, else its content), else
     by a worker; a file of no format tether reads fails here, whatever its size."""
     found = format_of(file.path, file.data)

@@ -257,6 +257,27 @@ def test_a_page_over_the_ocr_timeout_is_left_out_with_a_warning(tmp_path: Path) 
     assert "ocr_pages" not in document.metadata
 
 
+def test_a_long_scan_is_read_to_its_end_past_the_file_timeout(tmp_path: Path) -> None:
+    """Each page read by OCR adds its own time (rag.ocr_page_timeout) to the file's
+    (rag.file_timeout): a scanned book longer than the file timeout is read whole, as
+    six pages are here in a one-second file timeout."""
+    lines = [
+        [f"Chapter {n}", f"The torque of bolt {n} is {10 * n} newton metres."] for n in range(1, 7)
+    ]
+    pages = [scanned_page(page, seed=n) for n, page in enumerate(lines)]
+    pdf = write_scanned_pdf(tmp_path / "book.pdf", pages)
+    settings = make_settings(file_timeout=1.0, ocr_page_timeout=30.0)
+    started = time.monotonic()
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        [result] = t.add(pdf)
+        assert result.status == "indexed", result.error
+        [document] = t.documents()
+        assert document.metadata["ocr_pages"] == 6
+        assert {c.page for c in t.chunks(result.document_id)} == set(range(1, 7))
+        assert "60 newton" in " ".join(c.content for c in t.chunks(result.document_id))
+    assert time.monotonic() - started > 1.0  # the file did take longer than its timeout
+
+
 def test_pages_of_a_tiff_are_numbered_from_one(tmp_path: Path) -> None:
     path = tmp_path / "two.tif"
     first, second = (scanned_page([f"Page {word} of the ledger"]) for word in ("alpha", "beta"))
