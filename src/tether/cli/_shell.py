@@ -52,25 +52,23 @@ out = _Console(soft_wrap=True)
 err = _Console(stderr=True, soft_wrap=True)
 
 
-class Command(TyperCommand):
-    """A command whose ``--help`` option shows no type beside it: a flag takes no value
-    (Typer would print ``<bool>``)."""
+class _HelpWithoutType:
+    """``--help`` takes no value, so its help shows no type beside it (Typer would print
+    ``<bool>``)."""
 
     def get_help_option(self, ctx: typer.Context) -> Any:
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             option.metavar = ""
         return option
 
 
-class Group(TyperGroup):
-    """A group of commands whose ``--help`` shows no type (see :class:`Command`)."""
+class Command(_HelpWithoutType, TyperCommand):
+    """A command of the ``tether`` CLI."""
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
+
+class Group(_HelpWithoutType, TyperGroup):
+    """A group of commands of the ``tether`` CLI."""
 
 
 def flag(*names: str, **options: Any) -> Any:
