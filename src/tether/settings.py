@@ -193,14 +193,10 @@ class RagSettings(BaseModel):
     chunk_overlap: int = Field(
         150, ge=0, description="characters shared by adjacent chunks sized in characters"
     )
-    # Candidate depths. z-score fusion standardizes each list by its own mean and standard
-    # deviation, and those are only meaningful over a few hundred candidates: 300. RRF
-    # only reads ranks, and a chunk below rank 100 adds at most 1/(rrf_k + 100) to a
-    # fused score: on SciFact, FTS5 top 100 instead of 300 left nDCG@10 unchanged (0.7094
-    # vs 0.7092, k = 10) and cut the hybrid p50 by a third, as FTS5's bm25 plans read
-    # fewer rows. The vector side reads its top 300 from one scan, at no extra cost.
-    # With RRF a search asks FTS5 for at least 1.5 k by default (Recall@100 of a k=100
-    # search was 0.9510 from 150 lexical candidates, as from 300; 0.9493 from 100).
+    # Candidate depths. z-score fusion needs a few hundred candidates a list (its mean and
+    # deviation); RRF reads ranks only: FTS5 top 100 instead of 300 left SciFact's nDCG@10
+    # unchanged (0.7094 vs 0.7092) and cut the hybrid p50 by a third; a search asks FTS5
+    # for at least 1.5 k (Recall@100 0.9510 from 150, as from 300; 0.9493 from 100).
     k_lexical: int | None = Field(
         None,
         ge=1,
@@ -208,9 +204,8 @@ class RagSettings(BaseModel):
         description="FTS5 candidates per query (default: 100 with RRF, 300 with z-score)",
     )
     k_vector: int = Field(300, ge=1, le=10_000, description="vector candidates per query")
-    # RRF by default; z-score fusion keeps how much better a candidate is and measured
-    # higher on SciFact's test queries (hybrid nDCG@10 0.736 vs 0.716), but the rerank
-    # brings most of that back (pipeline 0.732 with RRF: see bench/RESULTS.md).
+    # RRF by default: z-score fusion measured higher on SciFact (hybrid nDCG@10 0.736 vs
+    # 0.716), but the rerank brings most of that back (bench/RESULTS.md).
     fusion: Literal["rrf", "zscore"] = Field(
         "rrf",
         description="how the lexical and vector lists are fused: RRF or standardized scores",
@@ -268,10 +263,9 @@ class RagSettings(BaseModel):
         le=1.0,
         description="evidence a chunk needs to reach the context (and to ground the answer)",
     )
-    # Chosen on every real-document set together (bench/manuals, bench/docsets): at 0.05
-    # a session question answered better outside it is sent to the workspace far more
-    # often than at 0.1 (Flask's sessions 0.55 -> 0.77), for a point or two of the
-    # answerable ones whose answer the workspace also says more plainly.
+    # Chosen on every real-document set together (bench/manuals, bench/docsets): 0.05 sends
+    # a session question answered better outside it to the workspace far more often than
+    # 0.1 (Flask's sessions 0.55 -> 0.77), for a point or two of the answerable ones.
     wider_scope_margin: float | None = Field(
         0.05,
         ge=0.0,
@@ -406,6 +400,12 @@ class FetchSettings(BaseModel):
         " wiki); off, such a URL (or a redirect to one) is refused",
     )
     user_agent: str = Field("tether-fetch/0.1", description="the User-Agent header of a fetch")
+    proxy: str | None = Field(
+        None,
+        pattern=r"^http://[^/?#\s]+/?$",
+        description="an HTTP proxy to fetch through: http://[user:password@]host[:port]"
+        " (HTTPS tunnels through it; none by default, and none is read from HTTP_PROXY)",
+    )
 
 
 class ServerSettings(BaseModel):

@@ -10,8 +10,11 @@ replaces it decides what is public)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
+import http.client
+import socket
 import ssl
 import threading
 import time
@@ -24,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from pydantic import ValidationError
 
 from helpers import make_pdf
 from tether.errors import LoadLimitExceeded, UnreadableFile, UnsupportedFileType
@@ -576,3 +580,149 @@ def test_https_checks_the_certificate_against_the_url_host_not_the_address(
     assert fetched.data == f"public.test:{secure.port}".encode()
     assert server_names[0] == "public.test"
     assert "certificate" in str(error).lower()
+
+
+# -- through a proxy ----------------------------------------------------------------------
+
+
+class ForwardProxy:
+    """A real HTTP proxy on 127.0.0.1: absolute-URL GETs are forwarded, CONNECT opens a
+    tunnel; "public.test" is 127.0.0.1 to it (its own lookup). It records what it was
+    asked, and with ``credentials`` answers 407 to a request without them."""
+
+    def __init__(self, credentials: str | None = None) -> None:
+        self.asked: list[tuple[str, str, str | None]] = []  # method, target, authorization
+        self.credentials = credentials
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[ForwardProxy]:
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def allowed(self) -> bool:
+                authorization = self.headers.get("Proxy-Authorization")
+                proxy.asked.append((self.command, self.path, authorization))
+                if proxy.credentials is None or authorization == proxy.credentials:
+                    return True
+                send(self, 407, b"", Proxy_Authenticate="Basic")
+                return False
+
+            def do_GET(self) -> None:
+                if not self.allowed():
+                    return
+                parts = urlsplit(self.path)
+                host = "127.0.0.1" if parts.hostname == "public.test" else parts.hostname
+                origin = http.client.HTTPConnection(host, parts.port or 80, timeout=5)
+                origin.request("GET", parts.path or "/", headers={"Host": parts.netloc})
+                answer = origin.getresponse()
+                send(
+                    self,
+                    answer.status,
+                    answer.read(),
+                    Content_Type=answer.getheader("Content-Type", ""),
+                )
+                origin.close()
+
+            def do_CONNECT(self) -> None:
+                if not self.allowed():
+                    return
+                name, port = self.path.rsplit(":", 1)
+                host = "127.0.0.1" if name == "public.test" else name
+                upstream = socket.create_connection((host, int(port)), timeout=5)
+                self.send_response(200, "Connection established")
+                self.end_headers()
+                self.wfile.flush()
+                pipe(self.connection, upstream)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+
+def pipe(client: socket.socket, upstream: socket.socket) -> None:
+    """Bytes both ways until either side closes."""
+
+    def copy(source: socket.socket, target: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                target.sendall(data)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
+
+    other = threading.Thread(target=copy, args=(upstream, client), daemon=True)
+    other.start()
+    copy(client, upstream)
+    other.join(timeout=5)
+    upstream.close()
+
+
+def test_an_http_page_is_asked_of_the_proxy_by_its_url(site: Site) -> None:
+    with ForwardProxy().serving() as proxy:
+        url = f"http://public.test:{site.port}/page.html"
+        fetched = fetch(
+            url, fetch_settings(allow_private=False, proxy=proxy.url), resolve=public_test
+        )
+    assert fetched.data == HTML
+    assert proxy.asked == [("GET", url, None)]
+    assert site.requests[-1][1]["Host"] == f"public.test:{site.port}"
+
+
+def test_an_https_page_goes_through_a_tunnel_with_tls_to_the_url_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca, cert, key = make_certificates(tmp_path, "public.test")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with Site(tls=tls).serving() as secure, ForwardProxy().serving() as proxy:
+        url = f"https://public.test:{secure.port}/echo-host"
+        settings = fetch_settings(allow_private=False, proxy=proxy.url)
+        fetched = fetch(url, settings, resolve=public_test)
+    assert fetched.data == f"public.test:{secure.port}".encode()
+    assert proxy.asked == [("CONNECT", f"public.test:{secure.port}", None)]  # never the page
+
+
+def test_a_proxy_s_credentials_come_from_its_url(site: Site) -> None:
+    expected = "Basic " + base64.b64encode(b"desk:s3cret word").decode()
+    with ForwardProxy(credentials=expected).serving() as proxy:
+        url = f"http://public.test:{site.port}/page.html"
+        with_them = proxy.url.replace("http://", "http://desk:s3cret%20word@")
+        fetched = fetch(url, fetch_settings(proxy=with_them), resolve=public_test)
+        refused = fails(UnreadableFile, url, fetch_settings(proxy=proxy.url), resolve=public_test)
+        tunnel = fails(
+            UnreadableFile,
+            f"https://public.test:{site.port}/page.html",
+            fetch_settings(proxy=proxy.url),
+            resolve=public_test,
+        )
+    assert fetched.data == HTML
+    assert "407" in str(refused)
+    assert "refused the tunnel" in str(tunnel) and "407" in str(tunnel)
+
+
+def test_the_url_s_host_is_still_checked_before_the_proxy_is_asked(site: Site) -> None:
+    with ForwardProxy().serving() as proxy:
+        error = fails(UnreadableFile, f"{site.base}/page.html", FetchSettings(proxy=proxy.url))
+    assert "loopback" in str(error)
+    assert proxy.asked == []
+
+
+@pytest.mark.parametrize(
+    "proxy", ["socks5://127.0.0.1:1080", "https://proxy:3128", "proxy:3128", "http://p/path"]
+)
+def test_a_proxy_is_an_http_url_of_a_host(proxy: str) -> None:
+    with pytest.raises(ValidationError, match="proxy"):
+        FetchSettings(proxy=proxy)

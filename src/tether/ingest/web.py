@@ -13,8 +13,10 @@ multicast, reserved and their IPv4-mapped forms are refused unless
 ``fetch.allow_private``), and the connection goes to that checked address; the URL's
 host only travels in the Host header and, over TLS, as the SNI name the certificate is
 checked against. No second lookup happens between the check and the connection, so a
-name cannot be re-pointed at an internal address in between (DNS rebinding). No proxy
-from the environment is used.
+name cannot be re-pointed at an internal address in between (DNS rebinding)
+(:mod:`tether.ingest.connection`). A proxy is used only when ``fetch.proxy`` names one
+(never one from the environment): the URL's host is still checked as above, but the proxy
+looks it up again and connects on its own.
 
 Time: ``fetch.timeout`` bounds the whole fetch, redirects included: the lookup runs
 against it, and every send and receive on the socket gets only the time left, so a
@@ -24,15 +26,12 @@ server that trickles a byte at a time is cut off at the deadline, not after it.
 from __future__ import annotations
 
 import http.client
-import io
 import ipaddress
 import mimetypes
 import re
 import socket
-import ssl
 import time
 import zlib
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +41,7 @@ from typing import Protocol
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 from tether.errors import LoadLimitExceeded, UnreadableFile, UnsupportedFileType
+from tether.ingest.connection import Proxy, Target, connect, time_left
 from tether.ingest.formats import FORMATS, by_extension, sniff
 from tether.ingest.loaders import byte_size
 from tether.settings import FetchSettings
@@ -274,9 +274,16 @@ def _request(
         if hop.url == _without_fragment(source):
             raise UnreadableFile(source, exc.reason) from exc
         raise UnreadableFile(source, f"was redirected to {hop.url}: {exc.reason}") from exc
-    connection = _connect(hop, addresses, deadline)
+    proxy = Proxy.parse(settings.proxy) if settings.proxy else None
+    connection = connect(Target(hop.host, hop.port, hop.tls), addresses, deadline, proxy)
+    headers = _headers(settings)
+    target = hop.target
+    if proxy is not None and not hop.tls:  # the proxy is asked for the absolute URL
+        target = _absolute(hop)
+        if proxy.authorization:
+            headers["Proxy-Authorization"] = proxy.authorization
     try:
-        connection.request("GET", hop.target, headers=_headers(settings))
+        connection.request("GET", target, headers=headers)
         response = connection.getresponse()
         try:
             return _reply(source, hop, response, settings)
@@ -284,6 +291,13 @@ def _request(
             response.close()
     finally:
         connection.close()
+
+
+def _absolute(hop: _Hop) -> str:
+    """``hop``'s URL as a proxy is asked for it (its host checked, its target quoted)."""
+    host = f"[{hop.host}]" if ":" in hop.host else hop.host
+    port = "" if hop.port == SCHEMES["http"] else f":{hop.port}"
+    return f"http://{host}{port}{hop.target}"
 
 
 def _headers(settings: FetchSettings) -> dict[str, str]:
@@ -457,14 +471,7 @@ def _without_fragment(url: str) -> str:
     return urlunsplit(urlsplit(url.strip())._replace(fragment=""))
 
 
-# -- the connection -----------------------------------------------------------------------
-
-
-def _time_left(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("the fetch ran out of time")
-    return left
+# -- the lookup ---------------------------------------------------------------------------
 
 
 def _resolve_in_time(
@@ -475,98 +482,6 @@ def _resolve_in_time(
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-fetch-resolve")
     try:
         future = pool.submit(resolve, url, allow_private=allow_private)
-        return future.result(timeout=_time_left(deadline))
+        return future.result(timeout=time_left(deadline))
     finally:
         pool.shutdown(wait=False)
-
-
-def _connect(hop: _Hop, addresses: Sequence[str], deadline: float) -> _PinnedConnection:
-    """A connection to the first of ``addresses`` that answers."""
-    failure: OSError = OSError(f"no address to connect to for {hop.host}")
-    for address in addresses:
-        connection = _PinnedConnection(hop, address, deadline)
-        try:
-            connection.connect()
-        except OSError as exc:
-            connection.close()
-            failure = exc
-        else:
-            return connection
-    raise failure
-
-
-class _PinnedConnection(http.client.HTTPConnection):
-    """HTTP, or HTTPS, to one checked ``address``: the URL's host is only the Host
-    header and, over TLS, the SNI name the certificate must match, so no lookup happens
-    between the address's check and the connection."""
-
-    def __init__(self, hop: _Hop, address: str, deadline: float) -> None:
-        super().__init__(hop.host, hop.port, timeout=_time_left(deadline))
-        self.address = address
-        self.deadline = deadline
-        self.tls = ssl.create_default_context() if hop.tls else None
-        # The Host header names the port only when it is not the scheme's own.
-        self.default_port = SCHEMES["https" if hop.tls else "http"]
-
-    def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), _time_left(self.deadline))
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.tls is not None:
-                sock.settimeout(_time_left(self.deadline))
-                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = _DeadlineSocket(sock, self.deadline)
-
-
-class _DeadlineSocket:
-    """A connected socket whose every send and receive gets only the time left before
-    the deadline: a server that trickles bytes cannot stretch a fetch past it. It has
-    what :mod:`http.client` uses of a socket: ``sendall``, ``makefile`` and ``close``;
-    like a socket, it stays open while a file made from it is (http.client closes the
-    connection once the response has it)."""
-
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock = sock
-        self.deadline = deadline
-        self.readers = 0
-        self.closed = False
-
-    def arm(self) -> None:
-        self.sock.settimeout(_time_left(self.deadline))
-
-    def sendall(self, data: bytes) -> None:
-        self.arm()
-        self.sock.sendall(data)
-
-    def makefile(self, mode: str = "rb") -> io.BufferedReader:
-        self.readers += 1
-        return io.BufferedReader(_DeadlineReader(self))
-
-    def close(self) -> None:
-        self.closed = True
-        self.release(0)
-
-    def release(self, readers: int = 1) -> None:
-        self.readers -= readers
-        if self.closed and self.readers == 0:
-            self.sock.close()
-
-
-class _DeadlineReader(io.RawIOBase):
-    def __init__(self, sock: _DeadlineSocket) -> None:
-        self.sock = sock
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        self.sock.arm()
-        return self.sock.sock.recv_into(buffer)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.sock.release()
-        super().close()
