@@ -520,14 +520,14 @@ def make_odp(path: Path) -> Path:
     notes.addElement(odp_frame("notes", "Thank the sales team."))
     first.addElement(notes)
     second.addElement(odp_frame("title", "Price List"))
-    second.addElement(odp_frame(None, "Prices valid until June.", y="4cm"))
     table = Table(usefirstrowstyles="true")
     table.addElement(TableColumn(numbercolumnsrepeated=2))
     table.addElement(ods_row("Item", "Price"))
     table.addElement(ods_row("Desk lamp", "39 EUR"))
-    holder = Frame(width="20cm", height="3cm", x="1cm", y="8cm")
+    holder = Frame(width="20cm", height="3cm", x="1cm", y="3.5in")  # 8.89 cm: below
     holder.addElement(table)
-    second.addElement(holder)
+    second.addElement(holder)  # written first, read second: frames go top, then left
+    second.addElement(odp_frame(None, "Prices valid until June.", y="4cm"))
     second.addElement(odp_frame("page-number", "2", y="18cm"))
     third.addElement(odp_frame(None, "Questions welcome."))
     for slide in (first, second, third):

@@ -13,8 +13,9 @@ odfpy unpacks anything, the same parser, defusedxml's, which refuses entity decl
   text, lazily, so the million empty rows a sheet declares at its end cost nothing.
 - A presentation is read as a PowerPoint file is: a section per slide (``page`` its
   number, cited as "slide 7"), titled with its title frame (else "Slide 7"). Its text is
-  the title line, then its other frames in the order the file holds them (page numbers,
-  dates, headers and footers left out; lists as ``- item`` lines; tables as rows, under
+  the title line, then its other frames in reading order, top then left, as a PowerPoint
+  slide's shapes (page numbers, dates, headers and footers left out; a frame without a
+  position where the file holds it; lists as ``- item`` lines; tables as rows, under
   a header when the table marks its first row), then ``Notes: ...`` with the speaker
   notes.
 """
@@ -23,10 +24,11 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from odf.namespaces import DCNS, DRAWNS, OFFICENS, PRESENTATIONNS, TABLENS
+from odf.namespaces import DCNS, DRAWNS, OFFICENS, PRESENTATIONNS, SVGNS, TABLENS
 
 from tether.errors import EmptyDocument
 from tether.ingest.formats import _mimes, tables
@@ -55,6 +57,9 @@ _ROW_CONTAINERS = frozenset(
 _CELLS = frozenset({(TABLENS, "table-cell"), (TABLENS, "covered-table-cell")})
 #: A cell's value where it has no paragraph (a file written by a program, not an editor).
 _VALUE_ATTRIBUTES = ("string-value", "value", "date-value", "time-value", "boolean-value")
+#: An ODF length: a number and its unit; centimetres per unit.
+_LENGTH = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)")
+_CENTIMETRES = {"cm": 1.0, "mm": 0.1, "in": 2.54, "pt": 2.54 / 72, "pc": 2.54 / 6, "px": 2.54 / 96}
 #: Frames that are the slide's frame, not its content.
 _FRAME_CLASSES = frozenset({"page-number", "footer", "header", "date-time"})
 
@@ -184,8 +189,9 @@ def _notes(notes: Any) -> str:
 
 
 def _slide_blocks(page: Any) -> tuple[str, list[str]]:
-    """(title, blocks) of a slide: its title line, its frames' text, its speaker notes."""
-    title, blocks, notes = "", [], ""
+    """(title, blocks) of a slide: its title line, its frames' text in reading order, its
+    speaker notes."""
+    title, frames, notes = "", [], ""
     for child in _elements(page):
         kind = _attribute(child, PRESENTATIONNS, "class")
         if child.qname == (PRESENTATIONNS, "notes"):
@@ -193,8 +199,23 @@ def _slide_blocks(page: Any) -> tuple[str, list[str]]:
         elif kind == "title" and not title:
             title = " ".join(_frame_text(child).split())
         elif kind not in _FRAME_CLASSES:
-            blocks.append(_frame_text(child))
+            frames.append(child)
+    blocks = [_frame_text(frame) for frame in sorted(frames, key=_position)]
     return title, [title, *blocks] + ([f"Notes: {notes}"] if notes else [])
+
+
+def _position(frame: Any) -> tuple[float, float]:
+    """Where ``frame`` stands on its slide, (top, left) in centimetres; (0, 0) when it
+    says none (it then keeps its place among the others at the top: the sort is stable)."""
+    return (_length(_attribute(frame, SVGNS, "y")), _length(_attribute(frame, SVGNS, "x")))
+
+
+def _length(value: str | None) -> float:
+    """An ODF length ("2.5cm", "1in", "72pt") in centimetres; 0 for none or nonsense."""
+    match = _LENGTH.fullmatch((value or "").strip())
+    if match is None:
+        return 0.0
+    return float(match.group(1)) * _CENTIMETRES.get(match.group(2).lower(), 0.0)
 
 
 def load_odp(file: FileBytes) -> LoadedDocument:
