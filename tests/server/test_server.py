@@ -159,6 +159,27 @@ def test_a_guarded_retrieval_with_nothing_grounded_is_blocked_with_its_advisory(
     assert unguarded["grounded"] is False and unguarded["guidance"]
 
 
+def test_a_guarded_retrieval_reads_the_conversation_and_only_raises_the_threshold(
+    client: httpx.Client, keys: dict[str, str]
+) -> None:
+    history = [
+        {"role": "user", "content": "How often is the acme pump valve seat replaced?"},
+        {"role": "assistant", "content": "Every 500 hours [1]."},
+    ]
+    body = {"query": "and who does it?", "scope": "workspace", "workspace_id": "acme",
+            "guarded": True, "history": history, "debug": True}  # fmt: skip
+    answer = client.post("/v1/retrieve", json=body, headers=as_key(keys["acme"])).json()
+    assert answer["debug"]["standalone"]["changed"] is True
+    assert "pump" in answer["debug"]["standalone"]["question"].lower()
+    strict = {**body, "query": "How often is the acme pump valve seat replaced?",
+              "history": None, "min_relevance": 1.0}  # fmt: skip
+    blocked = client.post("/v1/retrieve", json=strict, headers=as_key(keys["acme"]))
+    assert blocked.status_code == 409
+    lowered = client.post("/v1/retrieve", json={**strict, "min_relevance": 0.0},
+                          headers=as_key(keys["acme"])).json()  # fmt: skip
+    assert lowered["grounded"] is True  # the policy's threshold still applies, met
+
+
 def test_the_audit_log_shows_a_key_only_its_workspaces(
     client: httpx.Client, keys: dict[str, str]
 ) -> None:

@@ -21,7 +21,15 @@ from fastapi import FastAPI, Query, Response
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from tether import Access, AuditEntry, Filters, GenerationBlocked, Scope, Tether
+from tether import (
+    Access,
+    AuditEntry,
+    Filters,
+    GenerationBlocked,
+    RetrievalResult,
+    Scope,
+    Tether,
+)
 from tether.policy import require_grounding
 from tether.server import _docs, _errors
 from tether.server._auth import KeyPolicy, audit_view, readable_scope, require_admin
@@ -303,14 +311,7 @@ def _retrieval_routes(app: FastAPI) -> None:
         scope, filters = await _scope_and_filters(svc, caller, body)
         history = [turn.model_dump() for turn in body.history] if body.history else None
         if body.guarded:  # the agent team's rules: the policy's limits, blocked if ungrounded
-            try:
-                grounding = await require_grounding(tether, scope=scope, filters=filters).arun(
-                    body.query
-                )
-            except GenerationBlocked:
-                svc.metrics.retrievals.labels("blocked").inc()
-                raise
-            result = grounding.result
+            result = await _guarded(svc, body, scope, filters, history)
         else:
             result = await tether.aretrieve(
                 body.query,
@@ -327,6 +328,29 @@ def _retrieval_routes(app: FastAPI) -> None:
         if not (body.debug or body.explain):
             out["debug"] = None
         return out
+
+
+async def _guarded(
+    svc: Service,
+    body: RetrieveIn,
+    scope: Scope,
+    filters: Filters | None,
+    history: list[dict[str, str]] | None,
+) -> RetrievalResult:
+    """The agent team's guard (:class:`~tether.policy.require_grounding`); a blocked
+    retrieval counted as such, then raised (a 409)."""
+    guard = require_grounding(
+        svc.tether,
+        scope=scope,
+        filters=filters,
+        min_relevance=body.min_relevance,
+        history=history,
+    )
+    try:
+        return (await guard.arun(body.query)).result
+    except GenerationBlocked:
+        svc.metrics.retrievals.labels("blocked").inc()
+        raise
 
 
 def _audit_route(app: FastAPI) -> None:

@@ -87,8 +87,9 @@ class RetrieveIn(ScopedIn):
     guarded: bool = Field(
         default=False,
         description="the agent team's rules (policy.max_chunks, policy.min_relevance,"
-        " policy.timeout; max_chunks, min_relevance and timeout here are ignored): nothing"
-        " grounded, a timeout or an error is a 409 GenerationBlocked with its advisory",
+        " policy.timeout; max_chunks and timeout here are ignored, min_relevance may only"
+        " raise the policy's): nothing grounded, a timeout or an error is a 409"
+        " GenerationBlocked with its advisory",
     )
     history: list[HistoryTurn] | None = Field(default=None, max_length=50)
     debug: bool = Field(default=False, description="include the pipeline's debug record")
