@@ -67,13 +67,20 @@ class Site:
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[Site]:
-        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self.server):
             yield self
-        finally:
-            self.server.shutdown()
-            self.server.server_close()
+
+
+@contextlib.contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[None]:
+    """``server`` answering on a thread of its own until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
@@ -599,13 +606,8 @@ class ForwardProxy:
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[ForwardProxy]:
-        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self.server):
             yield self
-        finally:
-            self.server.shutdown()
-            self.server.server_close()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
