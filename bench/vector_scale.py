@@ -41,18 +41,26 @@ from tether.store import open_store
 def real_vectors(store: str | None, dataset: Path, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(corpus vectors, claim vectors), unit length."""
     from tether.embed.local import LocalEmbedder
+    from tether.embed.onnx import RUNTIME_SUFFIX, OnnxEmbedder
     from tether.eval.beir import load_beir
 
     data = load_beir(dataset)
-    embedder = LocalEmbedder()
-    claims = embedder.embed(list(data.queries.values()))
+    embedder: LocalEmbedder | OnnxEmbedder = LocalEmbedder()
     if store:
         opened = open_store(store)
-        snapshot = opened.load_vectors(embedder.model)
+        counts = opened.embedding_counts()
+        if not counts:
+            raise SystemExit(f"{store} holds no vectors: index it with embeddings on")
+        model = max(counts, key=counts.__getitem__)  # the runtime that embedded the store
+        if model.endswith(RUNTIME_SUFFIX):
+            embedder = OnnxEmbedder()
+        snapshot = opened.load_vectors(model)
         opened.close()
+        claims = embedder.embed(list(data.queries.values()))
         dims = snapshot.rows[0][1]
         base = np.frombuffer(b"".join(r[2] for r in snapshot.rows), "<f4").reshape(-1, dims)
         return base.copy(), claims
+    claims = embedder.embed(list(data.queries.values()))
     texts = []
     with open(data.corpus_path) as f:
         import json
