@@ -142,6 +142,14 @@ def results_header(summary: dict[str, Any], out: Path) -> str:
         f"- **machine**: {machine_description(machine)}",
         f"- **command**: `{shown_command([python, *summary['argv']])}`",
     ]
+    reruns = summary.get("reruns") or {}
+    for name, when in reruns.items():
+        commit = f"`{when.get('commit') or 'unknown'}`" + (
+            " + local changes" if when.get("tree_dirty") else ""
+        )
+        lines.append(
+            f"- **rerun**: `{name}` on {when.get('date')}, commit {commit} (`bench/all.py --into`)"
+        )
     if summary.get("failed"):
         lines.append(f"- **sections that failed**: {', '.join(summary['failed'])}")
     return "\n".join(lines)

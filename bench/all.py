@@ -48,7 +48,11 @@ when tracked files differ from it), the machine, the command, the summary and ea
 section's tables, beside a short note on how each section measures. A full run (every
 section, not ``--quick``, none failed) writes ``bench/RESULTS.md`` without being asked.
 ``--render-only DIR`` runs nothing: it renders that file again (to ``--results``, by
-default ``bench/RESULTS.md``) from the ``--out`` folder of an earlier run.
+default ``bench/RESULTS.md``) from the ``--out`` folder of an earlier run. ``--into DIR``
+runs ``--sections`` again into such a folder (a section disturbed by other work on the
+machine, or fixed since): their files are replaced, the summary read again from every
+section's JSON, the file rendered again, and its header names each rerun with its date
+and commit.
 """
 
 from __future__ import annotations
@@ -391,6 +395,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, metavar="PATH",
                         help="write the run as Markdown here (a full run, without it:"
                         " bench/RESULTS.md)")  # fmt: skip
+    parser.add_argument("--into", type=Path, metavar="DIR",
+                        help="run --sections again into an earlier run's --out folder and"
+                        " render --results (default bench/RESULTS.md) again")  # fmt: skip
     parser.add_argument("--render-only", type=Path, metavar="DIR",
                         help="run nothing: render --results (default bench/RESULTS.md) from"
                         " the --out folder of an earlier run")  # fmt: skip
@@ -402,8 +409,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for given in (args.store, args.chars_store):
         if given is not None and not given.is_file():
             parser.error(f"no store at {given}")
-    if args.render_only is not None and not (args.render_only / "summary.json").is_file():
-        parser.error(f"no summary.json in {args.render_only}: give the --out folder of a run")
+    for folder in (args.render_only, args.into):
+        if folder is not None and not (folder / "summary.json").is_file():
+            parser.error(f"no summary.json in {folder}: give the --out folder of a run")
+    if args.into is not None:  # the earlier run's stores, when it made them
+        args.out = args.into
+        for name, kept in (("store", "scifact.db"), ("chars_store", "scifact-chars.db")):
+            if getattr(args, name) is None and (args.into / kept).is_file():
+                setattr(args, name, args.into / kept)
     return args
 
 
@@ -424,6 +437,12 @@ def main(argv: list[str] | None = None) -> int:
         for suffix in ("", "-wal", "-shm"):
             (out / f"backends.db{suffix}").unlink(missing_ok=True)
         print_run(run, measured_on, args.sections, lines)
+        if args.into is not None:
+            target = args.results or DEFAULT_RESULTS
+            merge_rerun(out, run, measured_on, lines)
+            write_results(out, target)
+            log(f"wrote {target}")
+            return 1 if run.failed else 0
         write_summary(out, run, measured_on, args, lines)
         target = results_target(args, run)
         if target is not None:
@@ -521,6 +540,32 @@ def write_summary(
         "skipped": run.skipped,
         "commands": {name: kit.shown_command(lines[name]) for name in args.sections},
     }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def merge_rerun(
+    out: Path, run: Run, measured_on: dict[str, Any], lines: dict[str, list[str]]
+) -> None:
+    """The earlier run's ``summary.json`` with the sections just run again: their
+    commands and failures, when and at which commit they ran, and every goal read again
+    from each section's JSON, in section order (as the full run reads them)."""
+    summary = json.loads((out / "summary.json").read_text())
+    rerun = [name for name in summary["sections"] if name in run.outputs]
+    summary["failed"] = [n for n in summary["failed"] if n not in rerun] + run.failed
+    for name in rerun:
+        summary["skipped"].pop(name, None)
+        if name in run.skipped:
+            summary["skipped"][name] = run.skipped[name]
+        summary["commands"][name] = kit.shown_command(lines[name])
+    when = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "commit": measured_on.get("commit"),
+            "tree_dirty": measured_on.get("tree_dirty")}  # fmt: skip
+    summary.setdefault("reruns", {}).update({name: when for name in rerun})
+    goals: list[Goal] = []
+    for name in summary["sections"]:
+        path = out / f"{name}.json"
+        if name not in summary["skipped"] and name not in summary["failed"] and path.is_file():
+            goals += READERS[name](json.loads(path.read_text()))
+    summary["goals"] = [asdict(g) for g in goals]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
