@@ -284,3 +284,47 @@ def test_every_section_has_its_heading_and_note_in_results_md(bench_all: ModuleT
     notes = sys.modules["_report"].SECTION_NOTES  # beside all.py, imported by it
     assert list(notes) == list(bench_all.SECTIONS)
     assert all(title and how for title, how in notes.values())
+
+
+def test_a_rerun_section_joins_the_run_and_the_header_names_it(
+    bench_all: ModuleType, tmp_path: Path
+) -> None:
+    """``--into``: a section run again replaces its files in the earlier run's folder;
+    the summary's goals are read again from every section's JSON, a failure that the
+    rerun fixed is gone, and RESULTS.md says which section ran again, when and where."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stall = {"chunks": 1_000_000, "steady_p50_ms": 100.0, "after_own_write_p50_ms": 108.0,
+             "after_other_process_p50_ms": 103.0, "worst_first_ms": 120.0,
+             "full_reload_ms": 6000.0}  # fmt: skip
+    vectors = {"rows": 1_000_000, "bytes_per_vector": {"float32": 1536, "sign_bits": 48},
+               "results": [{"scope": "whole", "depth": 4000, "exact_p50_ms": 110.0,
+                            "quantized_p50_ms": 22.0, "recall_at_10": 0.994}]}  # fmt: skip
+    (out / "stall.json").write_text(json.dumps(stall))
+    (out / "vectors.json").write_text(json.dumps(vectors))  # what the rerun just wrote
+    (out / "summary.json").write_text(json.dumps({
+        "argv": ["bench/all.py", "--out", "results"], "date": "2026-11-27 10:00 UTC",
+        "machine": {"cpu": "AMD EPYC", "cores": 2, "simd": [], "commit": "abc1234",
+                    "tree_dirty": False},
+        "goals": [asdict(g) for g in bench_all.stall_goals(stall)], "failed": ["vectors"],
+        "sections": ["stall", "vectors"], "skipped": {}, "python": ".venv/bin/python",
+        "commands": {"stall": "python bench/write_stall.py"}, "quick": False,
+    }))  # fmt: skip
+    run = bench_all.Run(outputs={"vectors": "the quantized scan"})
+    lines = {"vectors": [".venv/bin/python", "bench/vector_scale.py", "--depths", "4000"]}
+    machine = {"commit": "def5678", "tree_dirty": False}
+    bench_all.merge_rerun(out, run, machine, lines)
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failed"] == []
+    assert [g["what"] for g in summary["goals"]] == [
+        g.what for g in [*bench_all.stall_goals(stall), *bench_all.vector_goals(vectors)]
+    ]
+    assert summary["commands"]["vectors"].endswith("bench/vector_scale.py --depths 4000")
+    assert summary["reruns"]["vectors"]["commit"] == "def5678"
+    target = tmp_path / "RESULTS.md"
+    assert bench_all.main(["--render-only", str(out), "--results", str(target)]) == 0
+    text = target.read_text()
+    assert "- **commit**: `abc1234`\n" in text
+    assert "- **rerun**: `vectors` on " in text and "commit `def5678`" in text
+    assert "sections that failed" not in text

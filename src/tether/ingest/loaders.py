@@ -234,7 +234,11 @@ def _open_checked(folder: Path, path: Path) -> int:
         same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
     except OSError:
         same = False
-    if not same or os.path.realpath(path) != str(path):
+    try:
+        direct = same and os.path.realpath(path) == str(path)
+    except OSError:  # swapped between a link and a file while it was resolved
+        direct = False
+    if not direct:
         os.close(fd)
         raise _link(path, folder)
     return fd

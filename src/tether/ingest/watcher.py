@@ -409,8 +409,12 @@ class LibrarySync:
 
 def _still_there(path: str) -> bool:
     """A registered (resolved) path still names a regular file of its own: one replaced
-    by a symbolic link (which may lead outside the root) counts as removed."""
-    return os.path.isfile(path) and os.path.realpath(path) == path
+    by a symbolic link (which may lead outside the root) counts as removed, as does one
+    swapped between a link and a file while it is resolved (``realpath`` then fails)."""
+    try:
+        return os.path.isfile(path) and os.path.realpath(path) == path
+    except OSError:
+        return False
 
 
 def _groups(files: Iterable[FileBytes], limit: int = GROUP_BYTES) -> Iterator[list[FileBytes]]:
