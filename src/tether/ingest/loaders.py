@@ -234,14 +234,19 @@ def _open_checked(folder: Path, path: Path) -> int:
         same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
     except OSError:
         same = False
-    try:
-        direct = same and os.path.realpath(path) == str(path)
-    except OSError:  # swapped between a link and a file while it was resolved
-        direct = False
-    if not direct:
+    if not (same and resolves_to_itself(str(path))):
         os.close(fd)
         raise _link(path, folder)
     return fd
+
+
+def resolves_to_itself(path: str) -> bool:
+    """Whether ``path`` names its file with no link on the way; False also for one
+    swapped between a link and a file while it is resolved (``realpath`` then fails)."""
+    try:
+        return os.path.realpath(path) == path
+    except OSError:
+        return False
 
 
 def _link(path: Path, folder: Path) -> OutsideFolder:

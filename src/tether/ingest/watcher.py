@@ -51,7 +51,7 @@ from typing import Any
 from tether.errors import ConfigurationError, DocumentNotFound, InvalidArgument, UnreadableFile
 from tether.ingest.formats import by_extension, sniff
 from tether.ingest.indexer import Indexer
-from tether.ingest.loaders import FileBytes, OutsideFolder, read_file
+from tether.ingest.loaders import FileBytes, OutsideFolder, read_file, resolves_to_itself
 from tether.ingest.sources import PathSource, smallest_first
 from tether.models import GLOBAL_WORKSPACE, iso_utc
 from tether.store import RegistryEntry, utcnow
@@ -411,10 +411,7 @@ def _still_there(path: str) -> bool:
     """A registered (resolved) path still names a regular file of its own: one replaced
     by a symbolic link (which may lead outside the root) counts as removed, as does one
     swapped between a link and a file while it is resolved (``realpath`` then fails)."""
-    try:
-        return os.path.isfile(path) and os.path.realpath(path) == path
-    except OSError:
-        return False
+    return os.path.isfile(path) and resolves_to_itself(path)
 
 
 def _groups(files: Iterable[FileBytes], limit: int = GROUP_BYTES) -> Iterator[list[FileBytes]]:
