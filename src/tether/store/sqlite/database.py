@@ -34,13 +34,14 @@ from tether.store.sqlite.files import (
     unreadable,
     write_failure,
 )
-from tether.store.sqlite.fts_upkeep import FtsUpkeep
+from tether.store.sqlite.fts_upkeep import FtsUpkeep, index_queued
 from tether.store.sqlite.migrations import (
-    LANGUAGE_VERSION,
+    FTS_QUEUE_VERSION,
     LATEST_VERSION,
     MIGRATIONS,
     STEMMED_TEXT,
     Migration,
+    fts_triggers_sql,
     language_fts_sql,
 )
 from tether.text import DEFAULT_LANGUAGE, stemmed_text
@@ -236,6 +237,7 @@ class SQLiteDatabase:
                         yield
                     if not conn.in_transaction:  # SQLite rolled it back under a savepoint
                         raise self._lost()
+                    index_queued(conn)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:  # SQLite may have rolled it back already
@@ -389,9 +391,16 @@ def migrate(
             if current < migration.version <= to:
                 _apply(conn, migration, start, label)
                 current = migration.version
-        if start == 0 and current >= LANGUAGE_VERSION and language != DEFAULT_LANGUAGE:
+        if start == 0 and current >= FTS_QUEUE_VERSION and language != DEFAULT_LANGUAGE:
             made_for = Migration(current, f"a store of {language}", language_fts_sql(language))
             _apply(conn, made_for, start, label)
+        elif 0 < start < FTS_QUEUE_VERSION <= current:  # the queue's triggers stem as it does
+            recorded = _recorded_language(conn, label) or DEFAULT_LANGUAGE
+            if recorded != DEFAULT_LANGUAGE:
+                queue = fts_triggers_sql(recorded)
+                _apply(
+                    conn, Migration(current, f"the FTS5 queue of {recorded}", queue), start, label
+                )
         conn.execute("COMMIT")
     except BaseException as exc:
         if conn.in_transaction:  # SQLite may have rolled it back already (a full disk)

@@ -117,6 +117,20 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
     raise ValueError("unterminated varint")  # pragma: no cover - the loop returns
 
 
+def index_queued(conn: sqlite3.Connection) -> None:
+    """Index the chunks written in this transaction, in one statement: called right
+    before it commits. Chunks wait in ``rag_fts_pending`` (a trigger queues each one) and
+    are read from ``rag_fts_source``, as the store's language has FTS5 see them; a chunk
+    deleted or changed while queued is handled by the other triggers (migration 13)."""
+    if conn.execute("SELECT EXISTS (SELECT 1 FROM rag_fts_pending)").fetchone()[0]:
+        conn.execute(
+            f"INSERT INTO {TABLE} (rowid, content, section_title)"
+            " SELECT id, content, section_title FROM rag_fts_source"
+            " WHERE id IN (SELECT id FROM rag_fts_pending) ORDER BY id"
+        )
+        conn.execute("DELETE FROM rag_fts_pending")
+
+
 def optimize(conn: sqlite3.Connection, table: str = TABLE) -> None:
     """Rewrite ``table``'s index as one segment, in one ``BEGIN IMMEDIATE`` transaction."""
     conn.execute("BEGIN IMMEDIATE")

@@ -19,7 +19,7 @@ from tether.store._search import SearchMixin
 from tether.store._sessions import SessionsMixin
 from tether.store.base import Store
 from tether.store.sqlite.database import SQLiteDatabase
-from tether.store.sqlite.fts_upkeep import FtsShape, fts_shape
+from tether.store.sqlite.fts_upkeep import FtsShape, fts_shape, index_queued
 
 
 class SQLiteStore(
@@ -50,6 +50,7 @@ class SQLiteStore(
         """FTS5's ``optimize``: the index as one segment, tombstones gone (the upkeep after
         writes does it by itself for indexes up to ``AUTO_PAGES``)."""
         with self.db.write() as conn:
+            index_queued(conn)
             before = fts_shape(conn)
             conn.execute("INSERT INTO rag_chunks_fts (rag_chunks_fts) VALUES ('optimize')")
             after = fts_shape(conn)
@@ -60,6 +61,7 @@ class SQLiteStore(
         (FTS5's integrity check in its content-comparing form, rank = 1). SQLite only:
         not part of :class:`Store`."""
         with self.db.write() as conn:
+            index_queued(conn)  # (a chunk written outside a store transaction waits here)
             conn.execute(
                 "INSERT INTO rag_chunks_fts (rag_chunks_fts, rank) VALUES ('integrity-check', 1)"
             )
