@@ -67,6 +67,20 @@ def test_starts_and_counts_match_the_tokenizer_on_odd_text(tokenizer: object) ->
         assert pieces.count(text) == len(real_starts(tokenizer, text)), repr(text)
 
 
+def test_plain_ascii_words_asked_of_the_model_match_the_tokenizer(tokenizer: object) -> None:
+    """Printable ASCII words skip the tokenizer's pipeline (the model is asked with the
+    word lower-cased, as the normalizer would): the same starts, for words of every
+    length, including ones over the model's longest word (one unknown token)."""
+    pieces = WordPieces(tokenizer)
+    assert pieces._ascii is str.lower
+    rng = random.Random(3)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(1, 130))) for _ in range(500)]
+    words += ["Tokenization", "UNAFFABLE", "x" * 100, "x" * 101, "Zeroize9", "a1b2c3"]
+    text = " ".join(words)
+    assert list(pieces.starts(text)) == real_starts(tokenizer, text)
+
+
 def test_starts_match_the_tokenizer_on_real_abstracts(tokenizer: object) -> None:
     pieces = WordPieces(tokenizer)
     for text in scifact_texts(400) * 2:  # the second pass reads the cache only
