@@ -14,7 +14,7 @@ from tether.embed.wordpieces import WordPieces, read_word_local, word_local
 from tether.ingest.chunking import chunk_sections
 from tether.ingest.loaders import load_text
 
-tokenizers = pytest.importorskip("tokenizers")
+tokenizers = pytest.importorskip("tokenizers", reason="the local extra installs tokenizers")
 
 SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "scifact" / "corpus.jsonl"
 # Every kind of character a BERT normalizer or pre-tokenizer treats specially: ASCII and
