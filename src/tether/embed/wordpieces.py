@@ -114,13 +114,16 @@ class WordPieces:
             new = list(distinct)
         if self._ascii is not None:  # plain ASCII words go to the model itself
             fold, tokenize = self._ascii, self.tokenizer.model.tokenize
-            plain = [w for w in new if w.isascii() and w.isprintable()]
-            for word in plain:
+            others = []
+            for word in new:
+                if not (word.isascii() and word.isprintable()):
+                    others.append(word)
+                    continue
                 relative = tuple(token.offsets[0] for token in tokenize(fold(word)))
                 known[word] = _ONE if relative == _ONE else relative
-            if len(plain) == len(new):
+            if not others:
                 return known
-            new = [w for w in new if not (w.isascii() and w.isprintable())]
+            new = others
         encode = self.tokenizer.encode
         encoded = (
             self.tokenizer.encode_batch(new, add_special_tokens=False)
