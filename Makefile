@@ -1,8 +1,9 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make demo   create .venv, install tether, index examples/docs, run scoped searches and
 #               print the cited context an LLM would get
-#   make test   create .venv if needed, install Debian's chromium for the console's browser
-#               tests (scripts/install-chromium.sh), run the whole test suite (and ruff)
+#   make test   create .venv if needed, install Debian's chromium (the console's browser
+#               tests) and tesseract-ocr (OCR) with scripts/install-debian-packages.sh,
+#               run the whole test suite (and ruff)
 #   make test-fast   the suite without its slow and browser tests (minutes, not a quarter hour)
 PYTHON ?= python3.11
 VENV := .venv
@@ -35,7 +36,7 @@ demo: $(STAMP)
 	@$(BIN)/tether context --db $(DEMO_DB) "how long is the battery covered by the warranty?" --scope session --session support-chat
 
 test: $(STAMP)
-	./scripts/install-chromium.sh
+	./scripts/install-debian-packages.sh
 	$(BIN)/ruff check src tests examples
 	$(BIN)/python -m pytest
 

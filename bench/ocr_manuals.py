@@ -18,7 +18,7 @@ The store is indexed with the defaults (the local model's vectors too); the ques
 asked twice: through a handle with embeddings off (a lexical retrieval: what OCR alone
 lets retrieval find) and through the default hybrid one.
 
-    .venv/bin/python bench/ocr_manuals.py [--limit N] [--json]
+    .venv/bin/python bench/ocr_manuals.py [--engine auto|tesseract|rapidocr] [--limit N] [--json]
 
 Needs the manuals (``python3 bench/manuals/fetch.py``), the ``ocr`` extra and pypdfium2
 (the ``bench`` extra). Results of a run are in ``bench/ocr_manuals.md``.
@@ -66,7 +66,7 @@ def _plain(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def run(limit: int | None) -> dict[str, object]:
+def run(limit: int | None, engine: str = "auto") -> dict[str, object]:
     from tether import Settings, Tether
 
     spec = json.loads((MANUALS / "questions.json").read_text())
@@ -74,10 +74,11 @@ def run(limit: int | None) -> dict[str, object]:
     by_document: dict[str, list[int]] = defaultdict(list)
     for q in asked:
         by_document[q["document"]] += [p for p in q["pages"] if p not in by_document[q["document"]]]
-    lexical = Settings.load(rag={"embeddings": {"enabled": False}})
+    lexical = Settings.load(rag={"embeddings": {"enabled": False}, "ocr_engine": engine})
+    hybrid_settings = Settings.load(rag={"ocr_engine": engine})
     with (
         tempfile.TemporaryDirectory(prefix="tether-ocr-") as tmp,
-        Tether(Path(tmp) / "t.db") as t,  # the defaults: hybrid retrieval
+        Tether(Path(tmp) / "t.db", settings=hybrid_settings) as t,  # hybrid retrieval
         Tether(Path(tmp) / "t.db", settings=lexical) as words_only,
     ):
         where: dict[tuple[str, int], tuple[str, int]] = {}
@@ -92,6 +93,7 @@ def run(limit: int | None) -> dict[str, object]:
         hybrid = [_ask(t, q, where) for q in asked]
     count = sum(len(p) for p in by_document.values())
     return {
+        "engine": engine,
         "questions": len(rows),
         "pages": count,
         "seconds_per_page": round(seconds / count, 2),
@@ -145,16 +147,19 @@ def _nearly(answer: str, text: str, ratio: float = 0.9) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    parser.add_argument(
+        "--engine", choices=("auto", "tesseract", "rapidocr"), default="auto", help="rag.ocr_engine"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not (MANUALS / "pdfs").is_dir():
         print("fetch the manuals first: python3 bench/manuals/fetch.py", file=sys.stderr)
         return 2
-    report = run(args.limit)
+    report = run(args.limit, args.engine)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"{report['questions']} questions over {report['pages']} scanned pages")
+    print(f"{report['questions']} questions over {report['pages']} scanned pages ({args.engine})")
     print(f"OCR (and indexing): {report['seconds_per_page']} s a page")
     print(f"answer in its page's OCR text: {report['answer_in_page_text']:.1%}")
     print(f"answer in the retrieved context: {report['answer_in_context']:.1%}")

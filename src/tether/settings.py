@@ -185,10 +185,7 @@ class RagSettings(BaseModel):
         None, ge=0, description="tokens shared by adjacent chunks (default 15% of a chunk)"
     )
     chunk_size: int = Field(
-        1200,
-        ge=100,
-        le=100_000,
-        description="characters per chunk, when chunks are not sized in tokens",
+        1200, ge=100, le=100_000, description="characters per chunk, when not sized in tokens"
     )
     chunk_overlap: int = Field(
         150, ge=0, description="characters shared by adjacent chunks sized in characters"
@@ -207,8 +204,7 @@ class RagSettings(BaseModel):
     # RRF by default: z-score fusion measured higher on SciFact (hybrid nDCG@10 0.736 vs
     # 0.716), but the rerank brings most of that back (bench/RESULTS.md).
     fusion: Literal["rrf", "zscore"] = Field(
-        "rrf",
-        description="how the lexical and vector lists are fused: RRF or standardized scores",
+        "rrf", description="how the lexical and vector lists are fused: RRF or standardized scores"
     )
     rrf_k: int = Field(60, ge=1, description="RRF constant (fusion = 'rrf'; query rewrites)")
     lexical_weight: float = Field(
@@ -251,8 +247,11 @@ class RagSettings(BaseModel):
     )
     ocr: bool = Field(
         True,
-        description="read scanned PDF pages and images by OCR (RapidOCR, the ocr extra);"
-        " false: a page with no text layer is left out, an image fails",
+        description="read scanned PDF pages and images by OCR; false: a page with no text"
+        " layer is left out, an image fails",
+    )
+    ocr_engine: Literal["auto", "tesseract", "rapidocr"] = Field(
+        "auto", description="OCR engine: auto is tesseract when installed, else RapidOCR"
     )
     ocr_page_timeout: float = Field(
         60.0, gt=0, description="seconds OCR may take on one page before the page is left out"

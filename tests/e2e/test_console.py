@@ -87,7 +87,7 @@ def world(
     tether.library(library, settle=0).scan()
     chromium = chromium_path()
     if chromium is None:
-        pytest.skip("no chromium: make test installs Debian's (scripts/install-chromium.sh)")
+        pytest.skip("no chromium: make test installs Debian's (scripts/install-debian-packages.sh)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with (
         serve_app(create_app(tether, open_access=False, warm=False)) as url,

@@ -61,6 +61,28 @@ def test_the_export_is_checked_recorded_and_reused(export_cache: Path) -> None:
     )
 
 
+def test_every_weight_matrix_is_int8_but_the_first_feed_forward_output(
+    export_cache: Path,
+) -> None:
+    """The first layer's feed-forward output stays float (its input's few huge values
+    round the rest away at one int8 scale); the other 35 weight matrices are int8."""
+    import onnx
+
+    [model_file] = export_cache.glob("*/model.int8.onnx")
+    graph = onnx.load(str(model_file)).graph
+    weights = {init.name for init in graph.initializer}
+    float_weights = [
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul" and any(i in weights for i in node.input)
+    ]
+    assert float_weights == ["/inner/encoder/layer.0/output/dense/MatMul"]
+    int8 = [
+        node for node in graph.node if node.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")
+    ]
+    assert len(int8) == 6 * 6 - 1
+
+
 @pytest.mark.slow
 def test_int8_vectors_stay_close_to_the_float_models(
     export_cache: Path, local_embedder: LocalEmbedder

@@ -179,7 +179,7 @@ def test_a_browser_offline_renders_both_pages(keyed: tuple[str, str]) -> None:
     playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the dev extra")
     chromium = os.environ.get("TETHER_CHROMIUM") or shutil.which("chromium")
     if chromium is None:
-        pytest.skip("no chromium: make test installs Debian's (scripts/install-chromium.sh)")
+        pytest.skip("no chromium: make test installs Debian's (scripts/install-debian-packages.sh)")
     url, _ = keyed
     artifacts = REPO_ROOT / "test-artifacts" / "docs"
     artifacts.mkdir(parents=True, exist_ok=True)

@@ -235,6 +235,7 @@ class Indexer:
             ocr=self.rag.ocr,
             ocr_page_timeout=self.rag.ocr_page_timeout,
             language=self.rag.language,
+            ocr_engine=self.rag.ocr_engine,
         )
         maximum = self.rag.max_file_bytes
         loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))

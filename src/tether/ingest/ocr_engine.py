@@ -1,9 +1,15 @@
-"""OCR of page images, offline: RapidOCR (ONNX models shipped in its wheel), bounded.
+"""OCR of page images, offline and bounded, by one of two engines (``rag.ocr_engine``):
 
-Both readers of scans use it: images (:mod:`tether.ingest.formats.ocr`) and the pages of
-a PDF without a text layer (:mod:`tether.ingest.pdf`). Nothing here imports RapidOCR or
-Pillow until a scan is read; the engine is made once per process, on first use (0.5 s),
-and reads an A4 page of 40 lines in 2.5-4 s on two cores (``bench/ocr_speed.py``).
+- **Tesseract** (:mod:`tether.ingest.tesseract`), the system's ``tesseract`` program:
+  the default when it is installed. On scanned pages of real manuals it read more answers
+  word for word than RapidOCR, in half the time (``bench/ocr_manuals.md``).
+- **RapidOCR** (ONNX models shipped in its wheel, the ``ocr`` extra): nothing to install
+  outside Python. The engine is made once per process, on first use (0.5 s), and reads an
+  A4 page of 40 lines in 2.5-4 s on two cores (``bench/ocr_speed.py``).
+
+Both readers of scans use this module: images (:mod:`tether.ingest.formats.ocr`) and the
+pages of a PDF without a text layer (:mod:`tether.ingest.pdf`). Nothing here imports
+RapidOCR or Pillow until a scan is read.
 
 Bounds, each a typed error or a page left out, never a hang:
 
@@ -13,14 +19,14 @@ Bounds, each a typed error or a page left out, never a hang:
   own bound), so its time does not grow with the scan's resolution; each line found is
   then read from the full image, one line at a time;
 - a page that takes longer than ``rag.ocr_page_timeout`` is left out with a warning
-  (:class:`PageTimedOut`). The engine runs in a thread joined with that timeout (the
-  worker process already bounds the whole file with ``SIGALRM``, which a second alarm
-  would clobber); a page given up on stops at its next line, and the next page waits
-  for it within its own timeout.
+  (:class:`PageTimedOut`). Tesseract's process is killed at that timeout. RapidOCR runs
+  in a thread joined with it (the worker process already bounds the whole file with
+  ``SIGALRM``, which a second alarm would clobber); a page given up on stops at its next
+  line, and the next page waits for it within its own timeout.
 
 The options are the process's own (:func:`configure`): a worker process is given them at
-start (``rag.ocr``, ``rag.ocr_page_timeout``); the in-process path uses the defaults or
-what was configured there.
+start (``rag.ocr``, ``rag.ocr_engine``, ``rag.ocr_page_timeout``); the in-process path
+uses the defaults or what was configured there.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import io
 import logging
 import math
 import re
+import subprocess
 import threading
 import time
 import unicodedata
@@ -40,6 +47,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArgument, UnreadableFile, UnsupportedFileType
+from tether.ingest import tesseract
 from tether.text import packaged_vocabulary
 
 if TYPE_CHECKING:
@@ -78,21 +86,29 @@ MAX_PIXELS = 60_000_000
 MAX_FRAMES = 2000
 #: The image formats read (Pillow's names); others are refused unread.
 IMAGE_FORMATS = ("PNG", "JPEG", "TIFF")
+#: The values of ``rag.ocr_engine``.
+ENGINES = ("auto", "tesseract", "rapidocr")
 
 
 @dataclass(frozen=True)
 class OcrOptions:
     """Whether scans are read (``rag.ocr``), how long one page may take
-    (``rag.ocr_page_timeout``, seconds), and the text's language (``rag.language``)."""
+    (``rag.ocr_page_timeout``, seconds), the text's language (``rag.language``) and the
+    engine (``rag.ocr_engine``)."""
 
     enabled: bool = True
     page_timeout: float = 60.0
     #: ``rag.language``: in English, words missing a ligature's letters are mended.
     language: str = "english"
+    #: ``auto`` (Tesseract when installed, else RapidOCR), ``tesseract`` or ``rapidocr``.
+    engine: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.page_timeout > 0:
             raise InvalidArgument(f"page_timeout must be positive, not {self.page_timeout!r}")
+        if self.engine not in ENGINES:
+            choices = ", ".join(ENGINES)
+            raise InvalidArgument(f"engine must be one of {choices}, not {self.engine!r}")
 
 
 class PageTimedOut(Exception):
@@ -127,6 +143,22 @@ def ocr_off_advice() -> str:
     return "OCR is off: set rag.ocr = true to read scanned pages"
 
 
+def engine_name(source: str) -> str:
+    """``tesseract`` or ``rapidocr``: the engine ``rag.ocr_engine`` names, or for ``auto``
+    Tesseract when it is installed and RapidOCR otherwise; :class:`UnsupportedFileType`
+    when the one needed is missing."""
+    choice = _options.engine
+    if choice != "rapidocr" and tesseract.usable():
+        return "tesseract"
+    if choice == "tesseract":
+        raise UnsupportedFileType(
+            source,
+            "rag.ocr_engine = 'tesseract' needs the tesseract program and its English model"
+            " (apt-get install tesseract-ocr tesseract-ocr-eng, or set TETHER_TESSERACT)",
+        )
+    return "rapidocr"
+
+
 def engine(source: str) -> Any:
     """The process's RapidOCR engine, made on first use; :class:`UnsupportedFileType`
     when RapidOCR is not installed."""
@@ -137,7 +169,8 @@ def engine(source: str) -> Any:
             except ImportError as exc:
                 raise UnsupportedFileType(
                     source,
-                    f"reading scanned pages needs RapidOCR: pip install 'tether[ocr]' ({exc})",
+                    "reading scanned pages needs Tesseract (apt-get install tesseract-ocr"
+                    f" tesseract-ocr-eng) or RapidOCR (pip install 'tether[ocr]'): {exc}",
                 ) from exc
             _engines.append(RapidOCR())
         return _engines[0]
@@ -154,29 +187,52 @@ def ocr_image(
     """The text of ``image`` (page ``page`` of ``source``), its lines in reading order.
 
     Raises :class:`PageTimedOut` past ``timeout`` (by default ``rag.ocr_page_timeout``),
-    :class:`UnsupportedFileType` without RapidOCR, :class:`UnreadableFile` when the
+    :class:`UnsupportedFileType` without an engine, :class:`UnreadableFile` when the
     engine fails on the image."""
     seconds = _options.page_timeout if timeout is None else timeout
     if _page_hook is not None:
         _page_hook()
-    ocr = engine(source)
+    name = engine_name(source)
     started = time.monotonic()
     try:
-        found = _bounded(lambda stop: read_lines(ocr, image, stop), seconds)
+        if name == "tesseract":
+            found = _by_tesseract(image, seconds)
+        else:
+            ocr = engine(source)
+            found = _bounded(lambda stop: read_lines(ocr, image, stop), seconds)
     except MemoryError:
         raise
     except Exception as exc:  # the engine's own failure on this image: the page's error
         problem = f"OCR failed on page {page} ({type(exc).__name__}: {exc})"
         raise UnreadableFile(source, problem) from exc
-    name = Path(source).name
+    file = Path(source).name
     of = f" of {page_count}" if page_count else ""
     if found is _TIMED_OUT:
-        logger.warning("OCR page %d%s of %s: over %.3g s; left out", page, of, name, seconds)
+        logger.warning("OCR page %d%s of %s: over %.3g s; left out", page, of, file, seconds)
         raise PageTimedOut(
             f"page {page}: OCR took longer than {seconds:g} s (rag.ocr_page_timeout); left out"
         )
-    logger.info("OCR page %d%s of %s: %.1f s", page, of, name, time.monotonic() - started)
+    seconds_taken = time.monotonic() - started
+    logger.info("OCR page %d%s of %s: %.1f s (%s)", page, of, file, seconds_taken, name)
+    if name == "tesseract":
+        return "\n".join(_finished(text) for text, _ in found)
     return "\n".join(reading_order(found))
+
+
+def _by_tesseract(image: Image, seconds: float) -> Any:
+    """Tesseract's lines of ``image``, or :data:`_TIMED_OUT` (its process killed)."""
+    try:
+        return tesseract.read_page(image, _options.language, seconds)
+    except subprocess.TimeoutExpired:
+        return _TIMED_OUT
+
+
+def _finished(text: str) -> str:
+    """A line as read, in the form both engines give: NFKC, ligatures mended in English."""
+    read = unicodedata.normalize("NFKC", text)
+    if _options.language == "english":
+        read = mended_ligatures(read, packaged_vocabulary())
+    return read
 
 
 def read_lines(ocr: Any, image: Image, stop: threading.Event) -> list[tuple[Any, str, float]]:
@@ -231,10 +287,7 @@ def _recognise(ocr: Any, line: Image) -> tuple[str, float] | None:
     if not results:
         return None
     text, score, frames = results[0]
-    read = unicodedata.normalize("NFKC", _with_spaces(line, str(text), frames))
-    if _options.language == "english":
-        read = mended_ligatures(read, packaged_vocabulary())
-    return read, float(score)
+    return _finished(_with_spaces(line, str(text), frames)), float(score)
 
 
 def mended_ligatures(text: str, vocabulary: frozenset[str]) -> str:

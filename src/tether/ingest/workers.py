@@ -178,11 +178,14 @@ class LoaderPool:
         ocr: bool = True,
         ocr_page_timeout: float = 60.0,
         language: str = "english",
+        ocr_engine: str = "auto",
     ) -> None:
         self.timeout = timeout
         self.memory_mb = memory_mb
-        #: rag.ocr, rag.ocr_page_timeout and rag.language, given to each worker.
-        self.ocr = OcrOptions(enabled=ocr, page_timeout=ocr_page_timeout, language=language)
+        #: rag.ocr, rag.ocr_page_timeout, rag.language and rag.ocr_engine, for each worker.
+        self.ocr = OcrOptions(
+            enabled=ocr, page_timeout=ocr_page_timeout, language=language, engine=ocr_engine
+        )
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
@@ -294,7 +297,7 @@ class _Worker:
         self.conn = Connection(ours.detach())
         # Plain values only: unpickling a tether class would import tether before the
         # worker has set up its bare packages.
-        ocr_limits = (ocr.enabled, ocr.page_timeout, ocr.language)
+        ocr_limits = (ocr.enabled, ocr.page_timeout, ocr.language, ocr.engine)
         limits = (memory_mb * 2**20, timeout + ORPHAN_GRACE, ocr_limits)
         self.conn.send((sys.path, _PACKAGES, limits))
         self.ready = False
@@ -398,18 +401,18 @@ class _Worker:
 # -- in the worker ---------------------------------------------------------------------------
 
 
-def serve(conn: Connection, limits: tuple[int, float, tuple[bool, float, str]]) -> None:
+def serve(conn: Connection, limits: tuple[int, float, tuple[bool, float, str, str]]) -> None:
     """The worker's loop: a path and its bytes in, a reply out, until the pool goes.
     ``limits``: the bytes of memory it may use, the seconds a file may take before it
     ends itself (the pool kills it sooner, unless the pool is gone), and its OCR options
-    (``rag.ocr``, ``rag.ocr_page_timeout``, ``rag.language``; the engine is loaded by the
-    first scan).
+    (``rag.ocr``, ``rag.ocr_page_timeout``, ``rag.language``, ``rag.ocr_engine``; the
+    engine is loaded by the first scan).
 
     Out of memory, it replies so if it still can, and goes (a worker that ran out may be
     in any state: the pool starts another); when it cannot even reply, it goes quietly,
     and the pool reads its death as the memory limit."""
-    memory, seconds, (ocr, page_timeout, language) = limits
-    configure(OcrOptions(enabled=ocr, page_timeout=page_timeout, language=language))
+    memory, seconds, (ocr, page_timeout, language, engine) = limits
+    configure(OcrOptions(ocr, page_timeout, language, engine))
     on_each_page(lambda: _ocr_page(conn, page_timeout))
     _limit_memory(memory)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the pool's to handle

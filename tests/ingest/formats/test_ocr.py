@@ -1,5 +1,5 @@
 """Scanned pages read by OCR: images (PNG, JPEG, multi-page TIFF) and PDFs without a text
-layer, through the real RapidOCR engine and a real store.
+layer, through both real engines (Debian's tesseract program and RapidOCR) and a real store.
 
 Every scan is made in the test: text rendered with Pillow on a white page, turned by one
 degree and sprinkled with noise, saved as the scanner would (a JPEG inside the PDF).
@@ -17,14 +17,18 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from helpers import make_settings
-from tether import EmptyDocument, Tether, UnreadableFile, UnsupportedFileType
+from tether import EmptyDocument, InvalidArgument, Tether, UnreadableFile, UnsupportedFileType
+from tether.ingest import ocr_engine, tesseract
 from tether.ingest.formats import load_path
 from tether.ingest.formats.ocr import load_image
 from tether.ingest.loaders import FileBytes
-from tether.ingest.ocr_engine import _with_spaces, mended_ligatures, reading_order
+from tether.ingest.ocr_engine import OcrOptions, _with_spaces, mended_ligatures, reading_order
 from tether.text import packaged_vocabulary
 
 pytest.importorskip("rapidocr_onnxruntime", reason="the ocr extra installs RapidOCR")
+
+NO_TESSERACT = "no tesseract: make test installs Debian's (scripts/install-debian-packages.sh)"
+needs_tesseract = pytest.mark.skipif(not tesseract.usable(), reason=NO_TESSERACT)
 
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 
@@ -129,12 +133,18 @@ def scans(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return write_scans(tmp_path_factory.mktemp("scans"))
 
 
-@pytest.fixture(scope="module")
-def library(scans: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tether]:
-    """A store with every scan added (one loader process: one engine, two cores). Made
-    before the autouse fixture turns embeddings off, so it says so itself."""
+@pytest.fixture(scope="module", params=["tesseract", "rapidocr"])
+def library(
+    request: pytest.FixtureRequest, scans: list[Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Tether]:
+    """A store with every scan added by one engine (one loader process). Made before the
+    autouse fixture turns embeddings off, so it says so itself."""
+    if request.param == "tesseract" and not tesseract.usable():
+        pytest.skip(NO_TESSERACT)
     db = tmp_path_factory.mktemp("db") / "t.db"
-    settings = make_settings(convert_workers=1, embeddings={"enabled": False})
+    settings = make_settings(
+        convert_workers=1, embeddings={"enabled": False}, ocr_engine=request.param
+    )
     with Tether(db=db, settings=settings) as t:
         results = t.add(scans)
         assert [r.status for r in results] == ["indexed"] * len(scans)
@@ -354,3 +364,88 @@ def test_a_large_scan_is_read(tmp_path: Path) -> None:
     page.save(buffer, "PNG")
     doc = load_image(FileBytes(tmp_path / "a4.png", buffer.getvalue()))
     assert doc.text == "Ledger of the north mill"
+
+
+# -- the engines ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def options() -> Iterator[None]:
+    """This process's OCR options, put back after the test."""
+    before = ocr_engine.current_options()
+    yield
+    ocr_engine.configure(before)
+
+
+def test_tesseract_tsv_becomes_lines_with_their_confidence() -> None:
+    names = "level page_num block_num par_num line_num word_num left top width height conf text"
+    header = names.replace(" ", "\t")
+
+    def word(line: int, number: int, text: str, confidence: float) -> str:
+        return f"5\t1\t1\t1\t{line}\t{number}\t0\t0\t9\t9\t{confidence}\t{text}"
+
+    tsv = "\n".join(
+        [
+            header,
+            "4\t1\t1\t1\t1\t0\t0\t0\t99\t9\t-1\t",  # a line's own row: no word
+            word(1, 1, "Torque", 96.5),
+            word(1, 2, "bolts", 91.0),
+            word(2, 1, "~", 12.0),  # a speck read as a tilde
+            word(2, 2, "twice", 88.0),
+            word(2, 3, " ", 95.0),  # a blank word
+        ]
+    )
+    lines = tesseract.lines_of(tsv)
+    assert [text for text, _ in lines] == ["Torque bolts", "~ twice"]
+    assert lines[0][1] == pytest.approx(0.9375)
+    assert lines[1][1] == pytest.approx(0.5)
+
+
+@needs_tesseract
+def test_auto_prefers_tesseract_and_each_engine_can_be_named(options: None) -> None:
+    for engine, expected in (
+        ("auto", "tesseract"),
+        ("tesseract", "tesseract"),
+        ("rapidocr", "rapidocr"),
+    ):
+        ocr_engine.configure(OcrOptions(engine=engine))
+        assert ocr_engine.engine_name("scan.png") == expected
+
+
+def test_without_tesseract_auto_reads_with_rapidocr_and_naming_it_fails_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: None
+) -> None:
+    monkeypatch.setenv("TETHER_TESSERACT", str(tmp_path / "no-such-program"))
+    path = tmp_path / "pump.png"
+    scanned_page(PAGES["pump.png", 1]).save(path)
+    ocr_engine.configure(OcrOptions(engine="auto"))
+    assert ocr_engine.engine_name(str(path)) == "rapidocr"
+    assert "bronze" in load_image(FileBytes(path, path.read_bytes())).text
+    ocr_engine.configure(OcrOptions(engine="tesseract"))
+    with pytest.raises(UnsupportedFileType, match="apt-get install tesseract-ocr"):
+        load_image(FileBytes(path, path.read_bytes()))
+
+
+@needs_tesseract
+def test_a_language_without_a_tesseract_model_is_read_as_english(
+    tmp_path: Path, options: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    binary = tesseract.program()
+    assert binary is not None
+    missing = next(
+        name
+        for name, model in tesseract.LANGUAGES.items()
+        if model not in tesseract.installed_models(binary)
+    )
+    path = tmp_path / "valve.png"
+    scanned_page(PAGES["valve.jpg", 1]).save(path)
+    ocr_engine.configure(OcrOptions(engine="tesseract", language=missing))
+    with caplog.at_level("WARNING", logger="tether.ingest"):
+        doc = load_image(FileBytes(path, path.read_bytes()))
+    assert "Lap the valve faces with fine carborundum paste." in doc.text.split("\n")
+    assert f"no {tesseract.LANGUAGES[missing]!r} model" in caplog.text
+
+
+def test_an_unknown_engine_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="engine must be one of auto, tesseract, rapidocr"):
+        OcrOptions(engine="abbyy")

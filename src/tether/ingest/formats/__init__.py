@@ -157,7 +157,7 @@ CODE_EXTENSIONS = (
 
 FORMATS: tuple[Format, ...] = (
     Format("PDF", (".pdf",), "application/pdf", loaders.load_pdf,
-           "page (its printed label)", "pypdf; scanned pages: RapidOCR"),
+           "page (its printed label)", "pypdf; scans: Tesseract or RapidOCR"),
     Format("Markdown", (".md", ".markdown"), "text/markdown", loaders.load_markdown,
            "section (heading path)", "tether", inline=True),
     Format("Plain text", (".txt", ".text"), "text/plain", loaders.load_plain_text,
@@ -202,7 +202,7 @@ FORMATS: tuple[Format, ...] = (
     Format("Source code", CODE_EXTENSIONS, "text/plain", loaders.load_plain_text, "file",
            "tether", inline=True),
     Format("Image (scanned page)", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "image/*",
-           _image, "page (OCR)", "RapidOCR", extra="ocr"),
+           _image, "page (OCR)", "Tesseract or RapidOCR", extra="ocr"),
 )  # fmt: skip
 
 _BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}

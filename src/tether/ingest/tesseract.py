@@ -1,0 +1,157 @@
+"""Tesseract, the OCR program Debian and most systems package, as one of tether's two OCR
+engines (:mod:`tether.ingest.ocr_engine` chooses; ``rag.ocr_engine``).
+
+Each page runs in a ``tesseract`` process of its own, on one thread (the loaders already
+read files side by side), killed when the page's time is up. The page goes in as an
+uncompressed image on standard input (PPM, which carries no resolution: Tesseract
+measures the type itself; a BMP's default 96 dpi header made it read worse), and its
+words come back as TSV, each with its line and confidence. Every word is kept (dropping
+those under a confidence of 10 or 30 lost answers on scanned manuals and gained none); a
+page read with little confidence is read again upside down, the better reading kept, as
+the RapidOCR path does.
+
+Install it with the system's packages (``apt-get install tesseract-ocr tesseract-ocr-eng``;
+``make test`` runs ``scripts/install-debian-packages.sh``) or point ``TETHER_TESSERACT`` at
+the program. The language is ``rag.language``'s Tesseract model when it is installed
+(``tesseract-ocr-deu`` for German, ...), otherwise English.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+logger = logging.getLogger("tether.ingest")
+
+#: ``rag.language`` -> the name of Tesseract's model for it.
+LANGUAGES = {"english": "eng", "german": "deu", "french": "fra", "spanish": "spa"}
+#: A page read with a lower mean line confidence (0-1) is read again upside down (the
+#: scanned manual pages of ``bench/ocr_manuals.py`` read at 0.74-0.94, a page upside down
+#: at about 0.4); the reading with the higher confidence is kept.
+TURN_BELOW = 0.7
+#: Page segmentation: a page of columns, headings and paragraphs, no orientation check.
+PAGE_SEGMENTATION = "3"
+
+
+class TesseractFailed(Exception):
+    """The program failed on a page (its message says how)."""
+
+
+def program() -> str | None:
+    """The ``tesseract`` program: ``TETHER_TESSERACT`` or the one on ``PATH``; None when
+    there is none."""
+    configured = os.environ.get("TETHER_TESSERACT")
+    if configured:
+        return shutil.which(configured) or None
+    return shutil.which("tesseract")
+
+
+@functools.cache
+def installed_models(binary: str) -> frozenset[str]:
+    """The language models ``binary`` finds (``tesseract --list-langs``)."""
+    try:
+        done = subprocess.run(
+            [binary, "--list-langs"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    lines = (done.stdout or "").splitlines()
+    return frozenset(line.strip() for line in lines[1:] if line.strip())
+
+
+def usable() -> bool:
+    """Whether Tesseract is installed with at least its English model."""
+    binary = program()
+    return binary is not None and "eng" in installed_models(binary)
+
+
+def model_for(language: str, binary: str) -> str:
+    """Tesseract's model for ``rag.language``, or English when that one is not installed."""
+    wanted = LANGUAGES.get(language, "eng")
+    if wanted in installed_models(binary):
+        return wanted
+    _warn_missing_model(language, wanted)
+    return "eng"
+
+
+@functools.cache
+def _warn_missing_model(language: str, model: str) -> None:
+    logger.warning(
+        "Tesseract has no %r model for rag.language %r (install tesseract-ocr-%s); scans"
+        " are read as English",
+        model,
+        language,
+        model,
+    )
+
+
+def read_page(image: Image, language: str, seconds: float) -> list[tuple[str, float]]:
+    """The lines of ``image`` in reading order, each with its words' mean confidence
+    (0-1); raises :class:`subprocess.TimeoutExpired` past ``seconds`` (the process is
+    killed) and :class:`TesseractFailed` when the program fails."""
+    binary = program()
+    if binary is None:
+        raise TesseractFailed("the tesseract program is not installed")
+    lines = _read(binary, image, language, seconds)
+    if lines and _confidence(lines) < TURN_BELOW:
+        turned = _read(binary, image.rotate(180), language, seconds)
+        lines = turned if _confidence(turned) > _confidence(lines) else lines
+    return lines
+
+
+def _confidence(lines: list[tuple[str, float]]) -> float:
+    return sum(confidence for _, confidence in lines) / len(lines) if lines else 0.0
+
+
+def _read(binary: str, image: Image, language: str, seconds: float) -> list[tuple[str, float]]:
+    if image.mode not in ("1", "L", "RGB"):
+        image = image.convert("RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, "PPM")
+    command = [binary, "stdin", "stdout", "-l", model_for(language, binary)]
+    command += ["--psm", PAGE_SEGMENTATION]
+    dpi = image.info.get("dpi")
+    if dpi and 70 <= float(dpi[0]) <= 2400:
+        command += ["--dpi", str(round(float(dpi[0])))]
+    command.append("tsv")
+    environment = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    done = subprocess.run(
+        command,
+        input=buffer.getvalue(),
+        capture_output=True,
+        timeout=seconds,
+        env=environment,
+        check=False,
+    )
+    if done.returncode != 0:
+        problem = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
+        raise TesseractFailed(f"tesseract exited with {done.returncode}: {problem[0]}")
+    return lines_of(done.stdout.decode("utf-8", "replace"))
+
+
+def lines_of(tsv: str) -> list[tuple[str, float]]:
+    """Tesseract's TSV as lines of text, each with its words' mean confidence (0-1)."""
+    lines: dict[tuple[str, ...], list[tuple[str, float]]] = {}
+    for row in tsv.splitlines()[1:]:
+        fields = row.split("\t")
+        if len(fields) < 12 or fields[0] != "5":  # level 5: a word
+            continue
+        word = fields[11].strip()
+        try:
+            confidence = float(fields[10])
+        except ValueError:
+            continue
+        if word:
+            lines.setdefault(tuple(fields[1:5]), []).append((word, confidence))
+    return [
+        (" ".join(w for w, _ in words), sum(c for _, c in words) / len(words) / 100)
+        for words in lines.values()
+    ]
