@@ -154,11 +154,15 @@ class OffsetsOnly:
         return [self.tokenizer.encode(t, add_special_tokens=False).offsets for t in texts]
 
 
-def test_chunks_are_the_same_with_and_without_the_cache(tokenizer: object) -> None:
+@pytest.mark.parametrize("window", [128, 512])
+def test_chunks_are_the_same_with_and_without_the_cache(tokenizer: object, window: int) -> None:
+    """Documents of several chunks (measured by their token starts) and of one (counted
+    whole) alike."""
     counter = TokenCounter(resolve_model_path())
     plain = OffsetsOnly(tokenizer)
     texts = [" ".join(scifact_texts(40)[i : i + 6]) for i in range(0, 40, 6)]
-    texts += ["".join(torture_texts(40, seed=5))]
+    texts += ["".join(torture_texts(40, seed=5)), *scifact_texts(12)]
+    sizes = []
     for text in texts:
         loaded = load_text(text, title="A title")
 
@@ -170,11 +174,12 @@ def test_chunks_are_the_same_with_and_without_the_cache(tokenizer: object) -> No
                 overlap=150,
                 title=loaded.title,
                 count_tokens=count,
-                max_tokens=128,
+                max_tokens=window,
                 overlap_tokens=None,
             )
             return [(c.char_start, c.char_end, c.token_count) for c in made]
 
         cached = chunks(counter)
-        assert len(cached) > 1
+        sizes.append(len(cached))
         assert cached == chunks(plain)
+    assert 1 in sizes and max(sizes) > 1
