@@ -8,7 +8,11 @@ measures the type itself; a BMP's default 96 dpi header made it read worse), and
 words come back as TSV, each with its line and confidence. Every word is kept (dropping
 those under a confidence of 10 or 30 lost answers on scanned manuals and gained none); a
 page read with little confidence is read again upside down, the better reading kept, as
-the RapidOCR path does.
+the RapidOCR path does. Text set small in pixels (a screenshot, a page scanned at low
+resolution: words under :data:`SMALL_TEXT` pixels high) is read again from the image
+enlarged to :data:`TEXT_HEIGHT`: Tesseract's recogniser misreads letters a few pixels
+high ("Reconendat ion" for "Recomendation" in an e-mailed image whose words were 8 pixels
+high; enlarged 2.5 times, it read every word).
 
 Install it with the system's packages (``apt-get install tesseract-ocr tesseract-ocr-eng``;
 ``make test`` runs ``scripts/install-debian-packages.sh``) or point ``TETHER_TESSERACT`` at
@@ -37,6 +41,12 @@ LANGUAGES = {"english": "eng", "german": "deu", "french": "fra", "spanish": "spa
 #: scanned manual pages of ``bench/ocr_manuals.py`` read at 0.74-0.94, a page upside down
 #: at about 0.4); the reading with the higher confidence is kept.
 TURN_BELOW = 0.7
+#: Words lower than this many pixels (the median of a page's word boxes) are read again
+#: from the image enlarged so that they are :data:`TEXT_HEIGHT` pixels high (at most
+#: :data:`MAX_ENLARGE` times). 10 pt type scanned at 200 dpi measures about 20 pixels.
+SMALL_TEXT = 14
+TEXT_HEIGHT = 20
+MAX_ENLARGE = 4.0
 #: Page segmentation: a page of columns, headings and paragraphs, no orientation check.
 PAGE_SEGMENTATION = "3"
 
@@ -100,18 +110,34 @@ def read_page(image: Image, language: str, seconds: float) -> list[tuple[str, fl
     binary = program()
     if binary is None:
         raise TesseractFailed("the tesseract program is not installed")
-    lines = _read(binary, image, language, seconds)
+    lines, height = _read(binary, image, language, seconds)
+    if lines and height < SMALL_TEXT:
+        factor = min(MAX_ENLARGE, TEXT_HEIGHT / max(height, 1.0))
+        size = (round(image.width * factor), round(image.height * factor))
+        enlarged = _read(binary, _resized(image, size), language, seconds)[0]
+        lines = enlarged if _confidence(enlarged) > _confidence(lines) else lines
     if lines and _confidence(lines) < TURN_BELOW:
-        turned = _read(binary, image.rotate(180), language, seconds)
+        turned = _read(binary, image.rotate(180), language, seconds)[0]
         lines = turned if _confidence(turned) > _confidence(lines) else lines
     return lines
+
+
+def _resized(image: Image, size: tuple[int, int]) -> Image:
+    from PIL import Image as PIL
+
+    if image.mode not in ("L", "RGB"):
+        image = image.convert("RGB")
+    return image.resize(size, PIL.Resampling.LANCZOS)
 
 
 def _confidence(lines: list[tuple[str, float]]) -> float:
     return sum(confidence for _, confidence in lines) / len(lines) if lines else 0.0
 
 
-def _read(binary: str, image: Image, language: str, seconds: float) -> list[tuple[str, float]]:
+def _read(
+    binary: str, image: Image, language: str, seconds: float
+) -> tuple[list[tuple[str, float]], float]:
+    """The lines of ``image`` and the median height of its words in pixels."""
     if image.mode not in ("1", "L", "RGB"):
         image = image.convert("RGB")
     buffer = io.BytesIO()
@@ -134,7 +160,18 @@ def _read(binary: str, image: Image, language: str, seconds: float) -> list[tupl
     if done.returncode != 0:
         problem = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
         raise TesseractFailed(f"tesseract exited with {done.returncode}: {problem[0]}")
-    return lines_of(done.stdout.decode("utf-8", "replace"))
+    tsv = done.stdout.decode("utf-8", "replace")
+    return lines_of(tsv), word_height(tsv)
+
+
+def word_height(tsv: str) -> float:
+    """The median height in pixels of the words in Tesseract's TSV (0 without words)."""
+    heights = sorted(
+        int(fields[9])
+        for fields in (row.split("\t") for row in tsv.splitlines()[1:])
+        if len(fields) >= 12 and fields[0] == "5" and fields[11].strip() and fields[9].isdigit()
+    )
+    return float(heights[len(heights) // 2]) if heights else 0.0
 
 
 def lines_of(tsv: str) -> list[tuple[str, float]]:

@@ -449,3 +449,27 @@ def test_a_language_without_a_tesseract_model_is_read_as_english(
 def test_an_unknown_engine_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="engine must be one of auto, tesseract, rapidocr"):
         OcrOptions(engine="abbyy")
+
+
+@needs_tesseract
+def test_text_a_few_pixels_high_is_read_from_the_image_enlarged(options: None) -> None:
+    """A screenshot-sized picture in a typewriter font whose words are 8 pixels high (as
+    in an e-mailed image): read as it is, Tesseract loses characters; enlarged to words
+    of tesseract.TEXT_HEIGHT pixels, it reads every line."""
+    lines = [
+        "Torque the valve seat bolts to 45 newton metres.",
+        "Order spare gaskets from the depot in Rotterdam.",
+    ]
+    if not FONT.with_name("DejaVuSansMono.ttf").exists():
+        pytest.skip("needs Debian's fonts-dejavu-core (DejaVu Sans Mono)")
+    mono = ImageFont.truetype(str(FONT.with_name("DejaVuSansMono.ttf")), 9)
+    page = Image.new("L", (400, 50), 255)
+    draw = ImageDraw.Draw(page)
+    for number, line in enumerate(lines):
+        draw.text((4, 4 + 16 * number), line, font=mono, fill=0)
+    binary = tesseract.program()
+    assert binary is not None
+    as_is, height = tesseract._read(binary, page, "english", 30)
+    assert height < tesseract.SMALL_TEXT
+    assert [text for text, _ in as_is] != lines
+    assert [text for text, _ in tesseract.read_page(page, "english", 30)] == lines
