@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -105,21 +106,37 @@ def _warn_missing_model(language: str, model: str) -> None:
 
 def read_page(image: Image, language: str, seconds: float) -> list[tuple[str, float]]:
     """The lines of ``image`` in reading order, each with its words' mean confidence
-    (0-1); raises :class:`subprocess.TimeoutExpired` past ``seconds`` (the process is
-    killed) and :class:`TesseractFailed` when the program fails."""
+    (0-1); raises :class:`subprocess.TimeoutExpired` when the first reading takes longer
+    than ``seconds`` (the process is killed) and :class:`TesseractFailed` when the
+    program fails. The second readings (enlarged, upside down) share the same
+    ``seconds``: one that runs out of time leaves the reading already made."""
     binary = program()
     if binary is None:
         raise TesseractFailed("the tesseract program is not installed")
+    deadline = time.monotonic() + seconds
     lines, height = _read(binary, image, language, seconds)
     if lines and height < SMALL_TEXT:
         factor = min(MAX_ENLARGE, TEXT_HEIGHT / max(height, 1.0))
         size = (round(image.width * factor), round(image.height * factor))
-        enlarged = _read(binary, _resized(image, size), language, seconds)[0]
-        lines = enlarged if _confidence(enlarged) > _confidence(lines) else lines
+        lines = _better(lines, binary, _resized(image, size), language, deadline)
     if lines and _confidence(lines) < TURN_BELOW:
-        turned = _read(binary, image.rotate(180), language, seconds)[0]
-        lines = turned if _confidence(turned) > _confidence(lines) else lines
+        lines = _better(lines, binary, image.rotate(180), language, deadline)
     return lines
+
+
+def _better(
+    lines: list[tuple[str, float]], binary: str, image: Image, language: str, deadline: float
+) -> list[tuple[str, float]]:
+    """``image``'s reading if it is read more confidently than ``lines`` before
+    ``deadline``, else ``lines``."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return lines
+    try:
+        other = _read(binary, image, language, left)[0]
+    except subprocess.TimeoutExpired:
+        return lines
+    return other if _confidence(other) > _confidence(lines) else lines
 
 
 def _resized(image: Image, size: tuple[int, int]) -> Image:

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
@@ -473,3 +474,28 @@ def test_text_a_few_pixels_high_is_read_from_the_image_enlarged(options: None) -
     assert height < tesseract.SMALL_TEXT
     assert [text for text, _ in as_is] != lines
     assert [text for text, _ in tesseract.read_page(page, "english", 30)] == lines
+
+
+@needs_tesseract
+def test_a_second_reading_never_takes_the_page_past_its_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The readings again (enlarged, upside down) share the page's time: when it has run
+    out, the first reading stands and no process is started past it."""
+    page = scanned_page(PAGES["pump.png", 1]).rotate(180)  # upside down: read again
+    first = tesseract._read
+    clock = [0.0]
+    calls: list[float] = []
+
+    def timed(binary: str, image: Image.Image, language: str, seconds: float) -> object:
+        calls.append(seconds)
+        done = first(binary, image, language, seconds)
+        clock[0] += 31.0  # the first reading used up the page's 30 s
+        return done
+
+    monkeypatch.setattr(tesseract, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(tesseract, "_read", timed)
+    lines = tesseract.read_page(page, "english", 30.0)
+    assert calls == [30.0]
+    assert lines  # the first (upside-down, unconfident) reading stands
+    assert tesseract._confidence(lines) < tesseract.TURN_BELOW
