@@ -19,7 +19,7 @@ from tether import Settings, Tether
 from tether.errors import InvalidArgument
 from tether.models import Hit
 from tether.retrieve import compile_match, query_terms
-from tether.retrieve.fts import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS
+from tether.retrieve.fts import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS, compounds
 
 # -- a small corpus ----------------------------------------------------------------------
 
@@ -101,10 +101,26 @@ def test_stopwords_are_removed_when_something_else_remains() -> None:
             '"say" OR "hello" OR "b" OR "term" OR "foo"',  # NEAR and col: are syntax
         ),
         ("AND OR NOT", '"and" OR "or" OR "not"'),
+        # A compound (terms joined by . - / : without space) is also a phrase of its terms.
+        ("magnitude 6.4", '"magnitude" OR "6" OR "4" OR "6 4"'),
+        ("ZX-9047 at 10:30", '"zx" OR "9047" OR "10" OR "30" OR "zx 9047" OR "10 30"'),
+        ("v2.1.3 or V2.1.3, col:term", '"v2" OR "1" OR "3" OR "term" OR "v2 1 3"'),
+        ("end. Next", '"end" OR "next"'),
     ],
 )
 def test_compile_match_quotes_every_term_and_joins_with_or(query: str, match: str) -> None:
     assert compile_match(query) == match
+
+
+def test_a_compound_ranks_the_chunk_holding_it_whole_first(tether: Tether) -> None:
+    # Each row holds a "6" and a "4"; only one holds "6.4" (the parts in a row, in order).
+    rows = {f"row{i}": f"depth: {d}; magnitude: {m}" for i, (d, m) in enumerate(
+        [(46, 5.6), (64, 4.6), (127, 6.4), (604, 4.0), (4, 6.1), (66, 4.4)]
+    )}  # fmt: skip
+    for doc_id, text in rows.items():
+        tether.add(text=text, title="quakes", document_id=doc_id)
+    hits = tether.search("How deep was the magnitude 6.4 earthquake?", scope="global")
+    assert _doc_ids(hits)[0] == "row2"
 
 
 @given(st.text(max_size=300))
@@ -117,7 +133,7 @@ def test_compiled_match_is_quoted_terms_joined_by_or(text: str) -> None:
         return
     assert match is not None
     parts = match.split(" OR ")
-    assert len(parts) == len(terms)
+    assert len(parts) == len(terms) + len(compounds(text))
     for part in parts:
         assert len(part) >= 3
         assert part.startswith('"')

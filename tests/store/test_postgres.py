@@ -36,6 +36,8 @@ TEXTS = [
     "Service intervals: clean the filter monthly and the pump yearly.",
     "Firmware updates reset the sensor calibration to its defaults.",
     "A blinking light means the battery charge is low.",
+    "Part ZX-9047 fits pump 6.4; part ZX 12 fits pump 4.6 and the 6 4 kit.",
+    "Pump 6.4 ships with part 9047; the zx series: 6.4, 6.4 again.",
 ]
 QUERIES = [
     "how fast does the pump prime",
@@ -44,6 +46,10 @@ QUERIES = [
     "valve service pump",
     "water temperature minute",
     "blinking light",
+    # Compounds are also searched as phrases ("6 4"): hits counted as FTS5 counts them.
+    "which part fits pump 6.4",
+    "ZX-9047",
+    "pump 4.6 or 6.4",
 ]
 
 

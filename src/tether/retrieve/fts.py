@@ -41,6 +41,8 @@ STOPWORDS = frozenset(
 )
 
 _TERM = re.compile(r"[^\W_]+")
+_COMPOUND = re.compile(r"[^\W_]+(?:[./:-][^\W_]+)+")
+MAX_COMPOUNDS = 8
 # FTS5 syntax that carries words which are not search terms.
 _NEAR = re.compile(r"\bNEAR\s*\(([^()]*?)(?:,\s*\d+\s*)?\)")
 _COLUMN_FILTER = re.compile(r"(?:(?<=\s)|^)-?(?:\{[^{}]*\}|[^\W\d_][\w]*)\s*:(?=[^\s:/])")
@@ -81,7 +83,22 @@ def compile_match(text: str, language: str = DEFAULT_LANGUAGE) -> str | None:
     terms = _terms(text, language)
     if not terms:
         return None
-    return " OR ".join(_quote(surface) for _, surface in terms)
+    phrases = [_quote(" ".join(parts)) for parts in compounds(text)]
+    return " OR ".join([_quote(surface) for _, surface in terms] + phrases)
+
+
+def compounds(text: str) -> list[list[str]]:
+    """The terms of each compound of ``text`` (at most :data:`MAX_COMPOUNDS`, distinct): a
+    number, code or name whose terms are joined by ``.``, ``-``, ``/`` or ``:`` without
+    space ("6.4", "ZX-9047", "v2.1.3", "10:30"). FTS5 cuts it into terms, as it cut the
+    text; searched also as the phrase of those terms in order, it ranks the chunks that
+    hold the whole of it above those that hold its parts apart (a "6" here, a "4" there)."""
+    found: dict[str, list[str]] = {}
+    for match in _COMPOUND.finditer(_plain(text)):
+        parts = [t.casefold() if t.isascii() else t for t in _TERM.findall(match.group())]
+        if all(len(t) <= MAX_TERM_CHARS for t in parts):
+            found.setdefault(" ".join(t.casefold() for t in parts), parts)
+    return list(found.values())[:MAX_COMPOUNDS]
 
 
 def _terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
@@ -93,10 +110,9 @@ def _terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]
     match the indexed "straße"; likewise Georgian Mtavruli, Cherokee and others.)
     The query is normalized as documents are (NFC, no zero-width marks), so a decomposed
     query ("A" + combining grave, Hangul jamo) is cut into the same terms as the text."""
-    if not isinstance(text, str):
-        raise TypeError(f"query must be str, not {type(text).__name__}")
-    plain = _COLUMN_FILTER.sub(" ", _NEAR.sub(r" \1 ", normalize_text(text[:MAX_QUERY_CHARS])))
-    tokens = [(t.casefold(), t.casefold() if t.isascii() else t) for t in _TERM.findall(plain)]
+    tokens = [
+        (t.casefold(), t.casefold() if t.isascii() else t) for t in _TERM.findall(_plain(text))
+    ]
     tokens = [(key, t) for key, t in tokens if len(key) <= MAX_TERM_CHARS]
     unwanted = stopwords(language)
     content = [(key, t) for key, t in tokens if key not in unwanted] or tokens
@@ -104,6 +120,14 @@ def _terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]
     for key, t in content:
         first.setdefault(key, t)
     return list(first.items())[:MAX_TERMS]
+
+
+def _plain(text: str) -> str:
+    """``text`` as queries are read: its first :data:`MAX_QUERY_CHARS`, normalized as
+    documents are, without FTS5's column filters and ``NEAR`` keywords."""
+    if not isinstance(text, str):
+        raise TypeError(f"query must be str, not {type(text).__name__}")
+    return _COLUMN_FILTER.sub(" ", _NEAR.sub(r" \1 ", normalize_text(text[:MAX_QUERY_CHARS])))
 
 
 def _quote(term: str) -> str:

@@ -293,6 +293,26 @@ def test_a_slide_table_whose_header_row_is_empty_has_no_header(tmp_path: Path) -
     assert text.split("\n\n")[1:] == ["2023 | 12 | north", "2024 | 15 | south"]
 
 
+def test_a_headerless_slide_table_with_gaps_keeps_each_value_in_its_column(
+    tmp_path: Path,
+) -> None:
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "Grid"
+    shape = slide.shapes.add_table(4, 5, Inches(1), Inches(2), Inches(6), Inches(1))
+    rows = [
+        ("", "", "", "", ""),
+        ("a", "", "", "", "d"),
+        ("", "", "c", "", ""),
+        ("b", "", "", "", ""),
+    ]
+    fill(shape.table, rows)
+    presentation.save(tmp_path / "grid.pptx")
+    ((_, text),) = titled(load_path(tmp_path / "grid.pptx"))
+    # Joined, the rows would be "a | d", "c", "b": which column holds "c" would be lost.
+    assert text.split("\n\n")[1:] == ["Column 1: a; Column 5: d", "Column 3: c", "Column 1: b"]
+
+
 def empty_docx(path: Path) -> None:
     docx.Document().save(path)
 

@@ -205,3 +205,20 @@ def test_indexed_sheets_are_found_by_sheet_name(tmp_path: Path) -> None:
         assert "Supplier: Lumen GmbH; Country: Germany" in hit.text
         [hit, *_] = t.search("tall and heavy", scope="global")
         assert (hit.title, hit.section_title) == ("prices", "prices")
+
+
+@pytest.mark.parametrize(
+    ("rows", "lines"),
+    [
+        # Filled from the left, trailing cells empty: a layout table, joined.
+        ([["Step", "Mix", ""], ["Wait", "", ""]], ["Step | Mix", "Wait"]),
+        # Two columns: nothing to lose.
+        ([["", "x"], ["y", ""]], ["x", "y"]),
+        # A value away from the first column, or a hole between two: positions kept.
+        ([["a", "", "c"], ["", "b", ""]], ["Column 1: a; Column 3: c", "Column 2: b"]),
+    ],
+)
+def test_a_headerless_table_keeps_columns_only_where_its_rows_have_gaps(
+    rows: list[list[str]], lines: list[str]
+) -> None:
+    assert tables.table_lines(rows, header=False) == lines

@@ -161,13 +161,31 @@ def looks_like_header(rows: Sequence[Sequence[str]]) -> bool:
 
 def table_lines(rows: Sequence[Sequence[str]], *, header: bool | None = None) -> list[str]:
     """A document table's rows as lines: under a header row (``header``, else when the
-    first row :func:`looks_like_header`) ``Header: value`` lines, else :func:`plain_line`."""
+    first row :func:`looks_like_header`) ``Header: value`` lines. Without one, each row's
+    cells joined (:func:`plain_line`), unless the table :func:`has_gaps`: then a value's
+    column is all that places it, and rows read ``Column 3: value``."""
     rows = [row for row in rows if any(row)]
     if header is None:
         header = looks_like_header(rows)
     if not header or len(rows) < 2:
+        if has_gaps(rows):
+            return [record_line((), row) for row in rows]
         return [plain_line(row) for row in rows]
     return [record_line(rows[0], row) for row in rows[1:]]
+
+
+def has_gaps(rows: Sequence[Sequence[str]]) -> bool:
+    """Whether a table without a header has three or more columns and a row whose filled
+    cells do not start in the first column or leave an empty one between them: joined,
+    such a row's values would lose the columns they stand in (a layout table, each row
+    filled from the left, has none)."""
+    if max((len(row) for row in rows), default=0) < 3:
+        return False
+    for row in rows:
+        filled = [i for i, cell in enumerate(row) if cell]
+        if filled and (filled[0] > 0 or filled[-1] - filled[0] + 1 > len(filled)):
+            return True
+    return False
 
 
 #: Rows looked at for the header: the first of them as wide as the table (notes and a

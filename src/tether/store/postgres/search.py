@@ -6,7 +6,9 @@ and stemmed as the chunks were (:func:`index_text`, the ``tether`` configuration
 chunks in scope that hold any of them are found through the GIN index, and each is
 scored with FTS5's own BM25 (k1 = 1.2, b = 0.75, idf = ln((N - df + 0.5) / (df + 0.5)),
 at least 1e-6; N, the average length and df over the whole store, as FTS5 counts them),
-so a lexical score means the same on both backends.
+so a lexical score means the same on both backends. A phrase of the expression
+(``"6 4"``, a compound of the query) is scored as FTS5 scores one: its hits are where its
+lexemes stand in order in the ``tsvector``.
 
 **Vectors.** pgvector's HNSW index (cosine) answers scopes that hold most of the store,
 with ``hnsw.ef_search`` raised for the share the scope holds and the scope in the same
@@ -116,11 +118,12 @@ class PgSearch(SearchMixin):
         filters: Filters | None,
         exclusions: Exclusions | None,
     ) -> list[Any]:
+        terms = match_terms(match)
+        words = [t for t in terms if " " not in t]
         with self.db.read() as conn:
-            lexemes = sorted(
-                {lx for lxs in self._lexemes(conn, match_terms(match)).values() for lx in lxs}
-            )
-            if not lexemes:
+            lexemes = sorted({lx for lxs in self._lexemes(conn, words).values() for lx in lxs})
+            phrased = self._phrase_scores(conn, [t for t in terms if " " in t])
+            if not lexemes and not phrased:
                 return []
             where, params = scope_sql(scope, filters, exclusions, dialect=POSTGRES)
             columns = "c.id" if ids_only else _rows.HIT_COLUMNS
@@ -135,25 +138,85 @@ class PgSearch(SearchMixin):
                            greatest(ln((s.n - l.df + 0.5) / (l.df + 0.5)), 1e-6) AS idf
                     FROM rag_lexemes l CROSS JOIN stats s
                     WHERE l.lexeme = ANY(:lexemes) AND l.df > 0),
-                scored AS (
-                    SELECT p.chunk_id AS id, sum(q.idf * (p.tf * {K1 + 1!r})
+                parts AS (
+                    SELECT p.chunk_id AS id, q.idf * (p.tf * {K1 + 1!r})
                         / (p.tf + {K1!r} * ({1 - B!r} + {B!r} * c.terms
-                                            / greatest(s.avgdl, 1e-9)))) AS score
+                                            / greatest(s.avgdl, 1e-9))) AS score
                     FROM q JOIN rag_postings p ON p.lexeme = q.lexeme
                     JOIN rag_chunks c ON c.id = p.chunk_id
-                    JOIN rag_documents d ON d.id = c.document_id
                     CROSS JOIN stats s
+                    UNION ALL
+                    SELECT unnest(:phrase_ids ::bigint[]), unnest(:phrase_scores ::float8[])),
+                scored AS (
+                    SELECT parts.id, sum(parts.score) AS score
+                    FROM parts JOIN rag_chunks c ON c.id = parts.id
+                    JOIN rag_documents d ON d.id = c.document_id
                     WHERE {where}
-                    GROUP BY p.chunk_id
-                    ORDER BY score DESC, p.chunk_id
+                    GROUP BY parts.id
+                    ORDER BY score DESC, parts.id
                     LIMIT :k)
                 SELECT {columns}, scored.score
                 FROM scored JOIN rag_chunks c ON c.id = scored.id
                 JOIN rag_documents d ON d.id = c.document_id
                 ORDER BY scored.score DESC, c.id
             """
-            params.update(lexemes=lexemes, k=int(k))
+            params.update(
+                lexemes=lexemes,
+                k=int(k),
+                phrase_ids=list(phrased),
+                phrase_scores=list(phrased.values()),
+            )
             return conn.execute(sql, params).fetchall()
+
+    def _phrase_scores(self, conn: PgConnection, phrases: Sequence[str]) -> dict[int, float]:
+        """Each chunk's BM25 over ``phrases`` (terms of a compiled expression that are
+        phrases, such as ``"6 4"``), as FTS5 scores a phrase: its hits in the chunk are
+        the places where its lexemes stand one after the other (read from the
+        ``tsvector``'s positions), its document frequency the chunks of the whole store
+        with a hit."""
+        scores: dict[int, float] = {}
+        if not phrases:
+            return scores
+        n, avgdl = conn.execute(
+            "SELECT (SELECT value FROM rag_state WHERE key = 'chunks')::float8,"
+            " (SELECT value FROM rag_state WHERE key = 'terms')::float8"
+            " / greatest((SELECT value FROM rag_state WHERE key = 'chunks'), 1)"
+        ).fetchone()
+        for phrase in phrases:
+            hits = self._phrase_hits(conn, phrase)
+            idf = max(math.log((n - len(hits) + 0.5) / (len(hits) + 0.5)), 1e-6)
+            for chunk_id, (tf, terms) in hits.items():
+                norm = K1 * (1 - B + B * terms / max(avgdl, 1e-9))
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        return scores
+
+    def _phrase_hits(self, conn: PgConnection, phrase: str) -> dict[int, tuple[int, int]]:
+        """``{chunk id: (hits, terms)}`` for the chunks of the store that hold ``phrase``."""
+        lexemes = conn.execute(
+            "SELECT u.lexeme, u.positions FROM unnest(to_tsvector('tether', :text)) u",
+            {"text": fold(phrase)},
+        ).fetchall()
+        offsets = sorted((int(at) - 1, lexeme) for lexeme, positions in lexemes for at in positions)
+        if len(offsets) < 2 or offsets[-1][0] != len(offsets) - 1:  # a word without a stem
+            return {}
+        query = " <-> ".join(_tsquery([lexeme]) for _, lexeme in offsets)
+        rows = conn.execute(
+            "SELECT c.id, c.terms, u.lexeme, u.positions FROM rag_chunks c, unnest(c.tsv) u"
+            " WHERE c.tsv @@ (:q)::tsquery AND u.lexeme = ANY(:lexemes)",
+            {"q": query, "lexemes": [lexeme for _, lexeme in offsets]},
+        ).fetchall()
+        places: dict[int, dict[str, set[int]]] = {}
+        lengths: dict[int, int] = {}
+        for chunk_id, terms, lexeme, positions in rows:
+            places.setdefault(chunk_id, {})[lexeme] = {int(at) for at in positions}
+            lengths[chunk_id] = int(terms)
+        hits = {}
+        for chunk_id, at in places.items():
+            first, rest = offsets[0][1], offsets[1:]
+            tf = sum(1 for p in at.get(first, ()) if all(p + i in at.get(lx, ()) for i, lx in rest))
+            if tf:
+                hits[chunk_id] = (tf, lengths[chunk_id])
+        return hits
 
     def term_statistics(
         self,
