@@ -8,8 +8,10 @@ Usage::
 
 The pages are real scans that OCRmyPDF's test suite carries (its ``tests/resources``, whose
 README names their sources): ``linn.png``, a page of the LinnSequencer's brochure scanned
-at 300 dpi (Wikimedia), and ``c02-22.pdf``, page 22 of an illustrated edition of
-*Adventures of Huckleberry Finn* (Project Gutenberg), an image-only PDF. They come from
+at 300 dpi (Wikimedia); ``c02-22.pdf``, page 22 of an illustrated edition of
+*Adventures of Huckleberry Finn* (Project Gutenberg), an image-only PDF; ``epson.pdf``, a
+printout of Wikipedia's "Optical character recognition" scanned by an Epson
+printer-scanner; and ``typewriter.png``, a typewritten Dutch recipe (Wikimedia). They come from
 OCRmyPDF's source distribution on PyPI, pinned by version and SHA-256, fetched with
 ``pip download`` (the package index's own client) into a temporary directory; each file is
 then checked against its own SHA-256. Nothing is redistributed by this repository
@@ -37,6 +39,8 @@ ARCHIVE_SHA256 = "de749ef5f554b63d57e68d032e7cba5500cbd5030835bf24f658f7b7a04f3d
 FILES = {
     "linn.png": "dcd90f08a6b8a733612f818330153636c13283dd548e2e092cad1fe628ec7bf3",
     "c02-22.pdf": "ae6a3bec3809e1540911bda42dabb42ffbd63cfda17e74a5c3e9dcd87129462a",
+    "epson.pdf": "3fce2d6e5baffec839ffc86b7c91903b139399392ea76a09bdfcca40cb8b5a4d",
+    "typewriter.png": "6f7a83685a83af954e9672b3e2db3253af165513d2826d780a48e175742f4469",
 }
 
 
