@@ -174,6 +174,31 @@ def test_short_chapter_headers_with_their_page_number_are_removed(tmp_path: Path
     assert page_texts(doc)[1] == "\n".join(pages[0])
 
 
+def test_a_short_chapters_title_between_two_running_lines_is_removed(tmp_path: Path) -> None:
+    """An appendix of two pages: its title in the footer, between the book's title and
+    the page number, recurs on too few pages to be found alone."""
+    from fpdf import FPDF
+
+    chapters = ["Setup"] * 4 + ["Daily care"] * 4 + ["Appendix A Demos"] * 2
+    pages = [body(n) for n in range(1, len(chapters) + 1)]
+    pages[4] = ["vii", "Item no. 2", "viii", *pages[4]]  # a list: lines like page numbers
+    pdf = FPDF()
+    pdf.set_auto_page_break(auto=False)
+    pdf.set_font("Helvetica", size=11)
+    for number, lines in enumerate(pages, start=1):
+        pdf.add_page()
+        pdf.set_xy(10, 20)
+        for line in lines:
+            pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_xy(10, 270)
+        for line in ("User Guide", chapters[number - 1], f"Page {number}"):
+            pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(tmp_path / "guide.pdf"))
+    doc = load_path(tmp_path / "guide.pdf")
+    pages[4] = pages[4][1:2] + pages[4][3:]  # "vii" and "viii" read as page numbers; not the item
+    assert page_texts(doc) == {n: "\n".join(lines) for n, lines in enumerate(pages, start=1)}
+
+
 def test_repeated_lines_in_the_body_of_pages_are_kept(tmp_path: Path) -> None:
     """Only the top and bottom lines of a page can be furniture, and code that ends a few
     pages the same way ("}") is not."""
