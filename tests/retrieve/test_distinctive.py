@@ -38,6 +38,7 @@ def test_rare_words_are_those_outside_a_general_vocabulary(tmp_path: Path) -> No
     assert common.rare(["zigbee", "people", "reinstall", "constructor", "wiped", "gateways",
                         "lorawan", "2024"]) == ["zigbee", "lorawan"]  # fmt: skip
     assert CommonWords(None).rare(["zigbee"]) == []  # without a vocabulary nothing is rare
+    assert common.rare(["o", "x", "zigbee"]) == ["zigbee"]  # a letter is never rare
     assert {"detach", "detached", "detaching"} <= word_forms("detach")
 
 
@@ -93,6 +94,24 @@ def test_a_question_whose_codes_the_scope_holds_is_grounded(tmp_path: Path, ques
         result = t.retrieve(question, scope="workspace", workspace_id="lumen")
     assert result.grounded, result.debug["grounding"]["why"]
     assert result.debug["grounding"]["distinctive_absent"] == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "I'm setting up a new hub: how many sensors can one hub serve?",
+        "We’ve got a big greenhouse, so how many sensors can one hub serve?",
+        "The hub doesn't take more? How many sensors can one hub serve?",
+    ],
+)
+def test_contractions_are_not_terms_the_scope_lacks(tmp_path: Path, question: str) -> None:
+    # Cut at the apostrophe, "I'm" and "we've" would give the "rare words" "m" and "ve",
+    # which no manual holds: the question would be refused as asking about them.
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(S2_GUIDE, workspace_id="lumen")
+        result = t.retrieve(question, scope="workspace", workspace_id="lumen")
+    assert result.debug["grounding"]["distinctive_absent"] == []
+    assert result.grounded, result.debug["grounding"]["why"]
 
 
 def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:

@@ -86,6 +86,18 @@ def test_a_query_of_only_stopwords_still_searches_them(query: str) -> None:
     assert terms == list(dict.fromkeys(query.casefold().replace("?", "").split()))
 
 
+@pytest.mark.parametrize(
+    ("query", "terms"),
+    [
+        ("I'm sure it doesn't start", ["sure", "start"]),
+        ("We’ve tried; you'll see it won't, can't or shouldn't", ["tried", "see"]),
+        ("Python's API and the user’s guide", ["python", "api", "user", "guide"]),
+    ],
+)
+def test_contractions_are_read_whole(query: str, terms: list[str]) -> None:
+    assert query_terms(query) == terms
+
+
 def test_stopwords_are_removed_when_something_else_remains() -> None:
     assert query_terms("the who and the battery") == ["battery"]
 

@@ -196,7 +196,9 @@ class CommonWords:
         return any(stem in words for stem in stems)
 
     def rare(self, terms: Iterable[str]) -> list[str]:
-        """The ``terms`` that are not common words (none without a vocabulary)."""
+        """The ``terms`` that are not common words (none without a vocabulary). A single
+        letter never is: the vocabulary lists none, so it can say nothing of one (the
+        "O" of "O'Brien", a variable's name)."""
         if not self:
             return []
-        return [t for t in terms if t.isalpha() and not self.is_common(t)]
+        return [t for t in terms if len(t) > 1 and t.isalpha() and not self.is_common(t)]

@@ -109,10 +109,13 @@ def _terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]
     Unicode 6.1 simple case folding disagree: "Straße" folds to "strasse", which does not
     match the indexed "straße"; likewise Georgian Mtavruli, Cherokee and others.)
     The query is normalized as documents are (NFC, no zero-width marks), so a decomposed
-    query ("A" + combining grave, Hangul jamo) is cut into the same terms as the text."""
-    tokens = [
-        (t.casefold(), t.casefold() if t.isascii() else t) for t in _TERM.findall(_plain(text))
-    ]
+    query ("A" + combining grave, Hangul jamo) is cut into the same terms as the text.
+    An English question's contractions are read whole (:func:`uncontracted`): "I'm" is
+    not the terms "i" and "m"."""
+    plain = _plain(text)
+    if language == DEFAULT_LANGUAGE:
+        plain = uncontracted(plain)
+    tokens = [(t.casefold(), t.casefold() if t.isascii() else t) for t in _TERM.findall(plain)]
     tokens = [(key, t) for key, t in tokens if len(key) <= MAX_TERM_CHARS]
     unwanted = stopwords(language)
     content = [(key, t) for key, t in tokens if key not in unwanted] or tokens
@@ -120,6 +123,23 @@ def _terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]
     for key, t in content:
         first.setdefault(key, t)
     return list(first.items())[:MAX_TERMS]
+
+
+def uncontracted(text: str) -> str:
+    """``text`` with its English contractions undone, as far as its terms go: "doesn't"
+    is "does not", "can't" "can not", and the endings of "I'm", "we've", "you'll",
+    "she'd", "it's" and "Python's" go. Cut at the apostrophe, they would be the terms
+    "doesn" and "t", "m", "ve": words the documents never use, which a question would
+    then seem to ask about (straight and curly apostrophes alike)."""
+    text = _IRREGULAR_NOT.sub(lambda m: _IRREGULAR[m.group(1).lower()] + " not", text)
+    text = _NOT_ENDING.sub(r"\1 not", text)
+    return _ENDING.sub(r"\1", text)
+
+
+_IRREGULAR = {"can": "can", "won": "will", "shan": "shall"}
+_IRREGULAR_NOT = re.compile(r"\b(can|won|shan)[’']t\b", re.IGNORECASE)
+_NOT_ENDING = re.compile(r"(\w)n[’']t\b", re.IGNORECASE)
+_ENDING = re.compile(r"(\w)[’'](?:m|re|ve|ll|d|s)\b", re.IGNORECASE)
 
 
 def _plain(text: str) -> str:
