@@ -19,7 +19,7 @@ from tether import Settings, Tether
 from tether.errors import InvalidArgument
 from tether.models import Hit
 from tether.retrieve import compile_match, query_terms
-from tether.retrieve.fts import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS, compounds
+from tether.retrieve.fts import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS, compounds, spellings
 
 # -- a small corpus ----------------------------------------------------------------------
 
@@ -145,7 +145,7 @@ def test_compiled_match_is_quoted_terms_joined_by_or(text: str) -> None:
         return
     assert match is not None
     parts = match.split(" OR ")
-    assert len(parts) == len(terms) + len(compounds(text))
+    assert len(parts) == len(terms) + len(spellings(terms)) + len(compounds(text))
     for part in parts:
         assert len(part) >= 3
         assert part.startswith('"')

@@ -55,7 +55,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tether.retrieve.fts import _TERM, _stem, _terms
+from tether.retrieve.fts import _TERM, _stem, _terms, spellings
 from tether.store import TermStatistics
 from tether.text import DEFAULT_LANGUAGE, normalize_text
 
@@ -155,8 +155,10 @@ class Evidence:
 
 
 def search_terms(question: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
-    """The question's search terms as the full-text index is asked for them."""
-    return [surface for _, surface in _terms(question, language)]
+    """The question's search terms as the full-text index is asked for them, with their
+    other spellings (:func:`~tether.retrieve.fts.spellings`)."""
+    terms = [surface for _, surface in _terms(question, language)]
+    return terms + spellings(terms, language)
 
 
 def question_terms(
@@ -171,13 +173,17 @@ def question_terms(
     confidence = min(1.0, n / BACKGROUND_CHUNKS)
     idf: dict[str, float] = {}
     surfaces: dict[str, str] = {}
+    in_scope: dict[str, bool] = {}
     terms = _terms(question, language)
     subject = [(key, surface) for key, surface in terms if key not in PHRASING] or terms
     for key, surface in subject:
         stem = _stem(key, language)
         if stem not in idf:
-            idf[stem] = math.log((n + 1) / (stats.store.get(surface, 0) + 0.5))
+            spelt = [surface, *spellings([surface], language)]
+            held = max(stats.store.get(s, 0) for s in spelt)
+            idf[stem] = math.log((n + 1) / (held + 0.5))
             surfaces[stem] = surface
+            in_scope[stem] = any(stats.in_scope.get(s, False) for s in spelt)
     total = sum(idf.values())
     if not idf or total <= 0:
         return QuestionTerms(weights=(), absent=(), missing=0.0, language=language)
@@ -185,7 +191,7 @@ def question_terms(
         stem: confidence * value / total + (1.0 - confidence) / len(idf)
         for stem, value in idf.items()
     }
-    absent = [stem for stem in weights if not stats.in_scope.get(surfaces[stem], False)]
+    absent = [stem for stem in weights if not in_scope[stem]]
     return QuestionTerms(
         weights=tuple(weights.items()),
         absent=tuple(surfaces[stem] for stem in absent),

@@ -20,6 +20,7 @@ import re
 import unicodedata
 
 from tether.errors import ConfigurationError
+from tether.retrieve.spelling import american, variants
 from tether.text import DEFAULT_LANGUAGE, check_language, normalize_text, snowball
 
 MAX_TERMS = 64
@@ -84,7 +85,19 @@ def compile_match(text: str, language: str = DEFAULT_LANGUAGE) -> str | None:
     if not terms:
         return None
     phrases = [_quote(" ".join(parts)) for parts in compounds(text)]
-    return " OR ".join([_quote(surface) for _, surface in terms] + phrases)
+    spelt = [_quote(v) for v in spellings([surface for _, surface in terms], language)]
+    return " OR ".join([_quote(surface) for _, surface in terms] + spelt + phrases)
+
+
+def spellings(terms: list[str], language: str = DEFAULT_LANGUAGE) -> list[str]:
+    """The other spellings of ``terms`` that are not among them: in English, the British
+    or American spelling of each (:mod:`tether.retrieve.spelling`), searched for too, so
+    that "licence" finds the "license" of a manual; none in other languages."""
+    if language != DEFAULT_LANGUAGE:
+        return []
+    have = set(terms)
+    found = [v for t in terms for v in variants(t) if v not in have]
+    return list(dict.fromkeys(found))
 
 
 def compounds(text: str) -> list[list[str]]:
@@ -168,13 +181,15 @@ def term_coverage(question: str, text: str, language: str = DEFAULT_LANGUAGE) ->
 
 
 def _stem(term: str, language: str = DEFAULT_LANGUAGE) -> str:
-    """``term`` (case-folded) without diacritics and stemmed: in English lightly (plural
-    -s/-es/-ies, -ing, -ed), as FTS5's porter tokenizer would match it; in another
+    """``term`` (case-folded) without diacritics and stemmed: in English in its American
+    spelling and lightly (plural -s/-es/-ies, -ing, -ed), as FTS5's porter tokenizer
+    would match it; in another
     language by its Snowball stemmer, as its store indexes words
     (:func:`~tether.text.stemmed_text`)."""
     term = "".join(c for c in unicodedata.normalize("NFKD", term) if not unicodedata.combining(c))
     if language != DEFAULT_LANGUAGE:
         return snowball(language)([term])[0]
+    term = american(term)  # "colours" and "colors" alike
     for suffix, replacement, shortest in (
         ("ies", "y", 2),
         ("sses", "ss", 2),
