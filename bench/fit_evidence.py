@@ -101,7 +101,7 @@ def collect_documents(name: str, path: Path) -> list[dict[str, Any]]:
 def collect_scifact(directory: Path) -> list[dict[str, Any]]:
     from tether import Tether
     from tether.eval.beir import load_beir
-    from tether.eval.grounding import _RETRIEVE, index_layout, select_claims
+    from tether.eval.grounding import index_layout, retrieve_claim, select_claims
 
     dataset = load_beir(directory, split="test")
     corpus = {entry.id: entry for entry in dataset.corpus()}
@@ -110,13 +110,7 @@ def collect_scifact(directory: Path) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="tether-fit-") as tmp, Tether(Path(tmp) / "t.db") as t:
         index_layout(t, layout, corpus)
         for kind, claim, scope in layout.questions():
-            result = t.retrieve(
-                claim.text,
-                scope=scope,
-                session_id=scope.id if scope.kind == "session" else None,
-                decision=_RETRIEVE,
-            )
-            rows.append(record(kind, result))
+            rows.append(record(kind, retrieve_claim(t, claim, scope)))
     print(f"  scifact: {len(rows)} questions", file=sys.stderr)
     return rows
 

@@ -313,18 +313,23 @@ class GroundingAnswer:
         return grounded if self.kind == "answerable" else not grounded
 
 
+def retrieve_claim(tether: Tether, claim: GroundingClaim, scope: Scope) -> RetrievalResult:
+    """``claim`` asked in ``scope``, always retrieved (the decision step is skipped)."""
+    return tether.retrieve(
+        claim.text,
+        scope=scope,
+        session_id=scope.id if scope.kind == "session" else None,
+        decision=_RETRIEVE,
+    )
+
+
 def ask(
     tether: Tether, layout: GroundingLayout, *, progress: Callable[[int], None] | None = None
 ) -> list[GroundingAnswer]:
     """Retrieve every question of ``layout`` once; ``progress(questions asked)``."""
     answers = []
     for kind, claim, scope in layout.questions():
-        result = tether.retrieve(
-            claim.text,
-            scope=scope,
-            session_id=scope.id if scope.kind == "session" else None,
-            decision=_RETRIEVE,
-        )
+        result = retrieve_claim(tether, claim, scope)
         relevance = result.debug.get("relevance", {})
         found = result.debug.get("candidates", {}).get("reranked", 0)
         answers.append(
