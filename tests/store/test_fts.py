@@ -19,7 +19,14 @@ from tether import Settings, Tether
 from tether.errors import InvalidArgument
 from tether.models import Hit
 from tether.retrieve import compile_match, query_terms
-from tether.retrieve.fts import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS, compounds, spellings
+from tether.retrieve.fts import (
+    MAX_QUERY_CHARS,
+    MAX_TERMS,
+    STOPWORDS,
+    compounds,
+    joined,
+    spellings,
+)
 
 # -- a small corpus ----------------------------------------------------------------------
 
@@ -118,6 +125,11 @@ def test_stopwords_are_removed_when_something_else_remains() -> None:
         ("ZX-9047 at 10:30", '"zx" OR "9047" OR "10" OR "30" OR "zx 9047" OR "10 30"'),
         ("v2.1.3 or V2.1.3, col:term", '"v2" OR "1" OR "3" OR "term" OR "v2 1 3"'),
         ("end. Next", '"end" OR "next"'),
+        # Words joined by hyphens are also searched as one word.
+        (
+            "e-mail set-up",
+            '"e" OR "mail" OR "set" OR "up" OR "email" OR "setup" OR "e mail" OR "set up"',
+        ),
     ],
 )
 def test_compile_match_quotes_every_term_and_joins_with_or(query: str, match: str) -> None:
@@ -145,7 +157,8 @@ def test_compiled_match_is_quoted_terms_joined_by_or(text: str) -> None:
         return
     assert match is not None
     parts = match.split(" OR ")
-    assert len(parts) == len(terms) + len(spellings(terms)) + len(compounds(text))
+    extra = [v for v in spellings(terms) + joined(text) if v not in terms]
+    assert len(parts) == len(terms) + len(extra) + len(compounds(text))
     for part in parts:
         assert len(part) >= 3
         assert part.startswith('"')

@@ -43,6 +43,7 @@ STOPWORDS = frozenset(
 
 _TERM = re.compile(r"[^\W_]+")
 _COMPOUND = re.compile(r"[^\W_]+(?:[./:-][^\W_]+)+")
+_HYPHENATED = re.compile(r"(?<![\w./:-])[^\W\d_]+(?:-[^\W\d_]+){1,2}(?![\w./:-])")
 MAX_COMPOUNDS = 8
 # FTS5 syntax that carries words which are not search terms.
 _NEAR = re.compile(r"\bNEAR\s*\(([^()]*?)(?:,\s*\d+\s*)?\)")
@@ -85,8 +86,17 @@ def compile_match(text: str, language: str = DEFAULT_LANGUAGE) -> str | None:
     if not terms:
         return None
     phrases = [_quote(" ".join(parts)) for parts in compounds(text)]
-    spelt = [_quote(v) for v in spellings([surface for _, surface in terms], language)]
+    words = [surface for _, surface in terms]
+    spelt = [_quote(v) for v in spellings(words, language) + joined(text) if v not in words]
     return " OR ".join([_quote(surface) for _, surface in terms] + spelt + phrases)
+
+
+def joined(text: str) -> list[str]:
+    """The words of ``text`` joined by hyphens (two or three, letters only), written as
+    one word: "e-mail" is also searched as "email", "built-in" as "builtin", "multi-host"
+    as "multihost", since documents write such words both ways."""
+    found = (m.group().replace("-", "").casefold() for m in _HYPHENATED.finditer(_plain(text)))
+    return list(dict.fromkeys(w for w in found if len(w) <= MAX_TERM_CHARS))
 
 
 def spellings(terms: list[str], language: str = DEFAULT_LANGUAGE) -> list[str]:
