@@ -14,10 +14,9 @@ work linear in the number of pages:
    "- 3 -") is furniture too, and so is a page's first or last line when it is short and
    starts or ends with the page's own printed number ("Chapter 2: Setup 15" on page 15:
    a short chapter's header that no other page repeats), if a quarter of the pages have
-   such a line (one "1 Overview" at the top of page 1 is a heading). A line needs a letter to be a
-   running header, so a "}" closing code on two pages stays. A zone line between two
-   furniture lines of the same edge is furniture too (a short appendix's title between the
-   book's title and the page number).
+   such a line (one "1 Overview" at the top of page 1 is a heading), and so is a zone
+   line between two furniture lines of one edge (:func:`_framed`). A line needs a letter
+   to be a running header, so a "}" closing code on two pages stays.
 2. Contents and index pages are left out (their numbers in ``dropped_pages``): pages
    whose lines are mostly page references, with dot leaders ("Introduction . . . 3") or
    as index entries ("term, 12, 45"), or, without leaders, end in rising page numbers.
@@ -114,8 +113,7 @@ class OutlineEntry:
 def read_pdf(data: bytes, source: str) -> PdfText:
     """The cleaned text of the PDF ``data`` read from ``source`` (a path, for errors and logs).
 
-    Raises UnreadableFile for a file pypdf cannot read, EmptyDocument for one without text.
-    """
+    Raises UnreadableFile for a file pypdf cannot read, EmptyDocument for one without text."""
     reader, raw_pages, meta_title = _open(data, source)
     scans = read_scans(reader, raw_pages, source)
     pages = [normalize_text(page).split("\n") for page in scans.pages]
@@ -202,26 +200,19 @@ def strip_furniture(pages: list[list[str]], labels: list[str]) -> list[list[str]
             or _PAGE_NUMBER.fullmatch(lines[i].strip())
             or furniture_key(lines[i]) in keys
         }
-        furniture |= _framed(
-            lines,
-            furniture,
-            {i for i in furniture if i not in edges and furniture_key(lines[i]) in keys},
-        )
+        furniture |= _framed(lines, furniture, keys)
         cleaned.append([line for i, line in enumerate(lines) if i not in furniture])
     return cleaned
 
 
-def _framed(lines: list[str], furniture: set[int], running: set[int]) -> set[int]:
-    """The lines of a page's header or footer between two of its furniture lines, one of
-    them a running line (in ``running``): a short chapter's title between the book's
-    title and the page number ("User Guide", "Appendix A Demos", "Page 133") recurs on
-    too few pages to be found alone. (Between two lines that only look like page numbers,
-    a list's "vii" and "viii", a line stays.)"""
-    filled = _filled(lines)
-    framed: set[int] = set()
+def _framed(lines: list[str], furniture: set[int], keys: set[str]) -> set[int]:
+    """The zone lines between two furniture lines of one edge, one of them running (its
+    key in ``keys``; a list's "vii" and "viii" frame nothing): "Appendix A" between "User
+    Guide" and "Page 133" recurs on too few pages to be found alone."""
+    filled, framed = _filled(lines), set()
     for part in (filled[:ZONE], filled[-ZONE:]):
         ends = [i for i in part if i in furniture]
-        if len(ends) >= 2 and running.intersection(ends):
+        if len(ends) >= 2 and any(furniture_key(lines[i]) in keys for i in ends):
             framed.update(i for i in part if ends[0] < i < ends[-1])
     return framed
 
