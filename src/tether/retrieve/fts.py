@@ -4,7 +4,9 @@ User text is never passed to FTS5 as syntax. It is cut into terms (runs of lette
 digits, which is also where FTS5's unicode61 tokenizer cuts), case-folded, stripped of
 the stopwords of its language (``rag.language``), de-duplicated and capped; every term
 is then double-quoted and the terms are joined with ``OR``, so bm25 ranks chunks by how
-many and how rare the terms they hold are.
+many and how rare the terms they hold are. Beside them go, also quoted: in English the
+other spelling of a word (:func:`spellings`), words joined by hyphens as one word
+(:func:`joined`), and each compound as the phrase of its terms (:func:`compounds`).
 
 FTS5 syntax in the input is dropped, never passed on: column filters (``col:term``,
 ``{a b}:term``, ``-col:term``) keep only their terms, ``NEAR(a b, 5)`` keeps ``a b``
@@ -193,9 +195,8 @@ def term_coverage(question: str, text: str, language: str = DEFAULT_LANGUAGE) ->
 def _stem(term: str, language: str = DEFAULT_LANGUAGE) -> str:
     """``term`` (case-folded) without diacritics and stemmed: in English in its American
     spelling and lightly (plural -s/-es/-ies, -ing, -ed), as FTS5's porter tokenizer
-    would match it; in another
-    language by its Snowball stemmer, as its store indexes words
-    (:func:`~tether.text.stemmed_text`)."""
+    would match it; in another language by its Snowball stemmer, as its store indexes
+    words (:func:`~tether.text.stemmed_text`)."""
     term = "".join(c for c in unicodedata.normalize("NFKD", term) if not unicodedata.combining(c))
     if language != DEFAULT_LANGUAGE:
         return snowball(language)([term])[0]
