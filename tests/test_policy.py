@@ -932,11 +932,15 @@ def test_source_type_priorities_reach_the_rerank(db_path: Path) -> None:
     }
     rag = {"rerank": {"priority_weight": 0.2}, "min_relevance": 0.0}
     with store(db_path, rag=rag, priorities=priorities) as t:
-        # Equal text: the same fused score, so priority alone decides the order.
+        # Equal text and title: the same fused score, so priority alone decides the order.
         t.add(
             [
                 TextSource(
-                    "Valve torque values for the plant.", d, document_id=d, tags=tags, metadata=meta
+                    "Valve torque values for the plant.",
+                    "Plant sheet",
+                    document_id=d,
+                    tags=tags,
+                    metadata=meta,
                 )
                 for d, (tags, meta, _) in docs.items()
             ]

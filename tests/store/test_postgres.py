@@ -50,6 +50,8 @@ QUERIES = [
     "which part fits pump 6.4",
     "ZX-9047",
     "pump 4.6 or 6.4",
+    # Chunks without a section title are indexed under their document's title ("doc 3").
+    "doc 3 battery",
 ]
 
 
@@ -232,6 +234,34 @@ def test_a_newer_schema_is_refused_and_migration_runs_once(postgres_server: Any)
     with pytest.raises(SchemaVersionError):
         PostgresStore.connect(url)
     postgres_server.drop_database(url)
+
+
+def test_a_store_of_version_3_indexes_its_chunks_under_their_titles(postgres_url: str) -> None:
+    """Migration 4 re-indexes the chunks of a store made before with their document's
+    title, postings and counts included, as a new store indexes them."""
+    store = PostgresStore.connect(postgres_url)
+    store.insert_document(
+        NewDocument("d", GLOBAL_WORKSPACE, "Lighthouse", None, None, "text/plain", "c", None, {}),
+        [NewChunk(0, "The keeper climbs the stairs.", None, 0, 29, None, "h")],
+    )
+    fresh = store.term_statistics(["lighthouse", "stairs"], Scope.global_())
+    store.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # the chunk as version 3 wrote it
+        conn.execute(
+            "UPDATE rag_chunks SET terms = 5,"
+            " tsv = to_tsvector('tether', 'the keeper climbs the stairs')"
+        )
+        conn.execute("DROP TRIGGER rag_chunks_update_rows ON rag_chunks")
+        conn.execute("DROP FUNCTION tether_chunks_reindexed")
+        conn.execute("DELETE FROM tether_schema WHERE version = 4")
+    old = PostgresStore.connect(postgres_url)
+    try:
+        assert old.db.schema_version() == LATEST_VERSION
+        hits = old.search_lexical(Scope.global_(), compile_match("lighthouse") or "", 10)
+        assert [h.document_id for h in hits] == ["d"]
+        assert old.term_statistics(["lighthouse", "stairs"], Scope.global_()) == fresh
+    finally:
+        old.close()
 
 
 def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:

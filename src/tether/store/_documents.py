@@ -132,7 +132,7 @@ class DocumentsMixin(StorePart):
     ) -> None:
         with self.db.write() as conn:
             conn.execute(_INSERT_DOCUMENT, _document_params(document))
-            self._insert_chunks(conn, document.id, chunks, vectors)
+            self._insert_chunks(conn, document, chunks, vectors)
 
     def replace_document(
         self,
@@ -146,14 +146,18 @@ class DocumentsMixin(StorePart):
                 raise DocumentNotFound(document.id)
             # Chunks go by cascade with their FTS rows (trigger) and embeddings (FK).
             conn.execute("DELETE FROM rag_chunks WHERE document_id = ?", (document.id,))
-            self._insert_chunks(conn, document.id, chunks, vectors)
+            self._insert_chunks(conn, document, chunks, vectors)
 
     def _insert_chunks(
-        self, conn: Any, document_id: str, chunks: Sequence[NewChunk], vectors: ChunkVectors | None
+        self,
+        conn: Any,
+        document: NewDocument,
+        chunks: Sequence[NewChunk],
+        vectors: ChunkVectors | None,
     ) -> None:
-        """Write ``chunks`` (and their vectors) in the caller's transaction: the one step
-        of a document write each backend does its own way."""
-        _insert_chunks(conn, document_id, chunks, vectors)
+        """Write ``chunks`` (and their vectors) of ``document`` in the caller's
+        transaction: the one step of a document write each backend does its own way."""
+        _insert_chunks(conn, document.id, chunks, vectors)
 
     def delete_document(self, document_id: str) -> None:
         self._update_document("DELETE FROM rag_documents WHERE id = ?", (document_id,))

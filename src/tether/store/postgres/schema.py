@@ -20,6 +20,7 @@ import hashlib
 from typing import Any
 
 from tether.errors import SchemaVersionError, StoreError
+from tether.store.postgres.terms import index_under_titles
 from tether.store.records import utcnow
 from tether.text import DEFAULT_LANGUAGE, check_language
 
@@ -304,6 +305,35 @@ CREATE TABLE rag_store_settings (
 INSERT INTO rag_store_settings (key, value) VALUES ('language', 'english');
 """
 
+# A chunk's tsvector holds its context header: its section title, else (from here on)
+# its document's title. An update of chunks (a new title re-indexes those under it)
+# moves their postings and counts from the old tsvector to the new.
+_0004_chunk_titles = """
+CREATE FUNCTION tether_chunks_reindexed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE rag_state SET value = value + (SELECT coalesce(sum(terms), 0) FROM new_rows)
+        - (SELECT coalesce(sum(terms), 0) FROM old_rows) WHERE key = 'terms';
+    UPDATE rag_lexemes r SET df = r.df - o.n
+        FROM (SELECT l, count(*) AS n FROM old_rows,
+              unnest(tsvector_to_array(old_rows.tsv)) AS l GROUP BY l) o
+        WHERE r.lexeme = o.l;
+    DELETE FROM rag_postings p USING (SELECT u.lexeme, old_rows.id FROM old_rows,
+        unnest(old_rows.tsv) u) o WHERE p.lexeme = o.lexeme AND p.chunk_id = o.id;
+    INSERT INTO rag_lexemes (lexeme, df)
+        SELECT l, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS l
+        GROUP BY l
+        ON CONFLICT (lexeme) DO UPDATE SET df = rag_lexemes.df + excluded.df;
+    INSERT INTO rag_postings (lexeme, chunk_id, tf)
+        SELECT u.lexeme, new_rows.id, cardinality(u.positions)
+        FROM new_rows, unnest(new_rows.tsv) u;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER rag_chunks_update_rows AFTER UPDATE ON rag_chunks
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION tether_chunks_reindexed();
+"""
+
 #: (version, name, sql). Never edit one that has shipped: add the next.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "the tether schema: tables, text search, vectors, counters and change log", _0001_core),
@@ -313,10 +343,18 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "ALTER TABLE rag_retrieval_log ADD COLUMN asked_by TEXT;",
     ),
     (3, "the language the store was made for", _0003_store_language),
+    (
+        4,
+        "chunks without a section title are indexed under their document's title",
+        _0004_chunk_titles,
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 #: The migration that records a store's language.
 LANGUAGE_VERSION = 3
+#: The migration after which chunks without a section title are indexed under their
+#: document's title.
+CHUNK_TITLES_VERSION = 4
 
 
 def schema_version(conn: Any) -> int:
@@ -352,6 +390,8 @@ def migrate(conn: Any, label: str, language: str = DEFAULT_LANGUAGE) -> int:
                         " VALUES ('GLOBAL', 'Global library', %s)",
                         (utcnow(),),
                     )
+                if version == CHUNK_TITLES_VERSION:
+                    _index_under_titles(conn)
                 conn.execute(
                     "INSERT INTO tether_schema (version, name, applied_at) VALUES (%s, %s, %s)",
                     (version, name, utcnow()),
@@ -362,6 +402,12 @@ def migrate(conn: Any, label: str, language: str = DEFAULT_LANGUAGE) -> int:
     except psycopg.Error as exc:
         raise StoreError(f"cannot migrate {label}: {exc}") from exc
     return current
+
+
+def _index_under_titles(conn: Any) -> None:
+    """Migration 4's data step: the chunks of a store made before, indexed again with
+    their document's title (the folding is Python's, as when a chunk is written)."""
+    index_under_titles(conn, "TRUE")
 
 
 def _make_for(conn: Any, language: str) -> None:

@@ -2,13 +2,13 @@
 
 **Lexical.** The query is the compiled FTS5 expression every backend is given
 (``"term" OR "term"``, :func:`tether.retrieve.fts.compile_match`). Its terms are folded
-and stemmed as the chunks were (:func:`index_text`, the ``tether`` configuration), the
-chunks in scope that hold any of them are found through the GIN index, and each is
-scored with FTS5's own BM25 (k1 = 1.2, b = 0.75, idf = ln((N - df + 0.5) / (df + 0.5)),
-at least 1e-6; N, the average length and df over the whole store, as FTS5 counts them),
-so a lexical score means the same on both backends. A phrase of the expression
-(``"6 4"``, a compound of the query) is scored as FTS5 scores one: its hits are where its
-lexemes stand in order in the ``tsvector``.
+and stemmed as the chunks were (:mod:`tether.store.postgres.terms`, the ``tether``
+configuration), the chunks in scope that hold any of them are found through the GIN
+index, and each is scored with FTS5's own BM25 (k1 = 1.2, b = 0.75,
+idf = ln((N - df + 0.5) / (df + 0.5)), at least 1e-6; N, the average length and df over
+the whole store, as FTS5 counts them), so a lexical score means the same on both
+backends. A phrase of the expression (``"6 4"``, a compound of the query) is scored as
+FTS5 scores one: its hits are where its lexemes stand in order in the ``tsvector``.
 
 **Vectors.** pgvector's HNSW index (cosine) answers scopes that hold most of the store,
 with ``hnsw.ef_search`` raised for the share the scope holds and the scope in the same
@@ -19,8 +19,6 @@ the scope's own vectors. The scope is never applied after the ``k`` are chosen.
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,29 +30,15 @@ from tether.store._search import SearchMixin
 from tether.store.dialect import POSTGRES
 from tether.store.postgres.database import PgConnection
 from tether.store.postgres.schema import quote_literal
+from tether.store.postgres.terms import fold
 from tether.store.records import TermStatistics
 from tether.store.sql import match_terms, scope_sql
 
 K1, B = 1.2, 0.75
-_TERM = re.compile(r"[^\W_]+")
 #: A scope holding at least this share of the store's vectors is searched through HNSW.
 HNSW_SHARE = 0.5
 #: pgvector's largest ``hnsw.ef_search``.
 MAX_EF_SEARCH = 1000
-
-
-def fold(text: str) -> str:
-    """``text`` as the index keeps it: without diacritics, lower case, its terms (runs of
-    letters and digits, FTS5's unicode61 cut) separated by single spaces."""
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    return " ".join(_TERM.findall(plain.lower()))
-
-
-def index_text(content: str, section_title: str | None) -> tuple[int, str]:
-    """``(terms, text)``: the folded text a chunk's ``tsvector`` is made of (its section
-    title and content, as FTS5 indexes both columns) and its length in terms."""
-    text = fold(f"{section_title or ''} {content}")
-    return (text.count(" ") + 1 if text else 0), text
 
 
 def _tsquery(lexemes: Sequence[str]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tether.models import Exclusions, Filters, Scope
+from tether.models import Exclusions, Filters, Scope, Tags
 from tether.store import _rows
 from tether.store._audit import AuditMixin
 from tether.store._documents import DocumentsMixin
@@ -32,8 +32,9 @@ from tether.store.base import Store
 from tether.store.dialect import POSTGRES
 from tether.store.postgres.database import PgConnection, PgDatabase
 from tether.store.postgres.schema import ensure_vector_index
-from tether.store.postgres.search import PgSearch, PgVectors, index_text
-from tether.store.records import ChunkVectors, NewChunk, VectorSnapshot
+from tether.store.postgres.search import PgSearch, PgVectors
+from tether.store.postgres.terms import index_text, index_under_titles
+from tether.store.records import ChunkVectors, NewChunk, NewDocument, VectorSnapshot
 from tether.store.sql import scope_sql
 
 _INSERT_CHUNK = (
@@ -75,7 +76,7 @@ def _insert_vectors(conn: PgConnection, model: str, rows: Sequence[tuple[int, in
 
 def _insert_chunks(
     conn: PgConnection,
-    document_id: str,
+    document: NewDocument,
     chunks: Sequence[NewChunk],
     vectors: ChunkVectors | None,
 ) -> None:
@@ -85,8 +86,8 @@ def _insert_chunks(
         return
     rows = []
     for c in chunks:
-        terms, text = index_text(c.content, c.section_title)
-        rows.append((*_rows.new_chunk(document_id, c), terms, text))
+        terms, text = index_text(c.content, c.section_title or document.title)
+        rows.append((*_rows.new_chunk(document.id, c), terms, text))
     ids: list[int] = []
     with conn.raw.cursor() as cur:
         cur.executemany(_INSERT_CHUNK, rows, returning=True)
@@ -136,11 +137,24 @@ class PostgresStore(
     def _insert_chunks(
         self,
         conn: PgConnection,
-        document_id: str,
+        document: NewDocument,
         chunks: Sequence[NewChunk],
         vectors: ChunkVectors | None,
     ) -> None:
-        _insert_chunks(conn, document_id, chunks, vectors)
+        _insert_chunks(conn, document, chunks, vectors)
+
+    def set_tags_and_status(
+        self, document_id: str, tags: Tags | None, status: str, *, title: str | None = None
+    ) -> None:
+        """As every store does; a new title also re-indexes the chunks indexed under it
+        (those without a section title: see :func:`index_under_titles`)."""
+        with self.db.write() as conn:
+            row = conn.execute(
+                "SELECT title FROM rag_documents WHERE id = ?", (document_id,)
+            ).fetchone()
+            super().set_tags_and_status(document_id, tags, status, title=title)
+            if row is not None and title is not None and title != row[0]:
+                index_under_titles(conn.raw, "c.document_id = %s", (document_id,))
 
     # -- vectors -------------------------------------------------------------------------
 

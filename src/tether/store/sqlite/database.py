@@ -36,13 +36,14 @@ from tether.store.sqlite.files import (
 )
 from tether.store.sqlite.fts_upkeep import FtsUpkeep, index_queued
 from tether.store.sqlite.migrations import (
+    FTS_HEADER_VERSION,
     FTS_QUEUE_VERSION,
     LATEST_VERSION,
     MIGRATIONS,
     STEMMED_TEXT,
     Migration,
-    fts_triggers_sql,
     language_fts_sql,
+    queued_language_fts_sql,
 )
 from tether.text import DEFAULT_LANGUAGE, stemmed_text
 
@@ -387,20 +388,18 @@ def migrate(
         start = current = conn.execute("PRAGMA user_version").fetchone()[0]
         if current > LATEST_VERSION:  # a newer tether got here between the check and the lock
             raise SchemaVersionError(label, current, LATEST_VERSION)
+        recorded = DEFAULT_LANGUAGE
         for migration in MIGRATIONS:
             if current < migration.version <= to:
-                _apply(conn, migration, start, label)
+                if start > 0 and migration.for_language is not None:
+                    recorded = _recorded_language(conn, label) or DEFAULT_LANGUAGE
+                _apply(conn, migration, start, label, recorded)
                 current = migration.version
         if start == 0 and current >= FTS_QUEUE_VERSION and language != DEFAULT_LANGUAGE:
-            made_for = Migration(current, f"a store of {language}", language_fts_sql(language))
-            _apply(conn, made_for, start, label)
-        elif 0 < start < FTS_QUEUE_VERSION <= current:  # the queue's triggers stem as it does
-            recorded = _recorded_language(conn, label) or DEFAULT_LANGUAGE
-            if recorded != DEFAULT_LANGUAGE:
-                queue = fts_triggers_sql(recorded)
-                _apply(
-                    conn, Migration(current, f"the FTS5 queue of {recorded}", queue), start, label
-                )
+            sql = (language_fts_sql if current >= FTS_HEADER_VERSION else queued_language_fts_sql)(
+                language
+            )
+            _apply(conn, Migration(current, f"a store of {language}", sql), start, label)
         conn.execute("COMMIT")
     except BaseException as exc:
         if conn.in_transaction:  # SQLite may have rolled it back already (a full disk)
@@ -411,10 +410,16 @@ def migrate(
     return current
 
 
-def _apply(conn: sqlite3.Connection, migration: Migration, start: int, label: str) -> None:
+def _apply(
+    conn: sqlite3.Connection,
+    migration: Migration,
+    start: int,
+    label: str,
+    language: str = DEFAULT_LANGUAGE,
+) -> None:
     # Statement by statement inside the open transaction (executescript would commit it).
     try:
-        for statement in _statements(migration.sql):
+        for statement in _statements(migration.sql_for(language)):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {migration.version}")
     except sqlite3.Error as exc:

@@ -6,9 +6,10 @@ Never edit a migration that has shipped: add the next one. Each runs in its own
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from tether.text import check_language
+from tether.text import DEFAULT_LANGUAGE, check_language
 
 #: The SQL function that stems text for a store of a language other than English
 #: (:func:`tether.text.stemmed_text`); every connection registers it.
@@ -20,6 +21,13 @@ class Migration:
     version: int
     name: str
     sql: str
+    #: The SQL for a store of another language than English, when it differs.
+    for_language: Callable[[str], str] | None = None
+
+    def sql_for(self, language: str) -> str:
+        if self.for_language is None or language == DEFAULT_LANGUAGE:
+            return self.sql
+        return self.for_language(language)
 
 
 _0001_core = """
@@ -383,37 +391,39 @@ CREATE TRIGGER rag_chunks_fts_update AFTER UPDATE OF content, section_title ON r
 END;
 """
 
-_0013_fts_queue = """
+
+def _fts_queue_sql(language: str) -> str:
+    return """
 -- A chunk's row enters the FTS5 index when its transaction commits, all of the
 -- transaction's new chunks in one statement (fts_upkeep.index_queued), not one by one
 -- from a trigger: FTS5 writes its pending terms out as a new segment at every statement
 -- savepoint, and a trigger on each chunk made one tiny segment per chunk (indexing
 -- SciFact's chunks took 0.9 s where one statement takes 0.3 s).
 CREATE TABLE rag_fts_pending (id INTEGER PRIMARY KEY);
-""" + fts_triggers_sql("english")
-
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
-    Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
-    Migration(3, "change counters for reader caches", _0003_change_counters),
-    Migration(4, "governance: tag index, tag-aware cache counter, audit columns", _0004_governance),
-    Migration(5, "registry: document, workspace and retry columns", _0005_registry),
-    Migration(6, "the chunk settings each document was chunked with", _0006_chunking),
-    Migration(7, "printed page labels of chunks", _0007_page_labels),
-    Migration(8, "API keys; the workspace of each audit row", _0008_service),
-    Migration(9, "the numbered citations of each audit row", _0009_audit_citations),
-    Migration(10, "which documents changed, for delta reloads", _0010_document_changes),
-    Migration(11, "the API key that asked for each retrieval", _0011_audit_asker),
-    Migration(12, "the language the store was made for", _0012_store_language),
-    Migration(13, "new chunks wait in a queue for the FTS5 index", _0013_fts_queue),
-)
-
-LATEST_VERSION = MIGRATIONS[-1].version
-#: The migration after which new chunks wait in ``rag_fts_pending`` for the index.
-FTS_QUEUE_VERSION = 13
+""" + fts_triggers_sql(language)
 
 
-_LANGUAGE_FTS = """
+def language_fts_sql(language: str) -> str:
+    """SQL that makes a new English store one of ``language`` (a name of
+    :data:`tether.text.LANGUAGES`, not English): its FTS5 table indexes Snowball stems,
+    with case and diacritics folded (``remove_diacritics 2``) and no porter."""
+    language = check_language(language)
+    return fts_index_sql(language) + (
+        f"\nUPDATE rag_store_settings SET value = '{language}' WHERE key = 'language';\n"
+    )
+
+
+def queued_language_fts_sql(language: str) -> str:
+    """:func:`language_fts_sql` as it was up to migration 13 (the FTS5 table read the
+    chunks alone): how a store of ``language`` made then looks, for a store migrated no
+    further than that."""
+    language = check_language(language)
+    return fts_triggers_sql(language) + _QUEUED_LANGUAGE_FTS.format(
+        stem=STEMMED_TEXT, language=language
+    )
+
+
+_QUEUED_LANGUAGE_FTS = """
 DROP TABLE rag_chunks_fts;
 
 -- What the index holds: each chunk's text as Snowball stems (FTS5 has no Snowball
@@ -437,9 +447,136 @@ UPDATE rag_store_settings SET value = '{language}' WHERE key = 'language';
 """
 
 
-def language_fts_sql(language: str) -> str:
-    """SQL that makes a new English store one of ``language`` (a name of
-    :data:`tether.text.LANGUAGES`, not English): its FTS5 table indexes Snowball stems,
-    with case and diacritics folded (``remove_diacritics 2``) and no porter."""
-    language = check_language(language)
-    return fts_triggers_sql(language) + _LANGUAGE_FTS.format(stem=STEMMED_TEXT, language=language)
+def fts_index_sql(language: str) -> str:
+    """The FTS5 index of a store of ``language``, made again from its chunks: the view it
+    reads, the table, the triggers that keep it in step, and its rebuild.
+
+    Each chunk is indexed with its context header, the one its vector is made with
+    (:func:`tether.ingest.chunking.embedding_text`): its section path, else its
+    document's title. A chunk from a document without headings (an abstract, a note, a
+    PDF without an outline) is then found by the words of its title, as its vector is.
+    The header is read from the document, so a new title re-indexes the chunks that
+    carry it (``rag_documents_fts_title``), and a document's chunks are deleted before
+    it (``rag_documents_chunks_first``), while the title they were indexed with can still
+    be read."""
+    if language == "english":
+        stem, tokenize = "{}", "porter unicode61 remove_diacritics 2"
+    else:
+        stem = f"{STEMMED_TEXT}({{}}, '{check_language(language)}')"
+        tokenize = "unicode61 remove_diacritics 2"
+
+    def header(row: str, title: str) -> str:
+        return stem.format(f"coalesce({row}.section_title, {title})")
+
+    def title_of(row: str) -> str:
+        return f"(SELECT title FROM rag_documents WHERE id = {row}.document_id)"
+
+    return _FTS_INDEX.format(
+        tokenize=tokenize,
+        source_content=stem.format("c.content"),
+        source_title=header("c", "d.title"),
+        old_content=stem.format("old.content"),
+        old_title=header("old", title_of("old")),
+        chunk_content=stem.format("c.content"),
+        chunk_title=stem.format("old.title"),
+    )
+
+
+_FTS_INDEX = """
+DROP TRIGGER IF EXISTS rag_chunks_fts_insert;
+DROP TRIGGER IF EXISTS rag_chunks_fts_delete;
+DROP TRIGGER IF EXISTS rag_chunks_fts_update;
+DROP TRIGGER IF EXISTS rag_documents_chunks_first;
+DROP TRIGGER IF EXISTS rag_documents_fts_title;
+DROP TABLE IF EXISTS rag_chunks_fts;
+DROP VIEW IF EXISTS rag_chunks_stemmed;
+DROP VIEW IF EXISTS rag_fts_source;
+
+-- What the index holds for each chunk: its text and its context header (its section
+-- path, else its document's title), as the store's language has FTS5 see them. FTS5
+-- reads it to rebuild or check the index; the queue is indexed from it.
+CREATE VIEW rag_fts_source AS
+    SELECT c.id AS id, {source_content} AS content, {source_title} AS section_title
+    FROM rag_chunks c JOIN rag_documents d ON d.id = c.document_id;
+
+CREATE VIRTUAL TABLE rag_chunks_fts USING fts5(
+    content,
+    section_title,
+    content = 'rag_fts_source',
+    content_rowid = 'id',
+    tokenize = '{tokenize}'
+);
+INSERT INTO rag_chunks_fts (rag_chunks_fts) VALUES ('rebuild');
+DELETE FROM rag_fts_pending;
+
+CREATE TRIGGER rag_chunks_fts_insert AFTER INSERT ON rag_chunks BEGIN
+    INSERT OR IGNORE INTO rag_fts_pending (id) VALUES (new.id);
+END;
+
+-- A queued chunk is not in the index yet: it leaves the queue, and nothing is deleted.
+CREATE TRIGGER rag_chunks_fts_delete AFTER DELETE ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+        SELECT 'delete', old.id, {old_content}, {old_title}
+        WHERE NOT EXISTS (SELECT 1 FROM rag_fts_pending WHERE id = old.id);
+    DELETE FROM rag_fts_pending WHERE id = old.id;
+END;
+
+CREATE TRIGGER rag_chunks_fts_update AFTER UPDATE OF content, section_title ON rag_chunks BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+        SELECT 'delete', old.id, {old_content}, {old_title}
+        WHERE NOT EXISTS (SELECT 1 FROM rag_fts_pending WHERE id = old.id);
+    INSERT OR IGNORE INTO rag_fts_pending (id) VALUES (new.id);
+END;
+
+-- A document's chunks go first, while the title they were indexed with is there to read
+-- (a cascade would delete them after it).
+CREATE TRIGGER rag_documents_chunks_first BEFORE DELETE ON rag_documents BEGIN
+    DELETE FROM rag_chunks WHERE document_id = old.id;
+END;
+
+-- A new title: the chunks indexed under the old one leave the index and are queued again.
+CREATE TRIGGER rag_documents_fts_title AFTER UPDATE OF title ON rag_documents
+WHEN old.title IS NOT new.title BEGIN
+    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
+        SELECT 'delete', c.id, {chunk_content}, {chunk_title}
+        FROM rag_chunks c
+        WHERE c.document_id = old.id AND c.section_title IS NULL
+          AND NOT EXISTS (SELECT 1 FROM rag_fts_pending p WHERE p.id = c.id);
+    INSERT OR IGNORE INTO rag_fts_pending (id)
+        SELECT id FROM rag_chunks WHERE document_id = old.id AND section_title IS NULL;
+END;
+"""
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "core: workspaces, sessions, documents, chunks, fts", _0001_core),
+    Migration(2, "embeddings, index registry, retrieval log", _0002_embeddings_registry_audit),
+    Migration(3, "change counters for reader caches", _0003_change_counters),
+    Migration(4, "governance: tag index, tag-aware cache counter, audit columns", _0004_governance),
+    Migration(5, "registry: document, workspace and retry columns", _0005_registry),
+    Migration(6, "the chunk settings each document was chunked with", _0006_chunking),
+    Migration(7, "printed page labels of chunks", _0007_page_labels),
+    Migration(8, "API keys; the workspace of each audit row", _0008_service),
+    Migration(9, "the numbered citations of each audit row", _0009_audit_citations),
+    Migration(10, "which documents changed, for delta reloads", _0010_document_changes),
+    Migration(11, "the API key that asked for each retrieval", _0011_audit_asker),
+    Migration(12, "the language the store was made for", _0012_store_language),
+    Migration(
+        13,
+        "new chunks wait in a queue for the FTS5 index",
+        _fts_queue_sql("english"),
+        for_language=_fts_queue_sql,
+    ),
+    Migration(
+        14,
+        "chunks without a section title are indexed under their document's title",
+        fts_index_sql("english"),
+        for_language=fts_index_sql,
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+#: The migration after which new chunks wait in ``rag_fts_pending`` for the index.
+FTS_QUEUE_VERSION = 13
+#: The migration after which each chunk is indexed with its context header.
+FTS_HEADER_VERSION = 14

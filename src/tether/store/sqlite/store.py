@@ -57,7 +57,7 @@ class SQLiteStore(
         return _pair(before), _pair(after)
 
     def fts_integrity_check(self) -> None:
-        """Raise ``sqlite3.DatabaseError`` unless the FTS index matches rag_chunks exactly
+        """Raise ``sqlite3.DatabaseError`` unless the FTS index matches ``rag_fts_source``
         (FTS5's integrity check in its content-comparing form, rank = 1). SQLite only:
         not part of :class:`Store`."""
         with self.db.write() as conn:

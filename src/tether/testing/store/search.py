@@ -256,6 +256,35 @@ class ScopedSearchContract:
         assert hidden.in_scope == {"rotor": False}  # filters hold here as in every read
         assert hidden.store == {"rotor": 2}
 
+    def test_a_chunk_is_indexed_under_its_section_title_else_its_documents_title(
+        self, store: Store
+    ) -> None:
+        """The lexical side indexes each chunk with the context header its vector is made
+        with: its section title, else its document's title. A new title re-indexes the
+        chunks that carry it; nothing of the old one is left to match or to count."""
+        put(store, "plain", "the body never names its subject", title="Lighthouse keeping")
+        store.insert_document(
+            new_document("sectioned", title="Lighthouse manual"),
+            [NewChunk(0, "another body", "Foghorns", 0, 12, None, sha("fog"), token_count=2)],
+        )
+
+        def found(term: str) -> list[str]:
+            return sorted(
+                h.document_id for h in store.search_lexical(Scope.global_(), f'"{term}"', 10)
+            )
+
+        assert found("lighthouse") == ["plain"]  # the sectioned chunk is under "Foghorns"
+        assert found("foghorns") == ["sectioned"] and found("manual") == []
+        store.set_tags_and_status("plain", None, "active", title="Harbour pilots")
+        assert found("lighthouse") == [] and found("harbour") == ["plain"]
+        stats = store.term_statistics(["lighthouse", "harbour"], Scope.global_())
+        assert stats.store == {"lighthouse": 0, "harbour": 1}
+        store.set_tags_and_status("plain", None, "active")  # no new title: the index stays
+        assert found("harbour") == ["plain"]
+        store.delete_document("plain")
+        assert found("harbour") == [] and found("foghorns") == ["sectioned"]
+        assert store.term_statistics(["harbour"], Scope.global_()).store == {"harbour": 0}
+
     def test_a_page_request_reads_the_page_printed_with_that_number(self, store: Store) -> None:
         store.ensure_workspace("w")
         pages = [(1, "i"), (2, "ii"), (3, "1"), (4, "2"), (5, None)]
