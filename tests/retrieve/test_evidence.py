@@ -8,6 +8,7 @@ import pytest
 
 from tether.retrieve.evidence import (
     CALIBRATED,
+    HEADER_SHARE,
     LEXICAL,
     WINDOW_WORDS,
     QuestionTerms,
@@ -81,6 +82,28 @@ def test_coverage_counts_terms_inside_one_window_not_across_a_page() -> None:
     assert "debug tracing" in window
     assert far < 0.5
     assert evidence(terms, together, None).evidence > evidence(terms, scattered, None).evidence
+
+
+def test_a_term_only_the_header_holds_counts_a_share_of_its_weight() -> None:
+    """The passage's context header (its section path, else its document's title) says
+    what it is about: its terms count in every window, at HEADER_SHARE of their weight."""
+    terms = terms_of(QUESTION)
+    weight = dict(terms.weights)
+    text = "Set it to 1. It turns on debug tracing."
+    alone, _ = best_window(terms, text)
+    headed, window = best_window(terms, text, header="Environment variables")
+    header_terms = weight["environment"] + weight["variable"]
+    assert header_terms > 0
+    assert headed == pytest.approx(alone + HEADER_SHARE * header_terms)
+    assert "debug tracing" in window
+    # A term the window holds counts in full, whatever the header says.
+    full, _ = best_window(terms, "The environment variable turns on debug tracing.")
+    assert best_window(
+        terms, "The environment variable turns on debug tracing.", header="Environment"
+    ) == (full, "The environment variable turns on debug tracing.")
+    assert evidence(terms, text, 0.5, header="Environment variables").evidence > (
+        evidence(terms, text, 0.5).evidence
+    )
 
 
 def test_evidence_rises_with_cosine_and_coverage_and_falls_with_missing_terms() -> None:

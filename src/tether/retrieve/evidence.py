@@ -63,6 +63,14 @@ from tether.text import DEFAULT_LANGUAGE, normalize_text
 WINDOW_WORDS = 40
 #: Sentences per window.
 WINDOW_SENTENCES = 2
+#: What a question's term counts, of its weight, when only the passage's context header
+#: holds it (its section path, else its document's title: what the passage is embedded
+#: under). The header says what the passage is about, not that the passage says it: in
+#: full, it raised SciFact's reranked nDCG@10 by 0.007 and grounded a session passage
+#: whose heading matched a question answered elsewhere (Flask's cross-scope right
+#: answers 0.818 -> 0.773); at half, nDCG@10 +0.005 and the three document sets as
+#: before.
+HEADER_SHARE = 0.5
 
 #: Chunks a store needs before the share of missing terms counts in full.
 BACKGROUND_CHUNKS = 200
@@ -213,19 +221,30 @@ def windows(text: str) -> list[str]:
     return [" ".join(pieces[i : i + WINDOW_SENTENCES]) for i in range(len(pieces) - 1)]
 
 
-def best_window(terms: QuestionTerms, text: str) -> tuple[float, str]:
+def best_window(terms: QuestionTerms, text: str, header: str | None = None) -> tuple[float, str]:
     """The highest weighted coverage of the question's terms in one window of ``text``,
-    and that window."""
+    and that window. A term only ``header`` holds (the passage's context header: its
+    section path, else its document's title) counts :data:`HEADER_SHARE` of its weight,
+    in every window."""
     total = terms.total
     if total <= 0:
         return 0.0, ""
+    above = _stems(header or "", terms.language)
     best, where = 0.0, ""
     for window in windows(text):
-        found = {_stem(t.casefold(), terms.language) for t in _TERM.findall(normalize_text(window))}
-        covered = sum(w for stem, w in terms.weights if stem in found) / total
-        if covered > best:
-            best, where = covered, window
+        found = _stems(window, terms.language)
+        covered = sum(
+            w if stem in found else HEADER_SHARE * w
+            for stem, w in terms.weights
+            if stem in found or stem in above
+        )
+        if covered / total > best:
+            best, where = covered / total, window
     return best, where
+
+
+def _stems(text: str, language: str) -> set[str]:
+    return {_stem(t.casefold(), language) for t in _TERM.findall(normalize_text(text))}
 
 
 def agreement(lexical: Sequence[int], vector: Sequence[int]) -> float | None:
@@ -248,10 +267,11 @@ def evidence(
     weights: Weights | None = None,
     *,
     agreed: float | None = None,
+    header: str | None = None,
 ) -> Evidence:
-    """The evidence that ``text`` answers the question of ``terms``; ``agreed`` is the
-    question's :func:`agreement` (None without vectors)."""
-    coverage, window = best_window(terms, text)
+    """The evidence that ``text`` (under its context ``header``) answers the question of
+    ``terms``; ``agreed`` is the question's :func:`agreement` (None without vectors)."""
+    coverage, window = best_window(terms, text, header)
     if weights is None:
         weights = CALIBRATED if cosine is not None else LEXICAL
     logit = (

@@ -106,7 +106,11 @@ class Grounder:
                 continue  # deleted since the search
             cosine = cosines.get(chunk_id) if cosines else None
             found = evidence(
-                terms, row.hit.text, cosine, agreed=agreed if cosine is not None else None
+                terms,
+                row.hit.text,
+                cosine,
+                agreed=agreed if cosine is not None else None,
+                header=row.hit.section_title or row.hit.title,
             )
             judged.evidence[chunk_id] = found
             priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))
