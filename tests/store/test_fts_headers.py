@@ -5,6 +5,7 @@ replaced document, a deleted document or workspace, in one transaction or severa
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from tether.models import GLOBAL_WORKSPACE, Scope
 from tether.retrieve.fts import compile_match
 from tether.store import NewChunk, NewDocument, SQLiteStore, migrate, open_store
+from tether.store.sqlite import database
 from tether.store.sqlite.fts_upkeep import index_queued
 from tether.text import stemmed_text
 
@@ -87,7 +89,9 @@ def test_deleting_a_document_or_its_workspace_leaves_the_index_whole(store: SQLi
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_a_store_of_version_13_is_indexed_again_with_titles(tmp_path: Path, language: str) -> None:
+def test_a_store_of_version_13_is_indexed_again_with_titles(
+    tmp_path: Path, language: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if language != "english":
         pytest.importorskip("Stemmer", reason="the languages extra installs PyStemmer")
     path = tmp_path / "v13.db"
@@ -107,7 +111,10 @@ def test_a_store_of_version_13_is_indexed_again_with_titles(tmp_path: Path, lang
     conn.execute("COMMIT")
     conn.close()
 
-    store = open_store(path)
+    monkeypatch.setattr(database, "REINDEX_NOTICE_CHUNKS", 1)  # a large store says so
+    with caplog.at_level(logging.WARNING, logger="tether.store.sqlite.database"):
+        store = open_store(path)
+    assert "indexing its 1 chunks again for full-text search" in caplog.text
     assert isinstance(store, SQLiteStore) and store.language == language
     try:
         assert store.db.schema_version() == 14
