@@ -24,6 +24,7 @@ def build_pdf(
     header: Furniture | None = None,
     footer: Furniture | None = None,
     labels: tuple[tuple[int, str, int], ...] = (),  # (first page, fpdf style, start)
+    title: str | None = None,
 ) -> Path:
     """A PDF with one line per entry of each page. A line "# Title" / "## Title" starts an
     outline entry (level 1 / 2) at that point and is written as "Title". ``header`` and
@@ -31,6 +32,8 @@ def build_pdf(
     from fpdf import FPDF
 
     pdf = FPDF()
+    if title is not None:
+        pdf.set_title(title)
     pdf.set_auto_page_break(auto=False)
     styles = {page: (style, start) for page, style, start in labels}
     for number, lines in enumerate(pages, start=1):
@@ -337,3 +340,23 @@ def test_an_image_only_pdf_is_an_empty_document(tmp_path: Path) -> None:
     pdf.output(str(tmp_path / "scan.pdf"))
     with pytest.raises(EmptyDocument, match="no text layer"):
         load_path(tmp_path / "scan.pdf")
+
+
+@pytest.mark.parametrize(
+    ("metadata", "title"),
+    [
+        ("Pump Service Manual", "Pump Service Manual"),
+        ("Microsoft Word - pump_service.docx", "pump_service"),
+        ("C:\\Users\\ann\\Desktop\\pump notes.doc", "pump notes"),
+        ("Untitled", "manual"),
+        ("Document1", "manual"),
+        ("   ", "manual"),
+    ],
+)
+def test_a_title_made_up_by_the_authoring_program_is_not_the_title(
+    tmp_path: Path, metadata: str, title: str
+) -> None:
+    """A PDF's metadata title names the document unless a program made it up: then the
+    file's name does (a title heads every chunk's vector and is searched with it)."""
+    path = build_pdf(tmp_path / "manual.pdf", [["Prime the pump before use."]], title=metadata)
+    assert load_path(path).title == title

@@ -59,6 +59,37 @@ class OutsideFolder(UnreadableFile):
     symbolic link there (perhaps one swapped in after a check): it was not opened."""
 
 
+#: What an authoring program writes before the file name in a title it makes up.
+_PROGRAM_PREFIX = re.compile(
+    r"^(microsoft\s+(word|powerpoint|excel|publisher)|libreoffice\s+\w+|openoffice\S*)\s*-\s*",
+    re.I,
+)
+_FILE_EXTENSION = re.compile(
+    r"\.(docx?|dotx?|pptx?|xlsx?|odt|odp|ods|rtf|txt|pdf|html?|indd|tex|dvi|ps|qxd|pages)$", re.I
+)
+#: Titles that name no document: what a program fills in when the author gave none.
+_PLACEHOLDER = re.compile(
+    r"^(untitled( document)?|no title|title|none|unknown|document\s*\d*|presentation\s*\d*"
+    r"|powerpoint presentation|slide\s*\d*|book\s*\d*|sheet\s*\d*|workbook\s*\d*)$",
+    re.I,
+)
+
+
+def metadata_title(value: str | None) -> str:
+    """A title from a file's metadata, as a reader would name the document, or "" when it
+    names none: what authoring programs make up ("Microsoft Word - report.docx" is
+    "report", "Untitled" and "Presentation1" are nothing) is not a title. It matters
+    beyond the citation: a document's title heads its chunks' vectors and is searched
+    with every chunk that has no section title."""
+    title = " ".join((value or "").split())
+    if "\\" in title or ("/" in title and _FILE_EXTENSION.search(title)):
+        title = title.replace("\\", "/").rsplit("/", 1)[-1]  # a path: its file name
+    title = _FILE_EXTENSION.sub("", _PROGRAM_PREFIX.sub("", title)).strip()
+    if not any(c.isalpha() for c in title) or _PLACEHOLDER.match(title):
+        return ""
+    return title
+
+
 @dataclass(frozen=True)
 class FileBytes:
     """A file's content, read through one descriptor: ``size`` and ``sha256`` are those
@@ -324,7 +355,7 @@ def load_pdf(file: FileBytes) -> LoadedDocument:
     if pdf.warnings:
         metadata["warnings"] = list(pdf.warnings)
     return LoadedDocument(
-        title=pdf.title or file.stem,
+        title=metadata_title(pdf.title) or file.stem,
         text=pdf.text,
         mime="application/pdf",
         sections=pdf.sections,

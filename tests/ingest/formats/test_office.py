@@ -125,7 +125,13 @@ def test_docx_keeps_footnotes_and_drops_comments(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("core_title", "expected"), [("Official Title", "Official Title"), ("", "Lamp Handbook")]
+    ("core_title", "expected"),
+    [
+        ("Official Title", "Official Title"),
+        ("", "Lamp Handbook"),
+        ("Untitled", "Lamp Handbook"),  # what a program made up is no title
+        ("Microsoft Word - lamp_guide.docx", "lamp_guide"),
+    ],
 )
 def test_docx_title_is_its_own_else_its_title_paragraph(
     tmp_path: Path, core_title: str, expected: str

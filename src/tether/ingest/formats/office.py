@@ -51,7 +51,7 @@ from tether.ingest.chunking import Section
 from tether.ingest.formats import _mimes
 from tether.ingest.formats._zip import open_zip
 from tether.ingest.formats.tables import TextBlocks, table_lines
-from tether.ingest.loaders import FileBytes, LoadedDocument
+from tether.ingest.loaders import FileBytes, LoadedDocument, metadata_title
 
 #: What the libraries raise for a file that is not what its name says, or is damaged.
 _OPEN_ERRORS = (
@@ -315,7 +315,7 @@ def load_docx(file: FileBytes) -> LoadedDocument:
     reader = _WordReader(document, notes)
     reader.body(document.element.body)
     reader.footnotes()
-    title = _title(document.core_properties.title, reader.first_title)
+    title = _title(metadata_title(document.core_properties.title), reader.first_title)
     return _document(file, reader.blocks, title, ".docx")
 
 
@@ -498,7 +498,9 @@ def load_odt(file: FileBytes) -> LoadedDocument:
     meta_title = next(
         (str(e) for e in _elements(document.meta) if e.qname == (DCNS, "title")), None
     )
-    return _document(file, reader.blocks, _title(meta_title, reader.first_title), ".odt")
+    return _document(
+        file, reader.blocks, _title(metadata_title(meta_title), reader.first_title), ".odt"
+    )
 
 
 # -- PowerPoint ---------------------------------------------------------------------------
@@ -579,7 +581,7 @@ def slides_document(
         raise EmptyDocument(str(file.path), "the presentation's slides have no text")
     ends = [start for start, _, _ in starts[1:]] + [len(text)]
     return LoadedDocument(
-        title=_title(meta_title, first_title) or file.stem,
+        title=_title(metadata_title(meta_title), first_title) or file.stem,
         text=text,
         mime=mime,
         sections=tuple(
