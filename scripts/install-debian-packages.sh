@@ -4,7 +4,10 @@
 #   downloads a browser of its own);
 # - `tesseract-ocr` and `tesseract-ocr-eng`, the OCR engine tether prefers for scanned
 #   pages and images (rag.ocr_engine = "auto"); without it, tether reads scans with
-#   RapidOCR from the `ocr` extra.
+#   RapidOCR from the `ocr` extra;
+# - `tesseract-ocr-deu`, its German model, which a store of rag.language = "german" reads
+#   scans with (the tests read a German scan; French and Spanish have theirs,
+#   tesseract-ocr-fra and tesseract-ocr-spa, which the tests do not use).
 #
 # What is already there is left alone (TETHER_CHROMIUM or TETHER_TESSERACT set counts). On
 # Debian or Ubuntu as root (or with password-less sudo): apt-get installs what is missing,
@@ -16,8 +19,12 @@ missing=()
 if [ -z "${TETHER_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
     missing+=(chromium)
 fi
-if [ -z "${TETHER_TESSERACT:-}" ] && ! command -v tesseract >/dev/null 2>&1; then
-    missing+=(tesseract-ocr tesseract-ocr-eng)
+if [ -z "${TETHER_TESSERACT:-}" ]; then
+    if ! command -v tesseract >/dev/null 2>&1; then
+        missing+=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu)
+    elif ! tesseract --list-langs 2>/dev/null | grep -qx deu; then
+        missing+=(tesseract-ocr-deu)
+    fi
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -11,7 +11,9 @@ README names their sources): ``linn.png``, a page of the LinnSequencer's brochur
 at 300 dpi (Wikimedia); ``c02-22.pdf``, page 22 of an illustrated edition of
 *Adventures of Huckleberry Finn* (Project Gutenberg), an image-only PDF; ``epson.pdf``, a
 printout of Wikipedia's "Optical character recognition" scanned by an Epson
-printer-scanner; and ``typewriter.png``, a typewritten Dutch recipe (Wikimedia). They come from
+printer-scanner; ``typewriter.png``, a typewritten Dutch recipe (Wikimedia); and
+``masks.pdf``, a printout of German Wikipedia's "Linux" scanned into a PDF of layered
+images (a text mask over a background). They come from
 OCRmyPDF's source distribution on PyPI, pinned by version and SHA-256, fetched with
 ``pip download`` (the package index's own client) into a temporary directory; each file is
 then checked against its own SHA-256. Nothing is redistributed by this repository
@@ -41,6 +43,7 @@ FILES = {
     "c02-22.pdf": "ae6a3bec3809e1540911bda42dabb42ffbd63cfda17e74a5c3e9dcd87129462a",
     "epson.pdf": "3fce2d6e5baffec839ffc86b7c91903b139399392ea76a09bdfcca40cb8b5a4d",
     "typewriter.png": "6f7a83685a83af954e9672b3e2db3253af165513d2826d780a48e175742f4469",
+    "masks.pdf": "ae8197d8a10b6db0f9a05681600e373b63489134b37529a40d484d380117d909",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import random
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -427,24 +428,64 @@ def test_without_tesseract_auto_reads_with_rapidocr_and_naming_it_fails_typed(
         load_image(FileBytes(path, path.read_bytes()))
 
 
+GERMAN_LINES = [
+    "Die Größe der Pumpe hängt vom Durchfluss ab.",
+    "Schließen Sie das Ventil vor der Wartung.",
+    "Die Stadt München prüft die Anlage jährlich.",
+]
+
+
+def _has_model(model: str) -> bool:
+    binary = tesseract.program()
+    return binary is not None and model in tesseract.installed_models(binary)
+
+
+@pytest.mark.skipif(
+    not _has_model("deu"),
+    reason="Tesseract's German model is not installed (scripts/install-debian-packages.sh"
+    " installs tesseract-ocr-deu)",
+)
+def test_a_german_scan_is_read_with_the_german_model(tmp_path: Path, options: None) -> None:
+    """rag.language = "german" reads a scan with Tesseract's deu model: umlauts and ß as
+    printed, where the English model reads "Gré®e", "SchlieBen" and "Munchen"."""
+    path = tmp_path / "pumpe.png"
+    scanned_page(GERMAN_LINES).save(path)
+    ocr_engine.configure(OcrOptions(engine="tesseract", language="german"))
+    assert load_image(FileBytes(path, path.read_bytes())).text.split("\n")[:3] == GERMAN_LINES
+    ocr_engine.configure(OcrOptions(engine="tesseract", language="english"))
+    english = load_image(FileBytes(path, path.read_bytes())).text
+    assert "Größe" not in english and "München" not in english
+
+
 @needs_tesseract
 def test_a_language_without_a_tesseract_model_is_read_as_english(
-    tmp_path: Path, options: None, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, options: None, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Tesseract is pointed at a model folder without the German model (TESSDATA_PREFIX):
+    a German store's scan is read as English, and a warning says what to install."""
     binary = tesseract.program()
     assert binary is not None
-    missing = next(
-        name
-        for name, model in tesseract.LANGUAGES.items()
-        if model not in tesseract.installed_models(binary)
-    )
-    path = tmp_path / "valve.png"
-    scanned_page(PAGES["valve.jpg", 1]).save(path)
-    ocr_engine.configure(OcrOptions(engine="tesseract", language=missing))
-    with caplog.at_level("WARNING", logger="tether.ingest"):
-        doc = load_image(FileBytes(path, path.read_bytes()))
+    listing = subprocess.run([binary, "--list-langs"], capture_output=True, text=True).stdout
+    installed = Path(listing.splitlines()[0].split('"')[1])
+    models = tmp_path / "tessdata"
+    models.mkdir()
+    for entry in installed.iterdir():  # its configurations and every model but German's
+        if entry.name != "deu.traineddata":
+            (models / entry.name).symlink_to(entry)
+    monkeypatch.setenv("TESSDATA_PREFIX", str(models))
+    tesseract.installed_models.cache_clear()
+    tesseract._warn_missing_model.cache_clear()
+    try:
+        path = tmp_path / "valve.png"
+        scanned_page(PAGES["valve.jpg", 1]).save(path)
+        ocr_engine.configure(OcrOptions(engine="tesseract", language="german"))
+        with caplog.at_level("WARNING", logger="tether.ingest"):
+            doc = load_image(FileBytes(path, path.read_bytes()))
+    finally:
+        tesseract.installed_models.cache_clear()
+        tesseract._warn_missing_model.cache_clear()
     assert "Lap the valve faces with fine carborundum paste." in doc.text.split("\n")
-    assert f"no {tesseract.LANGUAGES[missing]!r} model" in caplog.text
+    assert "no 'deu' model" in caplog.text and "install tesseract-ocr-deu" in caplog.text
 
 
 def test_an_unknown_engine_is_refused() -> None:
