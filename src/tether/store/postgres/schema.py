@@ -28,7 +28,28 @@ from tether.text import DEFAULT_LANGUAGE, check_language
 #: it once.
 MIGRATION_LOCK = 0x7E7E_0002
 
-_0001_core = """
+# What a statement trigger does to BM25's inverted index for the chunks it saw: the
+# added rows' lexemes and postings (new_rows), the removed rows' (old_rows).
+_POSTINGS_ADDED = """\
+    INSERT INTO rag_lexemes (lexeme, df)
+        SELECT l, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS l
+        GROUP BY l
+        ON CONFLICT (lexeme) DO UPDATE SET df = rag_lexemes.df + excluded.df;
+    INSERT INTO rag_postings (lexeme, chunk_id, tf)
+        SELECT u.lexeme, new_rows.id, cardinality(u.positions)
+        FROM new_rows, unnest(new_rows.tsv) u;
+"""
+_POSTINGS_REMOVED = """\
+    UPDATE rag_lexemes r SET df = r.df - o.n
+        FROM (SELECT l, count(*) AS n FROM old_rows,
+              unnest(tsvector_to_array(old_rows.tsv)) AS l GROUP BY l) o
+        WHERE r.lexeme = o.l;
+    DELETE FROM rag_postings p USING (SELECT u.lexeme, old_rows.id FROM old_rows,
+        unnest(old_rows.tsv) u) o WHERE p.lexeme = o.lexeme AND p.chunk_id = o.id;
+"""
+
+_0001_core = (
+    """
 CREATE EXTENSION IF NOT EXISTS vector;
 
 CREATE TEXT SEARCH DICTIONARY tether_stem (TEMPLATE = snowball, Language = english);
@@ -201,13 +222,9 @@ BEGIN
     UPDATE rag_state SET value = value + (SELECT count(*) FROM new_rows) WHERE key = 'chunks';
     UPDATE rag_state SET value = value + (SELECT coalesce(sum(terms), 0) FROM new_rows)
         WHERE key = 'terms';
-    INSERT INTO rag_lexemes (lexeme, df)
-        SELECT l, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS l
-        GROUP BY l
-        ON CONFLICT (lexeme) DO UPDATE SET df = rag_lexemes.df + excluded.df;
-    INSERT INTO rag_postings (lexeme, chunk_id, tf)
-        SELECT u.lexeme, new_rows.id, cardinality(u.positions)
-        FROM new_rows, unnest(new_rows.tsv) u;
+"""
+    + _POSTINGS_ADDED
+    + """\
     RETURN NULL;
 END $$;
 
@@ -216,12 +233,9 @@ BEGIN
     UPDATE rag_state SET value = value - (SELECT count(*) FROM old_rows) WHERE key = 'chunks';
     UPDATE rag_state SET value = value - (SELECT coalesce(sum(terms), 0) FROM old_rows)
         WHERE key = 'terms';
-    UPDATE rag_lexemes r SET df = r.df - o.n
-        FROM (SELECT l, count(*) AS n FROM old_rows,
-              unnest(tsvector_to_array(old_rows.tsv)) AS l GROUP BY l) o
-        WHERE r.lexeme = o.l;
-    DELETE FROM rag_postings p USING (SELECT u.lexeme, old_rows.id FROM old_rows,
-        unnest(old_rows.tsv) u) o WHERE p.lexeme = o.lexeme AND p.chunk_id = o.id;
+"""
+    + _POSTINGS_REMOVED
+    + """\
     INSERT INTO rag_document_changes (document_id, vectors)
         SELECT DISTINCT document_id, 1 FROM old_rows;
     RETURN NULL;
@@ -264,6 +278,7 @@ CREATE TRIGGER rag_document_sessions_counter AFTER INSERT OR DELETE ON rag_docum
     FOR EACH STATEMENT EXECUTE FUNCTION tether_bump('documents');
 
 """
+)
 # The statement triggers that see the rows a statement changed (a transition table):
 # BM25's postings and counts, and the change log. (A vector deleted with its chunk finds
 # the chunk gone: the chunk's delete names its document.)
@@ -308,24 +323,16 @@ INSERT INTO rag_store_settings (key, value) VALUES ('language', 'english');
 # A chunk's tsvector holds its context header: its section title, else (from here on)
 # its document's title. An update of chunks (a new title re-indexes those under it)
 # moves their postings and counts from the old tsvector to the new.
-_0004_chunk_titles = """
+_0004_chunk_titles = (
+    """
 CREATE FUNCTION tether_chunks_reindexed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE rag_state SET value = value + (SELECT coalesce(sum(terms), 0) FROM new_rows)
         - (SELECT coalesce(sum(terms), 0) FROM old_rows) WHERE key = 'terms';
-    UPDATE rag_lexemes r SET df = r.df - o.n
-        FROM (SELECT l, count(*) AS n FROM old_rows,
-              unnest(tsvector_to_array(old_rows.tsv)) AS l GROUP BY l) o
-        WHERE r.lexeme = o.l;
-    DELETE FROM rag_postings p USING (SELECT u.lexeme, old_rows.id FROM old_rows,
-        unnest(old_rows.tsv) u) o WHERE p.lexeme = o.lexeme AND p.chunk_id = o.id;
-    INSERT INTO rag_lexemes (lexeme, df)
-        SELECT l, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS l
-        GROUP BY l
-        ON CONFLICT (lexeme) DO UPDATE SET df = rag_lexemes.df + excluded.df;
-    INSERT INTO rag_postings (lexeme, chunk_id, tf)
-        SELECT u.lexeme, new_rows.id, cardinality(u.positions)
-        FROM new_rows, unnest(new_rows.tsv) u;
+"""
+    + _POSTINGS_REMOVED
+    + _POSTINGS_ADDED
+    + """\
     RETURN NULL;
 END $$;
 
@@ -333,6 +340,7 @@ CREATE TRIGGER rag_chunks_update_rows AFTER UPDATE ON rag_chunks
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION tether_chunks_reindexed();
 """
+)
 
 #: (version, name, sql). Never edit one that has shipped: add the next.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (

@@ -343,34 +343,9 @@ INSERT INTO rag_store_settings (key, value) VALUES ('language', 'english');
 """
 
 
-def fts_triggers_sql(language: str) -> str:
-    """The triggers that keep the FTS5 index of a store of ``language`` in step with
-    ``rag_chunks``, and the view the queue is indexed from (see :data:`_0013_fts_queue`)."""
-    if language == "english":
-        content, title = "{row}.content", "{row}.section_title"
-    else:
-        lang = check_language(language)
-        content = f"{STEMMED_TEXT}({{row}}.content, '{lang}')"
-        title = f"{STEMMED_TEXT}({{row}}.section_title, '{lang}')"
-    return _FTS_TRIGGERS.format(
-        source_content=content.format(row="rag_chunks"),
-        source_title=title.format(row="rag_chunks"),
-        old_content=content.format(row="old"),
-        old_title=title.format(row="old"),
-    )
-
-
-_FTS_TRIGGERS = """
-DROP TRIGGER IF EXISTS rag_chunks_fts_insert;
-DROP TRIGGER IF EXISTS rag_chunks_fts_delete;
-DROP TRIGGER IF EXISTS rag_chunks_fts_update;
-DROP VIEW IF EXISTS rag_fts_source;
-
--- What the index holds for each chunk, read when the queue is indexed.
-CREATE VIEW rag_fts_source AS
-    SELECT id, {source_content} AS content, {source_title} AS section_title
-    FROM rag_chunks;
-
+# The triggers that queue each new or changed chunk and take a deleted one out of the
+# index, with the values it was indexed with ({old_content}, {old_title}).
+_CHUNK_TRIGGERS = """\
 CREATE TRIGGER rag_chunks_fts_insert AFTER INSERT ON rag_chunks BEGIN
     INSERT OR IGNORE INTO rag_fts_pending (id) VALUES (new.id);
 END;
@@ -390,6 +365,40 @@ CREATE TRIGGER rag_chunks_fts_update AFTER UPDATE OF content, section_title ON r
     INSERT OR IGNORE INTO rag_fts_pending (id) VALUES (new.id);
 END;
 """
+
+
+def fts_triggers_sql(language: str) -> str:
+    """The triggers that keep the FTS5 index of a store of ``language`` in step with
+    ``rag_chunks``, and the view the queue is indexed from (see :data:`_0013_fts_queue`)."""
+    if language == "english":
+        content, title = "{row}.content", "{row}.section_title"
+    else:
+        lang = check_language(language)
+        content = f"{STEMMED_TEXT}({{row}}.content, '{lang}')"
+        title = f"{STEMMED_TEXT}({{row}}.section_title, '{lang}')"
+    return _FTS_TRIGGERS.format(
+        source_content=content.format(row="rag_chunks"),
+        source_title=title.format(row="rag_chunks"),
+        old_content=content.format(row="old"),
+        old_title=title.format(row="old"),
+    )
+
+
+_FTS_TRIGGERS = (
+    """
+DROP TRIGGER IF EXISTS rag_chunks_fts_insert;
+DROP TRIGGER IF EXISTS rag_chunks_fts_delete;
+DROP TRIGGER IF EXISTS rag_chunks_fts_update;
+DROP VIEW IF EXISTS rag_fts_source;
+
+-- What the index holds for each chunk, read when the queue is indexed.
+CREATE VIEW rag_fts_source AS
+    SELECT id, {source_content} AS content, {source_title} AS section_title
+    FROM rag_chunks;
+
+"""
+    + _CHUNK_TRIGGERS
+)
 
 
 def _fts_queue_sql(language: str) -> str:
@@ -482,7 +491,8 @@ def fts_index_sql(language: str) -> str:
     )
 
 
-_FTS_INDEX = """
+_FTS_INDEX = (
+    """
 DROP TRIGGER IF EXISTS rag_chunks_fts_insert;
 DROP TRIGGER IF EXISTS rag_chunks_fts_delete;
 DROP TRIGGER IF EXISTS rag_chunks_fts_update;
@@ -509,25 +519,9 @@ CREATE VIRTUAL TABLE rag_chunks_fts USING fts5(
 INSERT INTO rag_chunks_fts (rag_chunks_fts) VALUES ('rebuild');
 DELETE FROM rag_fts_pending;
 
-CREATE TRIGGER rag_chunks_fts_insert AFTER INSERT ON rag_chunks BEGIN
-    INSERT OR IGNORE INTO rag_fts_pending (id) VALUES (new.id);
-END;
-
--- A queued chunk is not in the index yet: it leaves the queue, and nothing is deleted.
-CREATE TRIGGER rag_chunks_fts_delete AFTER DELETE ON rag_chunks BEGIN
-    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
-        SELECT 'delete', old.id, {old_content}, {old_title}
-        WHERE NOT EXISTS (SELECT 1 FROM rag_fts_pending WHERE id = old.id);
-    DELETE FROM rag_fts_pending WHERE id = old.id;
-END;
-
-CREATE TRIGGER rag_chunks_fts_update AFTER UPDATE OF content, section_title ON rag_chunks BEGIN
-    INSERT INTO rag_chunks_fts (rag_chunks_fts, rowid, content, section_title)
-        SELECT 'delete', old.id, {old_content}, {old_title}
-        WHERE NOT EXISTS (SELECT 1 FROM rag_fts_pending WHERE id = old.id);
-    INSERT OR IGNORE INTO rag_fts_pending (id) VALUES (new.id);
-END;
-
+"""
+    + _CHUNK_TRIGGERS
+    + """
 -- A document's chunks go first, while the title they were indexed with is there to read
 -- (a cascade would delete them after it).
 CREATE TRIGGER rag_documents_chunks_first BEFORE DELETE ON rag_documents BEGIN
@@ -546,6 +540,7 @@ WHEN old.title IS NOT new.title BEGIN
         SELECT id FROM rag_chunks WHERE document_id = old.id AND section_title IS NULL;
 END;
 """
+)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
