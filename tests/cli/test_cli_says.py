@@ -373,6 +373,13 @@ def test_a_bad_history_file_says_what_is_wrong(
 # -- 5. scores are evidence ----------------------------------------------------------------
 
 
+def test_a_citation_names_a_section_that_is_its_documents_title_once(db: str) -> None:
+    """A Markdown note whose one heading is its title: "Pump", not "Pump  Pump"."""
+    output = run("context", "how fast does the pump prime", "--db", db, "--session", "chat")
+    line = next(x for x in output.splitlines() if x.startswith("[1]") and "evidence" in x)
+    assert line.split()[1:3] == ["Pump", "pump.md"], line
+
+
 def test_search_shows_evidence_and_keeps_the_fused_score_in_json(db: str) -> None:
     output = run("search", "pump primes", "--db", db, "--session", "chat")
     assert "evidence 0." in output and "score" not in output

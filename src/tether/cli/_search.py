@@ -275,8 +275,9 @@ def _print_context(result: RetrievalResult) -> None:
 
 
 def _print_citation(citation: Citation) -> None:
+    section = citation.section_title
     where = place(
-        citation.section_title,
+        section if section != citation.title else None,  # an H1 that is the title: once
         _pages(citation.pages, citation.page_label),
         citation.source_path and Path(citation.source_path).name,
     )
