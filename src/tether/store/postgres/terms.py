@@ -34,22 +34,26 @@ _REINDEX_BATCH = 1000
 def index_under_titles(conn: Any, where: str, params: Sequence[Any] = ()) -> int:
     """Index again, under their document's current title, the chunks without a section
     title that match ``where`` (on ``rag_chunks c``, with psycopg's ``%s`` placeholders
-    for ``params``; ``conn`` is a psycopg connection); how many. The statement trigger on
-    ``rag_chunks`` updates the postings and counts from the old and new ``tsvector``."""
-    rows = conn.execute(
-        "SELECT c.id, c.content, d.title FROM rag_chunks c"
-        " JOIN rag_documents d ON d.id = c.document_id"
-        f" WHERE c.section_title IS NULL AND ({where}) ORDER BY c.id",
-        params,
-    ).fetchall()
-    for at in range(0, len(rows), _REINDEX_BATCH):
-        batch = [
-            (i, *index_text(content, title)) for i, content, title in rows[at : at + _REINDEX_BATCH]
-        ]
+    for ``params``; ``conn`` is a psycopg connection); how many. They are read and written
+    :data:`_REINDEX_BATCH` at a time, so a large store's text is never held at once. The
+    statement trigger on ``rag_chunks`` moves the postings and counts from the old
+    ``tsvector`` to the new."""
+    done, after = 0, -1
+    while True:
+        rows = conn.execute(
+            "SELECT c.id, c.content, d.title FROM rag_chunks c"
+            " JOIN rag_documents d ON d.id = c.document_id"
+            f" WHERE c.section_title IS NULL AND ({where}) AND c.id > %s"
+            " ORDER BY c.id LIMIT %s",
+            (*params, after, _REINDEX_BATCH),
+        ).fetchall()
+        if not rows:
+            return done
+        batch = [(i, *index_text(content, title)) for i, content, title in rows]
         conn.execute(
             "UPDATE rag_chunks c SET terms = v.terms, tsv = to_tsvector('tether', v.text)"
             " FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, terms, text)"
             " WHERE c.id = v.id",
             ([b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch]),
         )
-    return len(rows)
+        done, after = done + len(rows), rows[-1][0]
