@@ -27,6 +27,7 @@ from tether.ingest import (
     normalize_text,
     split_span,
 )
+from tether.ingest.chunking import context_header
 from tether.store import NewChunk
 from tether.testing import HashEmbedder
 
@@ -397,3 +398,33 @@ def test_a_store_chunked_by_characters_is_chunked_again_in_tokens(db_path: Path)
 def test_chunk_token_settings_are_validated(rag: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigurationError, match=key):
         Settings.load(rag=rag)
+
+
+@pytest.mark.parametrize(
+    ("title", "section", "header"),
+    [
+        # A PDF manual's outline path names no document: the manual's name goes first.
+        (
+            "libtasn1",
+            "4 Library Functions > 4.2 Parsing",
+            "libtasn1 > 4 Library Functions > 4.2 Parsing",
+        ),
+        # An HTML page's path begins with its first heading, which its title holds.
+        (
+            "Blueprints — Flask Documentation (2.2.x)",
+            "Blueprints > My First Blueprint",
+            "Blueprints > My First Blueprint",
+        ),
+        ("docker", "Docker > Description", "Docker > Description"),  # case aside
+        ("Notes", None, "Notes"),
+        (None, "Install > Linux", "Install > Linux"),
+        (None, None, None),
+    ],
+)
+def test_the_context_header_names_the_document_then_the_section(
+    title: str | None, section: str | None, header: str | None
+) -> None:
+    assert context_header(title, section) == header
+    if header:
+        assert embedding_text(title, section, "Body text.") == f"{header}\n\nBody text."
+        assert embedding_text(title, section, f"{header} opens it.") == f"{header} opens it."

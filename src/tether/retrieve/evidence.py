@@ -64,12 +64,12 @@ WINDOW_WORDS = 40
 #: Sentences per window.
 WINDOW_SENTENCES = 2
 #: What a question's term counts, of its weight, when only the passage's context header
-#: holds it (its section path, else its document's title: what the passage is embedded
-#: under). The header says what the passage is about, not that the passage says it: in
-#: full, it raised SciFact's reranked nDCG@10 by 0.007 and grounded a session passage
-#: whose heading matched a question answered elsewhere (Flask's cross-scope right
-#: answers 0.818 -> 0.773); at half, nDCG@10 +0.005 and the three document sets as
-#: before.
+#: holds it (:func:`~tether.ingest.chunking.context_header`: its document's title and
+#: section path, what the passage is embedded under). The header says what the passage
+#: is about, not that the passage says it: in full, it raised SciFact's reranked nDCG@10
+#: by 0.007 and grounded a session passage whose heading matched a question answered
+#: elsewhere (Flask's cross-scope right answers 0.818 -> 0.773); at half, nDCG@10 +0.005
+#: and the three document sets as before.
 HEADER_SHARE = 0.5
 
 #: Chunks a store needs before the share of missing terms counts in full.
@@ -224,7 +224,7 @@ def windows(text: str) -> list[str]:
 def best_window(terms: QuestionTerms, text: str, header: str | None = None) -> tuple[float, str]:
     """The highest weighted coverage of the question's terms in one window of ``text``,
     and that window. A term only ``header`` holds (the passage's context header: its
-    section path, else its document's title) counts :data:`HEADER_SHARE` of its weight,
+    document's title and section path) counts :data:`HEADER_SHARE` of its weight,
     in every window."""
     total = terms.total
     if total <= 0:

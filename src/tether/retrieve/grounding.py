@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tether.ingest.chunking import context_header
 from tether.models import Filters, Scope
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
 from tether.retrieve.distinctive import (
@@ -110,7 +111,7 @@ class Grounder:
                 row.hit.text,
                 cosine,
                 agreed=agreed if cosine is not None else None,
-                header=row.hit.section_title or row.hit.title,
+                header=context_header(row.hit.title, row.hit.section_title),
             )
             judged.evidence[chunk_id] = found
             priority = metadata_priority(row.metadata, priorities.get(row.source_type or "", 0.0))

@@ -320,7 +320,7 @@ CREATE TABLE rag_store_settings (
 INSERT INTO rag_store_settings (key, value) VALUES ('language', 'english');
 """
 
-# A chunk's tsvector holds its context header: its section title, else (from here on)
+# A chunk's tsvector holds its section title, else (from here on)
 # its document's title. An update of chunks (a new title re-indexes those under it)
 # moves their postings and counts from the old tsvector to the new.
 _0004_chunk_titles = (

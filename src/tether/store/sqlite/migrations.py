@@ -460,13 +460,13 @@ def fts_index_sql(language: str) -> str:
     """The FTS5 index of a store of ``language``, made again from its chunks: the view it
     reads, the table, the triggers that keep it in step, and its rebuild.
 
-    Each chunk is indexed with its context header, the one its vector is made with
-    (:func:`tether.ingest.chunking.embedding_text`): its section path, else its
-    document's title. A chunk from a document without headings (an abstract, a note, a
-    PDF without an outline) is then found by the words of its title, as its vector is.
-    The header is read from the document, so a new title re-indexes the chunks that
-    carry it (``rag_documents_fts_title``), and a document's chunks are deleted before
-    it (``rag_documents_chunks_first``), while the title they were indexed with can still
+    Each chunk is indexed with its section path, else its document's title, as its vector
+    is made under them (:func:`tether.ingest.chunking.context_header`). A chunk from a
+    document without headings (an abstract, a note, a PDF without an outline) is then
+    found by the words of its title, as its vector is. The title is read from the
+    document, so a new title re-indexes the chunks that carry it
+    (``rag_documents_fts_title``), and a document's chunks are deleted before it
+    (``rag_documents_chunks_first``), while the title they were indexed with can still
     be read."""
     if language == "english":
         stem, tokenize = "{}", "porter unicode61 remove_diacritics 2"

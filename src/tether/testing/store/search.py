@@ -259,8 +259,8 @@ class ScopedSearchContract:
     def test_a_chunk_is_indexed_under_its_section_title_else_its_documents_title(
         self, store: Store
     ) -> None:
-        """The lexical side indexes each chunk with the context header its vector is made
-        with: its section title, else its document's title. A new title re-indexes the
+        """The lexical side indexes each chunk with its section title, else its
+        document's title, as its vector is made under them. A new title re-indexes the
         chunks that carry it; nothing of the old one is left to match or to count."""
         put(store, "plain", "the body never names its subject", title="Lighthouse keeping")
         store.insert_document(
