@@ -4,13 +4,20 @@ three kinds, run through the real store and retrieval."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from helpers import REPO_ROOT, make_pdf, make_settings
 from tether import InvalidArgument
-from tether.eval.documents import KINDS, grounding_on_documents
+from tether.eval.documents import (
+    KINDS,
+    _boilerplate_chunks,
+    _shape,
+    grounding_on_documents,
+    prose_lines,
+)
 
 
 def question_set(tmp_path: Path) -> tuple[Path, Path]:
@@ -220,3 +227,16 @@ def test_tether_eval_grounding_puts_several_sources_side_by_side(tmp_path: Path)
     assert [s["questions"]["answerable"] for s in sources] == [2, 2]
     several = runner.invoke(app, ["eval", str(tmp_path), str(folder)])
     assert several.exit_code == 2 and "side by side with --grounding" in several.output
+
+
+def test_boilerplate_is_site_chrome_not_code_or_headings() -> None:
+    """A menu line repeated on every page counts; a usage block's ``--help`` row and a
+    ``## Related commands`` heading, repeated on every page of a command reference, are
+    the documents' own content."""
+    page = "## Related commands\n\n```\nOptions:\n      --help   Print usage\n```\nRuns {}."
+    menu = "Home | Guides | API reference\n"
+    chunks = [page.format(n) for n in range(6)] + [menu + "Body text." for _ in range(6)]
+    lines = [{_shape(x) for x in prose_lines(c)} for c in chunks]
+    documents_with = Counter(line for one in lines for line in one)
+    assert prose_lines(chunks[0]) == ["Runs 0."]
+    assert _boilerplate_chunks(lines, documents_with, 12) == 6

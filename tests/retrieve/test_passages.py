@@ -47,6 +47,14 @@ def test_ends_a_sentence() -> None:
                   "only some [Dockerfile instructions.](#environment-replacement)"):  # fmt: skip
         assert ends_a_sentence(f"Some prose.\n{block}"), block
     assert not ends_a_sentence("Some prose.\nsee the [full list](#list) of the options that")
+    # A PDF table comes out one cell per line: its last row ends the passage.
+    cells = "Token\nMeaning\nValue\nreadOnly\nThe widget is read only\n1<<0"
+    assert ends_a_sentence(f"Flags are shown below.\n{cells}")
+    assert ends_a_sentence("Some prose.\nforceBorder\ndraw a border\nFalse\nrelative\ndashLen")
+    # Wrapped prose whose last line is short is still open.
+    wrapped = "the widget is drawn with a border when forceBorder is true and\nthe"
+    assert not ends_a_sentence(f"Some prose.\n{wrapped}")
+    assert not ends_a_sentence("Some prose.\nToken\nMeaning\nValue\nthe widget is drawn when")
 
 
 def test_a_candidate_is_left_alone_when_the_next_chunk_is_not_its_continuation(

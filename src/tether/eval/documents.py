@@ -400,7 +400,7 @@ def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str
             if window is not None and c.token_count is not None and c.token_count > window:
                 counts["over_window"] += 1
             lines = {_shape(x) for x in c.content.splitlines() if x.strip()}
-            chunk_lines.append(lines)
+            chunk_lines.append({_shape(x) for x in prose_lines(c.content)})
             seen_here |= lines
             for line in lines:
                 lines_on.setdefault(line, set()).add(c.page or 0)
@@ -416,8 +416,9 @@ def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str
 def _boilerplate_chunks(
     chunk_lines: list[set[str]], documents_with: Counter[str], documents: int
 ) -> int:
-    """Chunks holding a line of three words or more that a third of the documents (at
-    least four) repeat word for word: a site's menu, banner, breadcrumb or footer."""
+    """Chunks holding a line of three words or more, outside code and headings, that a
+    third of the documents (at least four) repeat word for word: a site's menu, banner,
+    breadcrumb or footer."""
     if documents < 4:
         return 0
     common = {
@@ -426,6 +427,21 @@ def _boilerplate_chunks(
         if n >= max(4, documents / 3) and len(line.split()) >= 3
     }
     return sum(1 for lines in chunk_lines if lines & common)
+
+
+def prose_lines(text: str) -> list[str]:
+    """The lines of ``text`` that could be a site's menu, banner or footer: not blank, not
+    a heading (``#``) and not inside a code fence (a usage block repeats ``--help``
+    on every page of a command reference)."""
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+        elif stripped and not fenced and not stripped.startswith("#"):
+            out.append(line)
+    return out
 
 
 def _shape(line: str) -> str:

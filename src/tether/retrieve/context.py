@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -259,10 +260,22 @@ _COMMAND_STARTS = frozenset("$><-*#|{}[")
 
 def _reads_as_prose(fragment: str) -> bool:
     """Whether the words after the last sentence end read as a sentence (four or more,
-    most of them plain words), not code, a command or a row of options."""
+    most of them plain words), not code, a command, a row of options, or a column of
+    table cells ending at a short cell (a PDF table comes out a cell per line: lines of
+    three words or fewer, where wrapped prose runs many words to a line)."""
     words = fragment.split()
     plain = sum(1 for w in words if w.strip(".,;:!?()\"'’”“").isalpha())
-    return len(words) >= 4 and plain >= 0.7 * len(words)
+    if len(words) < 4 or plain < 0.7 * len(words):
+        return False
+    lines = [len(line.split()) for line in fragment.splitlines() if line.strip()]
+    cells = len(lines) >= _CELL_LINES and statistics.median(lines) <= _CELL_WORDS
+    return not (cells and lines[-1] <= _CELL_WORDS)
+
+
+#: A run of at least this many lines of at most :data:`_CELL_WORDS` words (the median)
+#: is a column of table cells or a list, which ends at any line.
+_CELL_LINES = 4
+_CELL_WORDS = 3
 
 
 def finish_sentences(
