@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +15,7 @@ from tether import InvalidArgument
 from tether.eval.documents import (
     KINDS,
     _boilerplate_chunks,
+    _joined,
     _shape,
     grounding_on_documents,
     prose_lines,
@@ -240,3 +242,13 @@ def test_boilerplate_is_site_chrome_not_code_or_headings() -> None:
     documents_with = Counter(line for one in lines for line in one)
     assert prose_lines(chunks[0]) == ["Runs 0."]
     assert _boilerplate_chunks(lines, documents_with, 12) == 6
+
+
+def test_a_code_fence_split_between_chunks_is_seen_whole() -> None:
+    text = "Usage below.\n```\nOptions:\n  --help   Print usage\n```\nThe end."
+    cut = text.index("Options")
+    first = SimpleNamespace(content=text[: cut + 8], char_start=0, char_end=cut + 8)
+    second = SimpleNamespace(content=text[cut:], char_start=cut, char_end=len(text))
+    assert _joined([first, second]) == text
+    assert prose_lines(_joined([first, second])) == ["Usage below.", "The end."]
+    assert "  --help   Print usage" in prose_lines(second.content)  # alone, it looks like prose

@@ -393,6 +393,7 @@ def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str
         pages = {c.page for c in chunks if c.page is not None}
         lines_on: dict[str, set[int]] = {}
         seen_here: set[str] = set()
+        prose = {_shape(x) for x in prose_lines(_joined(chunks))}
         for c in chunks:
             counts["hyphen_breaks"] += len(_HYPHEN_BREAK.findall(c.content))
             if len(_DOT_LEADER.findall(c.content)) >= 3:
@@ -400,7 +401,7 @@ def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str
             if window is not None and c.token_count is not None and c.token_count > window:
                 counts["over_window"] += 1
             lines = {_shape(x) for x in c.content.splitlines() if x.strip()}
-            chunk_lines.append({_shape(x) for x in prose_lines(c.content)})
+            chunk_lines.append(lines & prose)
             seen_here |= lines
             for line in lines:
                 lines_on.setdefault(line, set()).add(c.page or 0)
@@ -427,6 +428,20 @@ def _boilerplate_chunks(
         if n >= max(4, documents / 3) and len(line.split()) >= 3
     }
     return sum(1 for lines in chunk_lines if lines & common)
+
+
+def _joined(chunks: list[Any]) -> str:
+    """A document's text from its chunks in order, each overlap taken once (so that a
+    code fence split between two chunks is still seen whole)."""
+    parts: list[str] = []
+    end = 0
+    for c in chunks:
+        skip = max(0, end - c.char_start)
+        if skip == 0 and parts:
+            parts.append("\n")
+        parts.append(c.content[skip:])
+        end = max(end, c.char_end)
+    return "".join(parts)
 
 
 def prose_lines(text: str) -> list[str]:
