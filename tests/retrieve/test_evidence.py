@@ -148,6 +148,20 @@ def test_explain_says_why() -> None:
     )
 
 
+def test_an_everyday_word_the_scope_lacks_counts_less_than_a_rare_one() -> None:
+    """ "How long is the user kept?" against a manual that says "stored": lacking "kept"
+    says little; lacking "memcached" says the scope lacks the subject."""
+    question = "Is the session kept in memcached?"
+    words = search_terms(question)
+    counts = stats(dict.fromkeys(words, 0), in_scope={"session"}, chunks=400)
+    plain = question_terms(question, counts)
+    weighed = question_terms(question, counts, absence={"kept": 0.2, "memcached": 1.0}.get)
+    weights = {stem: w for stem, w in plain.weights}
+    assert plain.absent == weighed.absent == ("kept", "memcached")
+    assert plain.missing == pytest.approx(weights["kept"] + weights["memcach"])
+    assert weighed.missing == pytest.approx(0.2 * weights["kept"] + weights["memcach"])
+
+
 def test_a_question_without_terms_has_no_evidence() -> None:
     terms = QuestionTerms(weights=(), absent=(), missing=0.0)
     assert best_window(terms, "anything at all") == (0.0, "")

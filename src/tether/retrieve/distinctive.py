@@ -24,13 +24,14 @@ of term count:
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 from tether.retrieve.fts import _stem
-from tether.text import packaged_vocab_file, read_vocabulary
+from tether.text import packaged_vocab_file, vocabulary_ranks
 
 #: A code as written in a question: an option (``-x``, ``--name``), words joined by
 #: ``_ . : / ::`` or by ``-`` with a digit, a CamelCase or mixed-case name, a run of
@@ -157,13 +158,28 @@ def _distance(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
+#: Words up to this rank in the vocabulary ("the", "still", "again") say nothing by their
+#: absence from a scope; see :meth:`CommonWords.absence_weight`.
+COMMON_RANK = 300
+#: Words from this rank on (and words outside the vocabulary) say as much as they can.
+RARE_RANK = 20_000
+
+
+def _stems(word: str) -> set[str]:
+    """``word`` without a common suffix (with an ``e`` put back) or prefix."""
+    stems = {word[: -len(s)] for s in _SUFFIXES if word.endswith(s) and len(word) > len(s) + 2}
+    stems |= {stem + "e" for stem in stems}
+    stems |= {word[len(p) :] for p in _PREFIXES if word.startswith(p) and len(word) > len(p) + 3}
+    return stems
+
+
 class CommonWords:
     """Whole words of a general vocabulary: a WordPiece ``vocab.txt`` (its entries that
     are not ``##`` pieces, special tokens or single characters). Read on first use."""
 
     def __init__(self, vocab_file: Path | None) -> None:
         self.vocab_file = vocab_file
-        self._words: frozenset[str] | None = None
+        self._ranks: dict[str, int] | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -172,11 +188,13 @@ class CommonWords:
         return cls(packaged_vocab_file())
 
     @property
-    def words(self) -> frozenset[str]:
+    def words(self) -> dict[str, int]:
+        """Each word with its rank (0: the most frequent; see
+        :func:`~tether.text.vocabulary_ranks`)."""
         with self._lock:
-            if self._words is None:
-                self._words = read_vocabulary(self.vocab_file)
-            return self._words
+            if self._ranks is None:
+                self._ranks = vocabulary_ranks(self.vocab_file)
+            return self._ranks
 
     def __bool__(self) -> bool:
         return bool(self.words)
@@ -188,12 +206,24 @@ class CommonWords:
         word = word.lower()
         if not words or word in words or word.isdigit():
             return True
-        stems = {word[: -len(s)] for s in _SUFFIXES if word.endswith(s) and len(word) > len(s) + 2}
-        stems |= {stem + "e" for stem in stems}
-        stems |= {
-            word[len(p) :] for p in _PREFIXES if word.startswith(p) and len(word) > len(p) + 3
-        }
-        return any(stem in words for stem in stems)
+        return any(stem in words for stem in _stems(word))
+
+    def absence_weight(self, word: str) -> float:
+        """How much it says about a scope that it lacks ``word``, from 0 to 1.
+
+        A scope that lacks a rare word lacks its subject; one that lacks an everyday word
+        ("kept", "someone", "instead") has most likely said it in other words. The weight
+        grows with the logarithm of the word's rank in the vocabulary (or of its form
+        without a common suffix or prefix): 0 up to :data:`COMMON_RANK`, 1 from
+        :data:`RARE_RANK` and for a word the vocabulary lacks (every word weighs 1
+        without one)."""
+        words = self.words
+        word = word.lower()
+        ranks = [words[w] for w in (word, *_stems(word)) if w in words]
+        if not ranks or not word.isalpha():
+            return 1.0
+        share = math.log(max(min(ranks), 1) / COMMON_RANK) / math.log(RARE_RANK / COMMON_RANK)
+        return max(0.0, min(1.0, share))
 
     def rare(self, terms: Iterable[str]) -> list[str]:
         """The ``terms`` that are not common words (none without a vocabulary). A single

@@ -19,9 +19,14 @@ combines three measured signals:
 ``missing``
     the IDF-weighted share of the question's terms that occur *nowhere in the scope*
     (one value per question). A question about a thing the scope never names is not
-    answered by it, however close its neighbours are. IDF over a handful of chunks says
-    little (in a one-page note every word is rare): below :data:`BACKGROUND_CHUNKS`
-    chunks the weights lean towards equal shares and the missing share is scaled down.
+    answered by it, however close its neighbours are. An everyday word counts less, by
+    how common it is (:meth:`~tether.retrieve.distinctive.CommonWords.absence_weight`): a
+    manual that lacks "kept" or "instead" has said it in other words. With every absent
+    word counted in full, the answerable questions of the three document sets were
+    refused most often for such words ("gave", "meantime", "leaving out"). IDF over a
+    handful of chunks says little (in a one-page note every word is rare): below
+    :data:`BACKGROUND_CHUNKS` chunks the weights lean towards equal shares and the
+    missing share is scaled down.
 
 ``distinctive``
     a question that names a code or a rare word (:mod:`tether.retrieve.distinctive`)
@@ -52,7 +57,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tether.retrieve.fts import _TERM, _stem, _terms, spellings
@@ -170,13 +175,19 @@ def search_terms(question: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
 
 
 def question_terms(
-    question: str, stats: TermStatistics, language: str = DEFAULT_LANGUAGE
+    question: str,
+    stats: TermStatistics,
+    language: str = DEFAULT_LANGUAGE,
+    absence: Callable[[str], float] | None = None,
 ) -> QuestionTerms:
     """The question's terms weighted by IDF over the store, and those the scope lacks.
 
     IDF over a handful of chunks says little (in a one-page note every absent word looks
     rare), so below :data:`BACKGROUND_CHUNKS` chunks the weights lean towards equal
-    shares, and the missing share counts less, by ``min(1, N / BACKGROUND_CHUNKS)``."""
+    shares, and the missing share counts less, by ``min(1, N / BACKGROUND_CHUNKS)``.
+    ``absence(word)`` (0..1) is how much lacking the word says about the scope (an
+    everyday word says little: :meth:`~tether.retrieve.distinctive.CommonWords.absence_weight`);
+    each absent term's share of the missing weight is multiplied by it."""
     n = max(stats.chunks, 1)
     confidence = min(1.0, n / BACKGROUND_CHUNKS)
     idf: dict[str, float] = {}
@@ -203,7 +214,8 @@ def question_terms(
     return QuestionTerms(
         weights=tuple(weights.items()),
         absent=tuple(surfaces[stem] for stem in absent),
-        missing=confidence * sum(weights[stem] for stem in absent),
+        missing=confidence
+        * sum(weights[stem] * (absence(surfaces[stem]) if absence else 1.0) for stem in absent),
         language=language,
     )
 

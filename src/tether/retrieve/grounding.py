@@ -32,6 +32,7 @@ from tether.retrieve.rerank import Candidate, metadata_priority
 from tether.retrieve.search import Candidates, Ranked, Searcher, SearchResults
 from tether.settings import Settings
 from tether.store import Store
+from tether.text import DEFAULT_LANGUAGE
 
 
 @dataclass
@@ -169,7 +170,9 @@ class Grounder:
             *(c for cores in codes.values() for c in cores),
         ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
-        terms = question_terms(question, stats, language)
+        english = language == DEFAULT_LANGUAGE and bool(self.common_words)
+        absence = self.common_words.absence_weight if english else None
+        terms = question_terms(question, stats, language, absence)
         absent = [
             code
             for code, cores in codes.items()
