@@ -165,11 +165,14 @@ COMMON_RANK = 300
 RARE_RANK = 20_000
 
 
-def _stems(word: str) -> set[str]:
+def _stems(word: str, *, prefixes: bool = True) -> set[str]:
     """``word`` without a common suffix (with an ``e`` put back) or prefix."""
     stems = {word[: -len(s)] for s in _SUFFIXES if word.endswith(s) and len(word) > len(s) + 2}
     stems |= {stem + "e" for stem in stems}
-    stems |= {word[len(p) :] for p in _PREFIXES if word.startswith(p) and len(word) > len(p) + 3}
+    if prefixes:
+        stems |= {
+            word[len(p) :] for p in _PREFIXES if word.startswith(p) and len(word) > len(p) + 3
+        }
     return stems
 
 
@@ -214,15 +217,18 @@ class CommonWords:
         A scope that lacks a rare word lacks its subject; one that lacks an everyday word
         ("kept", "someone", "instead") has most likely said it in other words. The weight
         grows with the logarithm of the word's rank in the vocabulary (or of its form
-        without a common suffix or prefix): 0 up to :data:`COMMON_RANK`, 1 from
-        :data:`RARE_RANK` and for a word the vocabulary lacks (every word weighs 1
-        without one)."""
+        without a common suffix, when the vocabulary lacks the word itself): 0 up to
+        :data:`COMMON_RANK`, 1 from :data:`RARE_RANK` and for a word the vocabulary lacks
+        (every word weighs 1 without one)."""
         words = self.words
         word = word.lower()
-        ranks = [words[w] for w in (word, *_stems(word)) if w in words]
-        if not ranks or not word.isalpha():
+        rank = words.get(word)
+        if rank is None:  # "honoured" by "honour"; not "seed" by "see", "rename" by "name"
+            forms = _stems(word, prefixes=False)
+            rank = min((words[w] for w in forms if w in words), default=None)
+        if rank is None or not word.isalpha():
             return 1.0
-        share = math.log(max(min(ranks), 1) / COMMON_RANK) / math.log(RARE_RANK / COMMON_RANK)
+        share = math.log(max(rank, 1) / COMMON_RANK) / math.log(RARE_RANK / COMMON_RANK)
         return max(0.0, min(1.0, share))
 
     def rare(self, terms: Iterable[str]) -> list[str]:
