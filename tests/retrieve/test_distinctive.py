@@ -104,6 +104,8 @@ def test_a_question_phrased_in_everyday_words_the_manual_lacks_is_grounded(
     grounding = result.debug["grounding"]
     assert {"neighbour", "kept", "asking", "honestly"} <= set(grounding["absent_terms"])
     assert result.grounded, grounding["why"]
+    # The explanation names the absent words that counted, not the everyday ones.
+    assert "'neighbour'" in grounding["why"] and "'kept'" not in grounding["why"]
     absence = CommonWords.packaged().absence_weight
     assert absence("kept") < 0.3 and absence("kept") < absence("asking") < absence("neighbour")
 

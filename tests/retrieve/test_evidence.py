@@ -160,6 +160,8 @@ def test_an_everyday_word_the_scope_lacks_counts_less_than_a_rare_one() -> None:
     assert plain.absent == weighed.absent == ("kept", "memcached")
     assert plain.missing == pytest.approx(weights["kept"] + weights["memcach"])
     assert weighed.missing == pytest.approx(0.2 * weights["kept"] + weights["memcach"])
+    assert plain.named_absent == ("kept", "memcached")
+    assert weighed.named_absent == ("memcached",)  # what an explanation names
 
 
 def test_a_question_without_terms_has_no_evidence() -> None:

@@ -135,6 +135,14 @@ class QuestionTerms:
     distinctive_absent: tuple[str, ...] = ()
     #: The language of the question's stems (``rag.language``).
     language: str = DEFAULT_LANGUAGE
+    #: The absent terms that counted at least half (not everyday words: see
+    #: :func:`question_terms`); what the explanation names.
+    telling: tuple[str, ...] | None = None
+
+    @property
+    def named_absent(self) -> tuple[str, ...]:
+        """The absent terms worth naming to a user: :attr:`telling`, else all."""
+        return self.absent if self.telling is None else self.telling
 
     @property
     def total(self) -> float:
@@ -211,12 +219,13 @@ def question_terms(
         for stem, value in idf.items()
     }
     absent = [stem for stem in weights if not in_scope[stem]]
+    share = {stem: absence(surfaces[stem]) if absence else 1.0 for stem in absent}
     return QuestionTerms(
         weights=tuple(weights.items()),
         absent=tuple(surfaces[stem] for stem in absent),
-        missing=confidence
-        * sum(weights[stem] * (absence(surfaces[stem]) if absence else 1.0) for stem in absent),
+        missing=confidence * sum(weights[stem] * share[stem] for stem in absent),
         language=language,
+        telling=tuple(surfaces[stem] for stem in absent if share[stem] >= 0.5),
     )
 
 
@@ -318,9 +327,10 @@ def explain(
         names = ", ".join(repr(t) for t in terms.distinctive_absent[:6])
         one = len(terms.distinctive_absent) == 1
         absent = f"; the question names {names}, which occur{'s' if one else ''} nowhere in scope"
-    elif terms.absent:
-        names = ", ".join(repr(t) for t in terms.absent[:6])
-        absent = f"; {names} occur{'s' if len(terms.absent) == 1 else ''} nowhere in scope"
+    elif terms.named_absent:
+        named = terms.named_absent
+        names = ", ".join(repr(t) for t in named[:6])
+        absent = f"; {names} occur{'s' if len(named) == 1 else ''} nowhere in scope"
     verdict = (
         f"grounded: {where}, at or above min_relevance {threshold:g}"
         if grounded
