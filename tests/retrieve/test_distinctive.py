@@ -26,6 +26,11 @@ from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
         ("What does idn2_to_ascii_8z return?", ["idn2_to_ascii_8z"]),
         ("Can auto-reload be turned off, e.g. in production?", []),
         ("How many threads run per process, 4 or 8?", []),
+        # A word in capitals is an acronym or a keyword ...
+        ("Is there a CSI driver for the S2?", ["CSI", "S2"]),
+        ("What SQL with LIMIT and OFFSET pages the posts?", ["SQL", "LIMIT", "OFFSET"]),
+        # ... unless the whole question is shouted.
+        ("HOW DO I RESET THE S2 HUB?", ["S2"]),
     ],
 )
 def test_code_terms(question: str, codes: list[str]) -> None:
@@ -158,6 +163,23 @@ def test_a_question_whose_codes_the_scope_holds_is_grounded(tmp_path: Path, ques
         result = t.retrieve(question, scope="workspace", workspace_id="lumen")
     assert result.grounded, result.debug["grounding"]["why"]
     assert result.debug["grounding"]["distinctive_absent"] == []
+
+
+def test_an_acronym_the_scope_never_mentions_is_not_grounded_and_emphasis_is_no_acronym(
+    tmp_path: Path,
+) -> None:
+    """ "MQTT" names a protocol the guide never mentions: a passage on connectivity does not
+    answer. "NOT" in capitals is emphasis, an everyday word: no code."""
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(S2_GUIDE, workspace_id="lumen")
+        acronym = t.retrieve("Can the S2 hub take a CSI camera beside its sensors?",
+                             scope="workspace", workspace_id="lumen")  # fmt: skip
+        emphasis = t.retrieve("Why does my S2 NOT relay the readings of other sensors?",
+                              scope="workspace", workspace_id="lumen")  # fmt: skip
+    assert not acronym.grounded
+    assert acronym.debug["grounding"]["distinctive_absent"] == ["CSI"]
+    assert emphasis.debug["grounding"]["distinctive_absent"] == []
+    assert emphasis.grounded, emphasis.debug["grounding"]["why"]
 
 
 def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:

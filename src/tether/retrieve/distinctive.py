@@ -12,7 +12,9 @@ of term count:
   ``config.json``, ``VolumeDriver.Capabilities``, ``asn1_dup_node``, ``IDN2_TOO_BIG_LABEL``,
   ``v2.3``, ``CVE-2024-1234``, ``LoRaWAN``. A code is looked up whole in the scope (the
   full-text index matches its parts as a phrase), or by its code parts when the rest are
-  plain words ("Rad53-dependent" by ``Rad53``). Lower-case words and numbers joined by
+  plain words ("Rad53-dependent" by ``Rad53``). A word in capitals is an acronym or a
+  keyword (``CSI``, ``OFFSET``), unless the question is shouted or the word is an
+  everyday one ("does it NOT start?": emphasis). Lower-case words and numbers joined by
   hyphens ("auto-reload", "0-dimensional") are prose, not codes;
 - **rare words**: words outside a general English vocabulary (the WordPiece vocabulary
   of the packaged all-MiniLM-L6-v2 tokenizer, about 23,000 whole words, with common
@@ -35,13 +37,14 @@ from tether.text import packaged_vocab_file, vocabulary_ranks
 
 #: A code as written in a question: an option (``-x``, ``--name``), words joined by
 #: ``_ . : / ::`` or by ``-`` with a digit, a CamelCase or mixed-case name, a run of
-#: three or more capitals with digits or underscores, or a word holding a digit.
+#: three or more capitals with digits or underscores, a word of three or more capitals,
+#: or a word holding a digit.
 _CODE = re.compile(
     r"(?<![\w-])(?:"
     r"--?[A-Za-z][\w-]*"
     r"|[A-Za-z_][\w]*(?:(?:::|[._:/])[\w-]+)+"
     r"|[A-Za-z]+(?:-\w+)*-\w*\d[\w-]*|\w*\d\w*(?:-\w+)+"
-    r"|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*"
+    r"|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|[A-Z]{3,}(?![\w-])"
     r"|[A-Za-z][A-Za-z0-9]*_\w+|[A-Za-z]+\d\w*"
     r")"
 )
@@ -71,11 +74,17 @@ _PREFIXES = ("re", "un", "pre", "non", "de", "dis", "sub", "over", "multi")
 
 
 def code_terms(question: str) -> list[str]:
-    """The codes a question names, in order, each once (trailing punctuation off)."""
+    """The codes a question names, in order, each once (trailing punctuation off). A word
+    in capitals is a code (an acronym, a keyword, a constant: ``CSI``, ``OFFSET``) unless
+    the question is shouted: most of its words in capitals."""
     found: list[str] = []
+    words = re.findall(r"[^\W\d_]{2,}", question)
+    shouted = sum(1 for w in words if w.isupper()) * 2 > len(words)
     for match in _CODE.finditer(question):
         code = match.group(0).rstrip(".:/-")
         if len(code) < 2 or code in found or code.lower() in _NOT_CODES:
+            continue
+        if shouted and code.isalpha() and code.isupper():
             continue
         parts = [p for p in re.split(r"[-/]", code) if p]
         if code[0] != "-" and all(p.isdigit() or (p.isalpha() and p.islower()) for p in parts):

@@ -162,16 +162,21 @@ class Grounder:
         rare words) that the scope lacks. A rare word one typing slip away from a word
         of ``candidate_texts`` (the passages found for it) is taken as misspelt, not
         absent."""
-        codes = {code: code_cores(code) for code in code_terms(question)}
         language = self.settings.rag.language
+        english = language == DEFAULT_LANGUAGE and bool(self.common_words)
+        absence = self.common_words.absence_weight if english else None
+        codes = {
+            code: code_cores(code)
+            for code in code_terms(question)
+            # An everyday word in capitals may be emphasis ("does it NOT start?").
+            if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
+        }
         lookups = [
             *search_terms(question, language),
             *codes,
             *(c for cores in codes.values() for c in cores),
         ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
-        english = language == DEFAULT_LANGUAGE and bool(self.common_words)
-        absence = self.common_words.absence_weight if english else None
         terms = question_terms(question, stats, language, absence)
         absent = [
             code
