@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,7 +31,7 @@ from helpers import as_key, make_settings
 from tether import Tether
 from tether.models import GLOBAL_WORKSPACE
 from tether.server import create_app
-from tether.server._spool import spool_root
+from tether.server._spool import SpooledJob, spool_root
 from tether.settings import Settings
 
 Serve = Callable[[Any], AbstractContextManager[str]]
@@ -470,3 +471,18 @@ def test_metrics_and_readiness_tell_strangers_nothing(keyless: tuple[str, Tether
     assert httpx.get(url + "/v1/documents").status_code == 401
     assert httpx.get(url + "/metrics").status_code == 401
     assert httpx.get(url + "/metrics", headers=as_key(admin)).status_code == 200
+
+
+def test_an_upload_job_reads_ended_only_once_its_end_is_recorded(tmp_path: Path) -> None:
+    """The indexing job has succeeded but the spool has not yet recorded it (manifest
+    written, files deleted): the job still reads ``running``, so that a client that saw
+    it end and stops the server leaves nothing for the next start to resume."""
+    entry = SpooledJob(id="j", folder=tmp_path, workspace_id="w", session_id=None,
+                       tags=None, names={}, asked_by=None)  # fmt: skip
+    assert entry.status == "queued"
+    entry.job = SimpleNamespace(status="running")  # type: ignore[assignment]
+    assert entry.status == "running"
+    entry.job = SimpleNamespace(status="succeeded")  # type: ignore[assignment]
+    assert entry.status == "running" and not entry.done()
+    entry.ended = {"status": "succeeded", "results": [], "ended_at": 0.0}
+    assert entry.status == "succeeded" and entry.done()

@@ -55,6 +55,14 @@ async def _finish(svc: Service, entry: SpooledJob) -> None:
         await job.async_wait()
     if svc.spool.closing and job.status == "cancelled":
         return  # stopped by a shutdown, not by a client: the next start resumes it
+    await _record_end(svc, entry)
+
+
+async def _record_end(svc: Service, entry: SpooledJob) -> None:
+    """Record in the spool how ``entry``'s indexing job ended (its manifest written, its
+    files deleted): until then the job reads ``running``."""
+    job = entry.job
+    assert job is not None
     results = [named(r, entry.paths()) for r in job.results]
     await svc.read(svc.spool.end, entry, job.status, results)
 
@@ -155,6 +163,9 @@ async def cancel_job(job_id: str, svc: ServiceDep, caller: AccessDep) -> dict[st
         raise ApiError(403, "Forbidden", f"this key may not cancel jobs of {workspace_id!r}")
     running = job.job if isinstance(job, SpooledJob) else job
     cancelled = running.cancel() if running is not None and not job.done() else False
+    stopped = running is not None and running.status == "cancelled"
+    if isinstance(job, SpooledJob) and stopped and job.ended is None:
+        await _record_end(svc, job)  # a queued job stops at once: record it now
     return {"cancelled": cancelled, "job": job_out(job)}
 
 

@@ -162,9 +162,14 @@ class SpooledJob:
 
     @property
     def status(self) -> str:
+        """The job's status; an indexing job that finished is still ``running`` until its
+        end is recorded in the spool (its manifest written, its files deleted), so that
+        a client that saw it end and stops the server leaves nothing to resume."""
         if self.ended is not None:
             return str(self.ended["status"])
-        return self.job.status if self.job is not None else "queued"
+        if self.job is None:
+            return "queued"
+        return "running" if self.job.status in _ENDED else self.job.status
 
     @property
     def progress(self) -> JobProgress:
@@ -176,6 +181,10 @@ class SpooledJob:
 
     def done(self) -> bool:
         return self.ended is not None
+
+
+#: Statuses of an indexing job that has ended.
+_ENDED = frozenset({"succeeded", "failed", "cancelled"})
 
 
 class Spool:
