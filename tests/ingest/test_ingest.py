@@ -1466,3 +1466,32 @@ def test_adding_a_folder_adds_the_files_under_it_that_tether_reads(tmp_path: Pat
         (tmp_path / "empty").mkdir()
         with pytest.raises(InvalidArgument, match="folder without a file of a format"):
             t.add(tmp_path / "empty")
+
+
+def test_text_in_memory_is_prepared_in_the_calling_thread(
+    tether: Tether, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files load in the helper threads (a stuck one can be given up on); text given in
+    memory is normalized and chunked in the calling thread, where helper threads would
+    only contend for the interpreter lock with the writer. Both are indexed, in order."""
+    import threading
+
+    from tether.ingest.indexer import Indexer
+
+    where: dict[str, str] = {}
+    real = Indexer._prepare
+
+    def prepare(self, source, placement, loaders):  # type: ignore[no-untyped-def]
+        where[source.label] = threading.current_thread().name
+        return real(self, source, placement, loaders)
+
+    monkeypatch.setattr(Indexer, "_prepare", prepare)
+    files = [write(tmp_path / f"f{i}.md", f"# F{i}\n\nThe sextant note {i}.\n") for i in range(2)]
+    notes = [TextSource(f"The sextant memo {i}.", f"memo {i}") for i in range(2)]
+    results = tether.add([files[0], notes[0], files[1], notes[1]])
+    assert [r.status for r in results] == ["indexed"] * 4
+    assert [r.source for r in results] == [str(files[0]), "memo 0", str(files[1]), "memo 1"]
+    caller = threading.current_thread().name
+    assert where["memo 0"] == where["memo 1"] == caller
+    assert all(where[str(f)] != caller for f in files)
+    assert len(tether.search("sextant", scope="global")) == 4

@@ -221,7 +221,8 @@ class Indexer:
         ``rag.loader_memory_mb``; small text files load in the helper threads. Each file
         gets ``rag.file_timeout`` seconds once its turn comes (and ``rag.ocr_page_timeout``
         more for each page read by OCR), and a file stuck in its loader fails then, never
-        waited for."""
+        waited for. Text given in memory is prepared in the calling thread, as its turn
+        comes near."""
         timeout = self.rag.file_timeout
         workers = max(1, min(self.rag.convert_workers, len(items)))
         pool: Any = (
@@ -229,6 +230,9 @@ class Indexer:
             if self.store.cross_thread
             else InlineExecutor()  # a caller's single-thread connection: no helpers
         )
+        # Text given in memory is prepared here: normalizing and chunking it is Python's
+        # own work, which helper threads only slow down (one interpreter lock for all).
+        inline = InlineExecutor()
         loaders = LoaderPool(
             timeout=timeout,
             memory_mb=self.rag.loader_memory_mb,
@@ -254,7 +258,8 @@ class Indexer:
                     if j not in futures:
                         budget = FileBudget(timeout)
                         work = (items[j], placement, loaders.budgeted(budget))
-                        futures[j] = (pool.submit(self._prepare, *work), budget)
+                        runner = pool if isinstance(items[j], PathSource) else inline
+                        futures[j] = (runner.submit(self._prepare, *work), budget)
                 future, budget = futures.pop(i)
                 try:
                     outcome = budget.waited(future)
