@@ -27,7 +27,7 @@ from tether.ingest import (
     normalize_text,
     split_span,
 )
-from tether.ingest.chunking import context_header
+from tether.ingest.chunking import context_header, section_under_title
 from tether.store import NewChunk
 from tether.testing import HashEmbedder
 
@@ -428,3 +428,27 @@ def test_the_context_header_names_the_document_then_the_section(
     if header:
         assert embedding_text(title, section, "Body text.") == f"{header}\n\nBody text."
         assert embedding_text(title, section, f"{header} opens it.") == f"{header} opens it."
+
+
+@pytest.mark.parametrize(
+    ("title", "section", "under"),
+    [
+        # A guide's H1 is its title: a citation says the title once, then the rest.
+        (
+            "Lumen S2 Field Sensor: User Guide",
+            "Lumen S2 Field Sensor: User Guide > Troubleshooting > Battery drains quickly",
+            "Troubleshooting > Battery drains quickly",
+        ),
+        ("Blueprints — Flask Documentation (2.2.x)", "Blueprints > Nesting", "Nesting"),
+        ("Handbook", "Handbook", None),  # nothing but the title
+        ("docker", "Docker > Description", "Description"),  # case aside
+        # A PDF outline names no document: all of it is the section.
+        ("libtasn1", "4 Library Functions > 4.2 Parsing", "4 Library Functions > 4.2 Parsing"),
+        ("Notes", None, None),
+        (None, "Install > Linux", "Install > Linux"),
+    ],
+)
+def test_a_section_path_under_its_title_does_not_repeat_it(
+    title: str | None, section: str | None, under: str | None
+) -> None:
+    assert section_under_title(title, section) == under

@@ -113,10 +113,14 @@ def document_text(chunks: list[StoredChunk]) -> str:
 
 
 def expected_header(c: Citation) -> str:
-    """The documented header: ``[n] Title — Section (p. 3)``."""
+    """The documented header: ``[n] Title — Section (p. 3)``, the section path without a
+    first heading that is the title."""
     header = f"[{c.number}] {c.title}"
-    if c.section_title and c.section_title != c.title:
-        header += f" — {c.section_title}"
+    path = (c.section_title or "").split(" > ")
+    if path[0] == c.title:
+        path = path[1:]
+    if path and path[0]:
+        header += f" — {' > '.join(path)}"
     if c.pages:
         span = f"p. {c.pages[0]}" if len(c.pages) == 1 else f"pp. {c.pages[0]}-{c.pages[-1]}"
         header += f" ({span})"
@@ -361,7 +365,10 @@ def test_citations_are_numbered_and_match_the_stored_chunks(db_path: Path) -> No
         assert "\n\n[2] " in result.context
         battery = next(c for c in result.citations if c.document_id == "book")
         assert battery.section_title == "Handbook > Battery care"
-        assert "— Handbook > Battery care" in result.context
+        assert "[2] Handbook — Battery care\n" in result.context or (
+            "[1] Handbook — Battery care\n" in result.context
+        )  # the H1 that repeats the title is not said twice
+        assert "Handbook > Battery care" not in result.context
         assert battery.page is None and battery.pages == ()
         check_citations(t, result)
 
@@ -1204,8 +1211,9 @@ def test_cli_context_text_prints_the_block_and_the_citations(cli_db: str) -> Non
         assert line.startswith(f"{c.label} ")
         assert c.title in line
         assert f"{c.document_id}#{chunks} · evidence {c.relevance:.2f}" in line
-        if c.section_title:
-            assert c.section_title in line
+        if c.section_title:  # its path, without a first heading that is the title
+            path = c.section_title.removeprefix(f"{c.title} > ")
+            assert f"  {path}  " in line
 
 
 def test_cli_context_greeting_prints_no_retrieval(cli_db: str) -> None:
@@ -1233,3 +1241,23 @@ def test_cli_context_unknown_session_is_a_one_line_error(cli_db: str) -> None:
     )
     assert result.exit_code == 1
     assert "error:" in result.output and "Traceback" not in result.output
+
+
+def test_a_long_section_path_is_cut_from_the_left_in_the_header(db_path: Path) -> None:
+    """The context header keeps a long path's last headings, which say where the passage
+    is, and says the document's title once."""
+    title = "Field Manual"
+    text = (
+        "# Field Manual\n\n## Operating the instruments in the field\n\n"
+        "### Storage between seasons and transport\n\n#### Cold weather\n\n"
+        "Keep the zircon gauges above freezing.\n"
+    )
+    with store(db_path) as t:
+        t.add(text=text, title=title, mime="text/markdown", document_id="manual")
+        result = t.retrieve("how to store zircon gauges in cold weather", scope="global")
+        [citation] = result.citations
+        assert citation.section_title.startswith("Field Manual > Operating")
+        header = result.context.splitlines()[0]
+        assert header.startswith("[1] Field Manual — … ")
+        assert header.endswith("> Cold weather")
+        assert "Field Manual >" not in header

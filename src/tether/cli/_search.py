@@ -29,6 +29,7 @@ from tether.cli._shell import (
     print_json,
     say,
 )
+from tether.ingest.chunking import section_under_title
 from tether.policy import require_grounding
 from tether.retrieve.guidance import no_matches
 
@@ -148,7 +149,7 @@ def _print_hits(hits: SearchResults) -> None:
 
 def _print_hit(number: int, hit: Hit, evidence: float | None) -> None:
     where = place(
-        hit.section_title,
+        section_under_title(hit.title, hit.section_title),
         f"page {hit.page}" if hit.page is not None else None,
         hit.source_path and Path(hit.source_path).name,
     )
@@ -275,9 +276,8 @@ def _print_context(result: RetrievalResult) -> None:
 
 
 def _print_citation(citation: Citation) -> None:
-    section = citation.section_title
     where = place(
-        section if section != citation.title else None,  # an H1 that is the title: once
+        section_under_title(citation.title, citation.section_title),  # the title: once
         _pages(citation.pages, citation.page_label),
         citation.source_path and Path(citation.source_path).name,
     )

@@ -227,6 +227,19 @@ def context_header(title: str | None, section_title: str | None) -> str | None:
     return f"{title} > {section_title}"
 
 
+def section_under_title(title: str | None, section_title: str | None) -> str | None:
+    """A chunk's section path as it reads under its document's title (a citation's
+    ``Title — Section``): without a first heading that repeats the title (a Markdown
+    guide's H1, an HTML page's first heading), None when nothing else is left."""
+    if not section_title or not title:
+        return section_title or None
+    first, _, rest = section_title.partition(" > ")
+    folded = first.casefold()
+    if folded in title.casefold() or title.casefold() in folded:
+        return rest or None
+    return section_title
+
+
 def embedding_text(title: str | None, section_title: str | None, content: str) -> str:
     """What gets embedded for a chunk: its content under its :func:`context_header`.
 

@@ -34,6 +34,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from tether.ingest.chunking import section_under_title
 from tether.models import Citation, Hit
 from tether.retrieve.rerank import Candidate
 
@@ -61,12 +62,22 @@ def _cut(text: str) -> str:
     return text if len(text) <= HEADER_PART_CHARS else text[: HEADER_PART_CHARS - 1] + "…"
 
 
+def _cut_path(path: str) -> str:
+    """A long section path cut from the left, at a ``>`` where it can be: its last
+    headings say where the passage is ("… > Storage > Cold weather")."""
+    if len(path) <= HEADER_PART_CHARS:
+        return path
+    tail = path[-(HEADER_PART_CHARS - 2) :]
+    at = tail.find(" > ")
+    return "… " + (tail[at + 3 :] if at >= 0 and at + 3 < len(tail) else tail).lstrip()
+
+
 def _header(number: int, group: list[Candidate]) -> str:
     first = group[0].hit
     label = f"[{number}] {_cut(first.title)}"
-    section = _section(group)
-    if section and section != first.title:
-        label += f" — {_cut(section)}"
+    section = section_under_title(first.title, _section(group))
+    if section:
+        label += f" — {_cut_path(section)}"
     pages = sorted({(c.hit.page, c.hit.page_label or "") for c in group if c.hit.page is not None})
     if pages and pages[0][1].startswith("slide "):  # a presentation's page is a slide
         first, last = pages[0][0], pages[-1][0]

@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tether.errors import LLMError
+from tether.ingest.chunking import section_under_title
 from tether.llm import ChatModel, parse_json_reply
 from tether.models import Hit
 from tether.retrieve.fts import query_terms
@@ -175,7 +176,11 @@ def numbered_passages(candidates: list[Candidate], chars: int) -> str:
     first ``chars`` characters of the text with its whitespace collapsed."""
     return "\n\n".join(
         f"[{i}] {c.hit.title}"
-        + (f" — {c.hit.section_title}" if c.hit.section_title else "")
+        + (
+            f" — {section}"
+            if (section := section_under_title(c.hit.title, c.hit.section_title))
+            else ""
+        )
         + "\n"
         + " ".join(c.hit.text.split())[:chars]
         for i, c in enumerate(candidates, start=1)
