@@ -67,6 +67,18 @@ def test_every_command_is_documented_in_the_readme(command: str) -> None:
     assert f"`tether {command}" in readme, f"README does not document `tether {command}`"
 
 
+def test_the_command_list_gives_each_command_one_unbroken_sentence() -> None:
+    """``tether --help`` lists each command by its help's first paragraph, reflowed: a
+    docstring's line break never cuts a sentence in two there."""
+    root = get_command(app)
+    for group in [root, *(c for c in root.commands.values() if hasattr(c, "commands"))]:  # type: ignore[attr-defined]
+        for name, command in group.commands.items():  # type: ignore[attr-defined]
+            if hasattr(command, "commands"):
+                continue
+            first = " ".join(command.help.split("\n\n", 1)[0].split())
+            assert command.short_help == first, name
+
+
 @pytest.mark.parametrize("command", all_command_paths())
 def test_every_command_has_help(command: str) -> None:
     output = run(*command.split(), "--help")

@@ -3,6 +3,7 @@ the one place where library errors become a line on stderr with the command to r
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
@@ -64,7 +65,14 @@ class _HelpWithoutType:
 
 
 class Command(_HelpWithoutType, TyperCommand):
-    """A command of the ``tether`` CLI."""
+    """A command of the ``tether`` CLI. Its line in ``tether --help`` is its help's first
+    paragraph as one line (Typer would keep the docstring's line breaks there)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.short_help is None and self.help:
+            first = inspect.cleandoc(self.help).split("\n\n", 1)[0]
+            self.short_help = " ".join(first.split())
 
 
 class Group(_HelpWithoutType, TyperGroup):
