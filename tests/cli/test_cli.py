@@ -79,6 +79,15 @@ def test_the_command_list_gives_each_command_one_unbroken_sentence() -> None:
             assert command.short_help == first, name
 
 
+@pytest.mark.parametrize("command", ["search", "context", "keys create"])
+def test_a_repeatable_option_shows_the_one_value_it_takes(command: str) -> None:
+    """``--domain hr --domain legal``: each takes one value, and the help says ``<str>``,
+    not a Python ``list[str]`` that reads as if a list were expected."""
+    output = run(*command.split(), "--help")
+    assert "list[str]" not in output
+    assert re.search(r"--(domain|workspace)\s.*<str>", output)
+
+
 @pytest.mark.parametrize("command", all_command_paths())
 def test_every_command_has_help(command: str) -> None:
     output = run(*command.split(), "--help")

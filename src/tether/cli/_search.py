@@ -38,8 +38,13 @@ if TYPE_CHECKING:
 
 
 def _filter_option(name: str, what: str) -> Any:
+    """A repeatable filter: one value each time (its help shows ``<str>``, not Typer's
+    ``<list[str]>``, which reads as if it took a list)."""
     return typer.Option(
-        name, help=f"Only documents {what} (repeat the option for several).", show_default=False
+        name,
+        help=f"Only documents {what} (repeat the option for several).",
+        show_default=False,
+        metavar="<str>",
     )
 
 

@@ -93,6 +93,7 @@ WorkspacesOption = Annotated[
         "-w",
         help="A workspace the key is bound to (repeat for more).",
         show_default=False,
+        metavar="<str>",
     ),
 ]
 
