@@ -196,7 +196,9 @@ def test_search_text_output_cites_hits(indexed: str) -> None:
     assert "Resetting the sensor" in output
 
 
-def test_search_nothing_found_suggests_widening(indexed: str) -> None:
+def test_search_nothing_found_suggests_widening(indexed: str, tmp_path: Path) -> None:
+    (tmp_path / "more.md").write_text("# More\n\nA note of the workspace, not of the chat.\n")
+    run("add", str(tmp_path / "more.md"), "--db", indexed, "--workspace", "lumen")
     output = run("search", "zeppelin", "--db", indexed, "--scope", "session", "--session", "chat")
     assert "No matches" in output and "Search the whole workspace instead" in output
 

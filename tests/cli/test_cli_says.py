@@ -137,10 +137,34 @@ def test_an_empty_global_search_does_not_suggest_a_wider_scope(tmp_path: Path) -
     assert "no scope is wider" in output and "tether add" in output
 
 
-def test_an_empty_session_search_suggests_its_workspace(db: str) -> None:
+def test_an_empty_session_search_suggests_its_workspace_when_it_holds_more(
+    db: str, tmp_path: Path
+) -> None:
+    """The workspace holds only the chat's notes: searching it could find nothing new,
+    so the search says to add a document. Once it holds another, it is suggested."""
     output = " ".join(run("search", "zeppelin", "--db", db, "--session", "chat").split())
     assert "No matches in session 'chat'" in output
+    assert "Search the whole workspace instead" not in output
+    assert "the workspace holds no other" in output and "tether add" in output
+    data = run_json("context", "zeppelin mooring mast", "--db", db, "--session", "chat")
+    assert data["grounded"] is False and data["suggested_scope"] is None
+    (tmp_path / "kettle-2.md").write_text(KETTLE.replace("three", "four"))
+    run("add", str(tmp_path / "kettle-2.md"), "--db", db, "--workspace", "lumen")
+    output = " ".join(run("search", "zeppelin", "--db", db, "--session", "chat").split())
     assert "Search the whole workspace instead" in output and "--workspace" in output
+    data = run_json("context", "zeppelin mooring mast", "--db", db, "--session", "chat")
+    assert data["suggested_scope"] == "workspace"
+
+
+def test_an_empty_global_library_is_not_suggested(tmp_path: Path) -> None:
+    db = str(tmp_path / "alone.db")
+    (tmp_path / "pump.md").write_text(PUMP)
+    run("add", str(tmp_path / "pump.md"), "--db", db, "--workspace", "lumen")
+    output = " ".join(run("search", "zeppelin", "--db", db, "--workspace", "lumen").split())
+    assert "Search the global library instead" not in output
+    assert "the global library holds none" in output
+    data = run_json("context", "zeppelin mooring mast", "--db", db, "--workspace", "lumen")
+    assert data["grounded"] is False and data["suggested_scope"] is None
 
 
 def test_the_global_librarys_workspace_suggests_nothing_wider(db: str) -> None:
@@ -171,6 +195,12 @@ def test_guidance_suggests_only_a_wider_scope(
             assert suggested is None
         else:
             assert suggested is not None and _ORDER[suggested] > _ORDER[searched]
+    # A wider scope that holds no document this one does not is never suggested.
+    for text, suggested in (
+        guidance(scope, has_documents=has_documents, found=found, wider_holds_more=False),
+        no_matches(scope, wider_holds_more=False),
+    ):
+        assert suggested is None and "instead" not in text
 
 
 # -- 3. add DIR indexes the folder ---------------------------------------------------------

@@ -546,10 +546,12 @@ def test_truncation_respects_the_budget_even_with_a_long_title(db_path: Path) ->
 
 @pytest.fixture
 def scoped(db_path: Path) -> Iterator[Tether]:
-    """A session "chat" in workspace "ws" with PLANT, plus a global handbook."""
+    """A session "chat" in workspace "ws" with PLANT, another document of "ws" outside
+    the chat, plus a global handbook."""
     with store(db_path) as t:
         t.create_session("chat", workspace_id="ws")
         t.add(text=PLANT, title="Plant", document_id="plant", session_id="chat")
+        t.add(text="Water the roses every week.", title="Garden", workspace_id="ws")
         t.add(text=HANDBOOK, title="Handbook", mime="text/markdown", document_id="book")
         yield t
 
@@ -582,16 +584,17 @@ def test_nothing_matching_is_ungrounded_with_guidance(
 
 
 @pytest.mark.parametrize(
-    ("scope", "opening", "suggested"),
+    ("scope", "opening", "advice"),
     [
-        ("session", "This chat has no documents yet.", "workspace"),
-        ("workspace", "This workspace has no documents yet.", "global"),
-        ("global", "The global library has no documents yet.", None),
+        ("session", "This chat has no documents yet.", "the workspace holds no other."),
+        ("workspace", "This workspace has no documents yet.", "the global library holds none."),
+        ("global", "The global library has no documents yet.", "to the library."),
     ],
 )
 def test_an_empty_scope_says_it_has_no_documents(
-    db_path: Path, scope: str, opening: str, suggested: str | None
+    db_path: Path, scope: str, opening: str, advice: str
 ) -> None:
+    """In an empty store no scope is suggested: a wider one holds nothing more."""
     with store(db_path) as t:
         t.create_session("empty", workspace_id="void")
         result = t.retrieve(
@@ -602,7 +605,8 @@ def test_an_empty_scope_says_it_has_no_documents(
         )
     assert result.retrieved is True and result.grounded is False
     assert result.guidance is not None and result.guidance.startswith(opening)
-    assert result.suggested_scope == suggested
+    assert result.guidance.endswith(advice)
+    assert result.suggested_scope is None
 
 
 def test_a_session_whose_documents_are_elsewhere_has_no_documents(scoped: Tether) -> None:

@@ -31,6 +31,7 @@ from tether.cli._shell import (
 )
 from tether.ingest.chunking import section_under_title
 from tether.policy import require_grounding
+from tether.retrieve.grounding import holds_more
 from tether.retrieve.guidance import no_matches
 
 if TYPE_CHECKING:
@@ -108,10 +109,11 @@ def search(
             judge=True,
             min_relevance=min_relevance,
         )
+        wider_holds_more = not hits and holds_more(tether.store, hits.scope)
     if as_json:
         print_json(hits.to_dict())
     else:
-        _print_hits(hits)
+        _print_hits(hits, wider_holds_more=wider_holds_more)
 
 
 def _filters(
@@ -134,7 +136,7 @@ def _filters(
         fail(error_message(exc), code=2)
 
 
-def _print_hits(hits: SearchResults) -> None:
+def _print_hits(hits: SearchResults, *, wider_holds_more: bool) -> None:
     scope = hits.scope
     print_degradations(hits.debug)
     if hits.debug.get("scope_exists") is False:
@@ -145,7 +147,7 @@ def _print_hits(hits: SearchResults) -> None:
             highlight=False,
         )
     if not hits:
-        advice, wider = no_matches(scope)
+        advice, wider = no_matches(scope, wider_holds_more=wider_holds_more)
         say(f"{advice} ({_WIDER_HINTS[wider]}.)")
     evidence = hits.evidence or {}
     for number, hit in enumerate(hits, start=1):

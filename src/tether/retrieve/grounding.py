@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tether.ingest.chunking import context_header
-from tether.models import Filters, Scope
+from tether.models import Filters, Scope, ScopeKind
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
 from tether.retrieve.distinctive import (
     CommonWords,
@@ -28,6 +28,7 @@ from tether.retrieve.evidence import (
     question_terms,
     search_terms,
 )
+from tether.retrieve.guidance import guidance
 from tether.retrieve.rerank import Candidate, metadata_priority
 from tether.retrieve.search import Candidates, Ranked, Searcher, SearchResults
 from tether.settings import Settings
@@ -260,9 +261,42 @@ class Grounder:
 
     def wider_scope(self, scope: Scope) -> Scope | None:
         """The scope the guidance suggests after ``scope``, when there is one."""
-        if scope.kind == "session":
-            session = self.store.find_session(scope.id)
-            return Scope.workspace(session.workspace_id) if session else None
-        if scope.kind == "workspace" and scope.id != Scope.global_().id:
-            return Scope.global_()
-        return None
+        return wider_scope(self.store, scope)
+
+    def guidance(
+        self, scope: Scope, found: int, closer: Closer | None = None
+    ) -> tuple[str, ScopeKind | None]:
+        """What to tell the caller when nothing in ``scope`` grounds the question
+        (:func:`~tether.retrieve.guidance.guidance`), and the wider scope to suggest: one
+        that holds a closer match, else the next wider one when it holds a document
+        ``scope`` does not (else searching it could find nothing new)."""
+        inside = set(self.store.scope_document_ids(scope))
+        more = closer is not None or holds_more(self.store, scope, inside)
+        return guidance(
+            scope,
+            has_documents=bool(inside),
+            found=found,
+            closer=closer.kind if closer else None,
+            wider_holds_more=more,
+        )
+
+
+def wider_scope(store: Store, scope: Scope) -> Scope | None:
+    """The scope after ``scope`` (a session's workspace, a workspace's global library),
+    when there is one."""
+    if scope.kind == "session":
+        session = store.find_session(scope.id)
+        return Scope.workspace(session.workspace_id) if session else None
+    if scope.kind == "workspace" and scope.id != Scope.global_().id:
+        return Scope.global_()
+    return None
+
+
+def holds_more(store: Store, scope: Scope, inside: set[str] | None = None) -> bool:
+    """Whether the scope after ``scope`` holds a document ``scope`` does not see
+    (``inside``: the ids of those it does, when known)."""
+    wider = wider_scope(store, scope)
+    if wider is None:
+        return False
+    seen = set(store.scope_document_ids(scope)) if inside is None else inside
+    return any(d not in seen for d in store.scope_document_ids(wider))

@@ -28,6 +28,13 @@ _ADVICE: dict[ScopeKind, tuple[str, ScopeKind | None]] = {
     ),
     "global": ("Add documents that cover this to the library.", None),
 }
+#: The advice when the wider scope holds no document the scope does not: searching it
+#: could find nothing new, so only adding documents is left.
+_ALONE: dict[ScopeKind, str] = {
+    "session": "Add a document that covers this to the chat; the workspace holds no other.",
+    "workspace": "Add documents that cover this to the workspace; the global library holds none.",
+    "global": _ADVICE["global"][0],
+}
 
 
 def kind_of(scope: Scope) -> ScopeKind:
@@ -39,11 +46,17 @@ def kind_of(scope: Scope) -> ScopeKind:
 
 
 def guidance(
-    scope: Scope, *, has_documents: bool, found: int, closer: ScopeKind | None = None
+    scope: Scope,
+    *,
+    has_documents: bool,
+    found: int,
+    closer: ScopeKind | None = None,
+    wider_holds_more: bool = True,
 ) -> tuple[str, ScopeKind | None]:
     """The guidance text and the scope to suggest instead (``None``: there is no wider
-    one). ``found`` is how many candidates the search had at all; ``closer`` names the
-    wider scope found to hold a clearly better match, when one was."""
+    one, or it holds no document ``scope`` does not). ``found`` is how many candidates
+    the search had at all; ``closer`` names the wider scope found to hold a clearly better
+    match, when one was."""
     kind = kind_of(scope)
     where = _WHERE[kind]
     if closer is not None:
@@ -58,15 +71,15 @@ def guidance(
         opening = f"Nothing in {where} matches the question."
     else:
         opening = f"Nothing in {where} is relevant enough to answer from."
-    advice, wider = _ADVICE[kind]
+    advice, wider = _ADVICE[kind] if wider_holds_more else (_ALONE[kind], None)
     return f"{opening} {advice}", wider
 
 
-def no_matches(scope: Scope) -> tuple[str, ScopeKind | None]:
+def no_matches(scope: Scope, *, wider_holds_more: bool = True) -> tuple[str, ScopeKind | None]:
     """What to tell a search that found nothing in ``scope``, and the wider scope to
-    try (``None``: nothing is wider than the global library)."""
+    try (``None``: nothing is wider than the global library, or nothing new is there)."""
     kind = kind_of(scope)
-    advice, wider = _ADVICE[kind]
-    if wider is None:
+    advice, wider = _ADVICE[kind] if wider_holds_more else (_ALONE[kind], None)
+    if kind == "global":
         return f"No matches in the global library, and no scope is wider. {advice}", None
     return f"No matches in {scope.kind} {scope.id!r}. {advice}", wider

@@ -74,7 +74,6 @@ from tether.retrieve.documents import document_candidates, outline_text
 from tether.retrieve.explain import explain_candidates
 from tether.retrieve.fusion import reciprocal_rank_fusion
 from tether.retrieve.grounding import Grounder, agreed
-from tether.retrieve.guidance import guidance
 from tether.retrieve.judge import Verdict, ajudge
 from tether.retrieve.loop import LoopThread
 from tether.retrieve.request import MAX_QUESTION_CHARS, Request, check_question
@@ -297,13 +296,7 @@ class Pipeline:
             )
         suggestion = (None, None)
         if not grounded:
-            has_documents = bool(await asyncio.to_thread(self.store.scope_document_ids, scope))
-            suggestion = guidance(
-                scope,
-                has_documents=has_documents,
-                found=len(fused),
-                closer=closer.kind if closer else None,
-            )
+            suggestion = await asyncio.to_thread(self.grounder.guidance, scope, len(fused), closer)
         span.set_attribute("rag.grounded", grounded)
         run.lap("total", run.started)
         run.debug["candidates"] = {"fused": len(fused), **run.debug["candidates"]}
@@ -330,10 +323,7 @@ class Pipeline:
             context = dataclasses.replace(context, text=f"{overview}\n\n{context.text}")
         suggestion = (None, None)
         if not context.chunk_ids:
-            has_documents = bool(
-                await asyncio.to_thread(self.store.scope_document_ids, request.scope)
-            )
-            suggestion = guidance(request.scope, has_documents=has_documents, found=0)
+            suggestion = await asyncio.to_thread(self.grounder.guidance, request.scope, 0)
         span.set_attribute("rag.grounded", bool(context.chunk_ids))
         run.lap("total", run.started)
         run.debug["timings_ms"] = run.timings
