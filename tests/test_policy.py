@@ -1351,6 +1351,15 @@ def test_an_empty_scope_blocks_with_advice(db_path: Path) -> None:
             pytest.fail("must not run")
         assert info.value.reason == "no_results"
         assert "no documents" in info.value.advisory
+        # The global library is empty too: nothing wider to search, only documents to add.
+        assert info.value.result.suggested_scope is None
+        assert "the global library holds none" in (info.value.result.guidance or "")
+        t.add(text="The kettle boils a litre of water.", title="Kettle")  # -> global
+        with (
+            pytest.raises(GenerationBlocked) as info,
+            require_grounding(t, "pump seal", scope="workspace", workspace_id="acme"),
+        ):
+            pytest.fail("must not run")
         assert info.value.result.suggested_scope == "global"
 
 
