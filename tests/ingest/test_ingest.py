@@ -586,14 +586,12 @@ def test_html_keeps_the_main_content_only(tmp_path: Path, landmark: str | None) 
     for boilerplate in ("Skip to content", "We use cookies", "Home", "Guides ›", "On this page",
                         "Next: Restores", "© 2026", "¶", "Last updated"):  # fmt: skip
         assert boilerplate not in doc.text, boilerplate
-    # Without any main landmark the page-level <header> stays (simple pages keep their
-    # <h1> there): the site's name comes with it, its menu does not.
-    start = "Acme Docs\n\n# Backups\n" if landmark is None else "# Backups\n"
-    assert doc.text.startswith(start)
+    # Without any main landmark the page-level <header> goes too: it holds no heading,
+    # only the site's name (simple pages that keep their <h1> there keep it: below).
+    assert doc.text.startswith("# Backups\n")
     assert "Session cookies are not backed up." in doc.text  # a section whose id says cookies
     assert "acme backup --keep 30\n  --quiet" in doc.text
-    titles = ["Backups", "Backups > Cookies and sessions"]
-    assert section_titles(doc) == ([None, *titles] if landmark is None else titles)
+    assert section_titles(doc) == ["Backups", "Backups > Cookies and sessions"]
 
 
 def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
@@ -615,6 +613,52 @@ def test_html_a_page_header_keeps_its_title(tmp_path: Path) -> None:
     )
     doc = load_path(write(tmp_path / "page.html", markup))
     assert doc.text == "# Release notes\n\nVersion 2 drops Python 3.8."
+
+
+# The furniture of two real generators, as their pages carry it: a page header without
+# a heading, a breadcrumb of links in a div named by id only, a language list, a link
+# list, a banner tagline, a search form's options and the labels of "show" buttons.
+GENERATED_PAGE = """<html><head><title>mod_alias - Apache HTTP Server Version 2.4</title></head>
+<body><div id="page-header"><p class="apache">Apache HTTP Server Version 2.4</p></div>
+<div class="tagline desktoponly">Small. Fast. Reliable.<br>Choose any three.</div>
+<form><select name="s"><option>Search Documentation</option><option>Search Changelog</option>
+</select><input name="q"></form>
+<div id="path"><a href="/">Apache</a> &gt; <a href="/httpd">HTTP Server</a> &gt;
+<a href="/docs">Documentation</a></div>
+<div id="page-content"><div id="preamble"><h1>Apache Module mod_alias</h1>
+<div class="toplang"><p><span>Available Languages: </span><a href="en.html">en</a> |
+<a href="fr.html" hreflang="fr">fr</a></p></div>
+<p>The directives in this module map <a href="#alias">URLs</a> to filesystem paths.</p>
+<div id="quickview"><ul><li><a href="#alias">Alias</a></li><li><a href="#redirect">Redirect</a>
+</li></ul></div></div>
+<p><b><a href="syntax/select-stmt.html">select-stmt</a>:</b> <button>show</button></p>
+<div class="section"><h2>Alias Directive</h2><p>Alias maps a URL to a path. See
+<a href="mod_rewrite.html">mod_rewrite</a> for <a href="rewrite.html">rewriting</a> rules
+that need more than a prefix.</p>
+<ul><li><a href="a.html">Alias</a> maps a prefix.</li><li><a href="r.html">Redirect</a>
+sends the client elsewhere.</li></ul></div></div></body></html>"""
+
+
+def test_html_drops_link_lists_page_headers_and_form_text_of_any_generator(
+    tmp_path: Path,
+) -> None:
+    """Without landmarks or known class names, furniture is found by what it is: a block
+    of links (breadcrumb, language list, in-page index), a page header with no heading,
+    a tagline, and form controls. A sentence with links in it, and a list whose items
+    say more than their links, stay."""
+    doc = load_path(write(tmp_path / "mod_alias.html", GENERATED_PAGE))
+    for furniture in ("Apache HTTP Server Version 2.4", "Small. Fast.", "Search Documentation",
+                      "HTTP Server >", "Available Languages", "show"):  # fmt: skip
+        assert furniture not in doc.text, furniture
+    assert doc.text.startswith("# Apache Module mod_alias\n\nThe directives in this module map")
+    assert "See mod_rewrite for rewriting rules that need more than a prefix." in doc.text
+    assert "- Alias maps a prefix." in doc.text
+    assert "- Redirect sends the client elsewhere." in doc.text
+    assert "- Alias\n" not in doc.text  # the in-page index of links
+    assert section_titles(doc) == [
+        "Apache Module mod_alias",
+        "Apache Module mod_alias > Alias Directive",
+    ]
 
 
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:

@@ -20,6 +20,14 @@ page's own markup, in the order a screen reader would find the main content:
    landmarks mark them; an id only when it is one of those names whole (``footer``,
    ``sidebar``): a generator makes ids from headings, and "Cookies" is content.
 
+4. when a block ends (a ``<div>``, ``<p>``, list, table or page-level ``<header>``)
+   holding no heading: a block that is mostly links, two or more (a breadcrumb
+   "Apache > HTTP Server > Documentation", a language list "en | fr | ja", a menu, a page's
+   own table of contents), and outside any article or section a block whose class or id
+   names a page header, masthead or tagline (a banner "Small. Fast. Reliable."); so is a
+   language list (two links or more, one of them to a translation: ``hreflang``). The text
+   of form controls (``<select>`` options, ``<button>`` labels) is never content.
+
 Headings become section titles (``#`` lines), list items ``- `` lines, and ``<pre>``
 blocks keep their line breaks and indentation whole.
 """
@@ -64,7 +72,30 @@ _BLOCK_TAGS = {
     "tr",
     "ul",
 }
-_SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "iframe", "object"}
+_SKIP_TAGS = {
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "head",
+    "iframe",
+    "object",
+    # Form controls: a search box's "Search Documentation" option, a "Copy" button.
+    "select",
+    "option",
+    "button",
+    "textarea",
+}
+#: Blocks judged when they end (see :class:`_Block`).
+_JUDGED_BLOCKS = {"div", "p", "ul", "ol", "dl", "table", "header"}
+#: A block whose text is at least this share link text, with two links or more, is
+#: navigation (jusText and boilerpipe call a paragraph with a third of its text in links
+#: boilerplate; this asks for more, so that a "see also" sentence stays).
+_LINK_DENSITY = 0.7
+#: Class or id parts that name a page's header, outside any article or section: dropped
+#: when the block ends, unless it held a heading (a simple page's title is in it).
+_HEADER_NAMES = {"header", "masthead", "tagline", "topbar"}
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 #: Elements without an end tag: never pushed on a nesting stack.
 _VOID = {
@@ -184,6 +215,35 @@ class _Nesting:
             del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
 
 
+class _Block:
+    """A block judged when it ends: where its text starts in the output, and the running
+    counts (characters, link characters, links, headings) when it opened."""
+
+    __slots__ = ("at", "counts", "header", "tag")
+
+    def __init__(self, tag: str, at: int, counts: list[int], header: bool) -> None:
+        self.tag, self.at, self.header = tag, at, header
+        self.counts = list(counts)
+
+    def furniture(self, counts: list[int]) -> bool:
+        """Whether the block, now ended, is navigation or a page header (never when it
+        held a heading)."""
+        chars, link_chars, links, headings, translations = (
+            now - then for now, then in zip(counts, self.counts, strict=True)
+        )
+        if headings:
+            return False
+        if self.header or (translations and links >= 2):
+            return True
+        return links >= 2 and chars > 0 and link_chars >= _LINK_DENSITY * chars
+
+
+def _header_named(attrs: list[tuple[str, str | None]]) -> bool:
+    values = {name: (value or "").lower() for name, value in attrs}
+    parts = {*_NAME_PARTS.split(values.get("class", "")), *_NAME_PARTS.split(values.get("id", ""))}
+    return not _HEADER_NAMES.isdisjoint(parts)
+
+
 class _HTMLText(HTMLParser):
     """Visible text as Markdown-like lines: headings become ``#`` lines, list items ``- ``;
     with ``main_only``, only the text inside the page's main landmark."""
@@ -201,6 +261,10 @@ class _HTMLText(HTMLParser):
         self._heading: int | None = None
         self._heading_at = 0  # index in ``out`` where the open heading starts
         self._pre = 0
+        self._blocks: list[_Block] = []  # open blocks judged when they end
+        # Shown so far: characters, link characters, links, headings, links to translations.
+        self._counts = [0, 0, 0, 0, 0]
+        self._links = _Nesting()  # open <a href> elements
 
     def _shown(self) -> bool:
         return not self._hidden and (not self._main_only or bool(self._main))
@@ -221,7 +285,18 @@ class _HTMLText(HTMLParser):
         if tag in {"article", "section"}:
             self._articles.start(tag)
         if self._shown():
+            self._judge_later(tag, attrs)
             self._open(tag)
+
+    def _judge_later(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._links or (tag == "a" and any(n == "href" for n, _ in attrs)):
+            if tag == "a":
+                self._counts[2] += 1
+                self._counts[4] += any(n == "hreflang" for n, _ in attrs)
+            self._links.start(tag)
+        if tag in _JUDGED_BLOCKS and not self._pre:
+            header = not self._articles and (tag == "header" or _header_named(attrs))
+            self._blocks.append(_Block(tag, len(self.out), list(self._counts), header))
 
     def _open(self, tag: str) -> None:
         if tag in _HEADINGS:
@@ -256,10 +331,28 @@ class _HTMLText(HTMLParser):
         self._main.end(tag)
         self._articles.end(tag)
         if shown:
+            self._links.end(tag)
             self._close(tag)
+            self._judge(tag)
+
+    def _judge(self, tag: str) -> None:
+        """End the open blocks down to ``tag``'s (as a browser closes what is left open),
+        dropping each that is navigation or a page header."""
+        if tag not in _JUDGED_BLOCKS or all(b.tag != tag for b in self._blocks):
+            return
+        while self._blocks:
+            block = self._blocks.pop()
+            if block.furniture(self._counts):
+                del self.out[block.at :]
+                # Its text and links no longer count in the blocks around it.
+                headings = self._counts[3]
+                self._counts = [*block.counts[:3], headings, block.counts[4]]
+            if block.tag == tag:
+                return
 
     def _close(self, tag: str) -> None:
         if tag in _HEADINGS:
+            self._counts[3] += 1
             if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
                 del self.out[self._heading_at :]  # an empty heading is no heading
             self._heading = None
@@ -283,6 +376,10 @@ class _HTMLText(HTMLParser):
             # Collapse layout whitespace the way a browser does.
             collapsed = re.sub(r"\s+", " ", data)
             self.out.append(collapsed)
+        visible = len(data.strip())
+        self._counts[0] += visible
+        if self._links:
+            self._counts[1] += visible
 
 
 def _parse(markup: str, *, main_only: bool) -> _HTMLText:
