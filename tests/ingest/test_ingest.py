@@ -655,6 +655,10 @@ def test_html_drops_link_lists_page_headers_and_form_text_of_any_generator(
     assert "- Alias maps a prefix." in doc.text
     assert "- Redirect sends the client elsewhere." in doc.text
     assert "- Alias\n" not in doc.text  # the in-page index of links
+    # A code block whose identifiers are links (Javadoc, rustdoc) is content all the same.
+    signature = "<div><pre><a href='S.html'>String</a> <a href='j.html'>join</a>()</pre></div>"
+    linked = load_path(write(tmp_path / "api.html", f"<h1>API</h1>{signature}<p>Joins.</p>"))
+    assert "String join()" in linked.text
     assert section_titles(doc) == [
         "Apache Module mod_alias",
         "Apache Module mod_alias > Alias Directive",

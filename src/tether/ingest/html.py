@@ -20,13 +20,13 @@ page's own markup, in the order a screen reader would find the main content:
    landmarks mark them; an id only when it is one of those names whole (``footer``,
    ``sidebar``): a generator makes ids from headings, and "Cookies" is content.
 
-4. when a block ends (a ``<div>``, ``<p>``, list, table or page-level ``<header>``)
-   holding no heading: a block that is mostly links, two or more (a breadcrumb
-   "Apache > HTTP Server > Documentation", a language list "en | fr | ja", a menu, a page's
-   own table of contents), and outside any article or section a block whose class or id
-   names a page header, masthead or tagline (a banner "Small. Fast. Reliable."); so is a
-   language list (two links or more, one of them to a translation: ``hreflang``). The text
-   of form controls (``<select>`` options, ``<button>`` labels) is never content.
+4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
+   heading and no code block: a block that is mostly links, two or more (a breadcrumb
+   "Apache > HTTP Server > Documentation", a menu, a page's own table of contents); a
+   language list (two links or more, one of them to a translation: ``hreflang``); and,
+   outside any article or section, a ``<header>`` or a block whose class or id names a
+   header, masthead or tagline (a banner: "Small. Fast. Reliable."). The text of form
+   controls (``<select>`` options, ``<button>`` labels) is never content.
 
 Headings become section titles (``#`` lines), list items ``- `` lines, and ``<pre>``
 blocks keep their line breaks and indentation whole.
@@ -217,7 +217,7 @@ class _Nesting:
 
 class _Block:
     """A block judged when it ends: where its text starts in the output, and the running
-    counts (characters, link characters, links, headings) when it opened."""
+    counts (see ``_HTMLText._counts``) when it opened."""
 
     __slots__ = ("at", "counts", "header", "tag")
 
@@ -228,10 +228,10 @@ class _Block:
     def furniture(self, counts: list[int]) -> bool:
         """Whether the block, now ended, is navigation or a page header (never when it
         held a heading)."""
-        chars, link_chars, links, headings, translations = (
+        chars, link_chars, links, headings, translations, code = (
             now - then for now, then in zip(counts, self.counts, strict=True)
         )
-        if headings:
+        if headings or code:  # a title or a code block (linked identifiers) is content
             return False
         if self.header or (translations and links >= 2):
             return True
@@ -262,8 +262,9 @@ class _HTMLText(HTMLParser):
         self._heading_at = 0  # index in ``out`` where the open heading starts
         self._pre = 0
         self._blocks: list[_Block] = []  # open blocks judged when they end
-        # Shown so far: characters, link characters, links, headings, links to translations.
-        self._counts = [0, 0, 0, 0, 0]
+        # Shown so far: characters, link characters, links, headings, links to translations,
+        # code blocks.
+        self._counts = [0, 0, 0, 0, 0, 0]
         self._links = _Nesting()  # open <a href> elements
 
     def _shown(self) -> bool:
@@ -309,6 +310,7 @@ class _HTMLText(HTMLParser):
             self.out.append("\n- ")
         elif tag == "pre":
             self._pre += 1
+            self._counts[5] += 1
             self.out.append("\n\n" + _PRE_LINE)
         elif tag in _BLOCK_TAGS:
             self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
@@ -345,8 +347,8 @@ class _HTMLText(HTMLParser):
             if block.furniture(self._counts):
                 del self.out[block.at :]
                 # Its text and links no longer count in the blocks around it.
-                headings = self._counts[3]
-                self._counts = [*block.counts[:3], headings, block.counts[4]]
+                self._counts[:3] = block.counts[:3]
+                self._counts[4] = block.counts[4]
             if block.tag == tag:
                 return
 
