@@ -63,6 +63,8 @@ async def _record_end(svc: Service, entry: SpooledJob) -> None:
     files deleted): until then the job reads ``running``."""
     job = entry.job
     assert job is not None
+    if entry.ended is not None:
+        return  # a cancel of the queued job recorded it already
     results = [named(r, entry.paths()) for r in job.results]
     await svc.read(svc.spool.end, entry, job.status, results)
 
