@@ -665,6 +665,65 @@ def test_html_drops_link_lists_page_headers_and_form_text_of_any_generator(
     ]
 
 
+# A help centre's article as its theme marks it up: the article's own header (title,
+# author's avatar, a "Follow" link acting as a button), body, attachments and footer
+# (share links, "Was this article helpful?" votes), and a "related articles" list.
+HELP_CENTRE_ARTICLE = """<html><head><title>Exporting your data - Lumen Labs</title></head>
+<body><main role="main"><ol class="breadcrumbs"><li><a href="/hc">Lumen Labs</a></li>
+<li><a href="/hc/s">Support</a></li></ol>
+<article class="article"><header class="article-header"><h1>Exporting your data</h1>
+<div class="avatar article-avatar"><img src="a.png" alt="">Dana</div>
+<a class="article-subscribe" role="button" href="/subscription">Follow</a></header>
+<div class="article-body"><p>Exports are ZIP archives of every project.</p>
+<h2>Limits</h2><p>Archives larger than 50 GB are split into parts.</p>
+<blockquote><p>Exports saved our audit.</p><footer>Quoted from a customer</footer></blockquote>
+<p>See the <span class="author">Fong</span> report.</p>
+<div class="tabs"><div role="tabpanel" hidden="true"><pre>lumen export --all</pre></div></div>
+</div>
+<footer><div class="article-share"><a href="https://x.example/s">Share on X</a></div>
+<div class="article-votes"><h2>Was this article helpful?</h2><button>Yes</button>
+<span>0 out of 0 found this helpful</span></div></footer>
+<section class="related-articles"><h3>Related articles</h3><ul><li><a href="/a/2">Deleting
+a workspace</a></li><li><a href="/a/3">Importing a CSV file</a></li></ul></section>
+<div class="social-links">Follow us on Mastodon for release news</div>
+</article></main></body></html>"""
+
+
+def test_html_an_articles_footer_votes_and_share_links_are_not_content(tmp_path: Path) -> None:
+    """What a help centre or a blog puts around an article is about it, not in it: its
+    footer, votes, share and follow controls, avatar and related list go; a quotation's
+    source, a bibliography's author and a hidden tab panel (shown by a click) stay."""
+    doc = load_path(write(tmp_path / "article.html", HELP_CENTRE_ARTICLE))
+    for furniture in ("Lumen Labs", "Dana", "Follow", "Share on X", "helpful", "Yes",
+                      "Related articles", "Deleting", "Mastodon"):  # fmt: skip
+        assert furniture not in doc.text, furniture
+    assert doc.text.startswith("# Exporting your data\n\nExports are ZIP archives")
+    assert "Archives larger than 50 GB are split into parts." in doc.text
+    assert "Quoted from a customer" in doc.text  # a <footer> in a quotation names its source
+    assert "See the Fong report." in doc.text
+    assert "lumen export --all" in doc.text
+    assert section_titles(doc) == ["Exporting your data", "Exporting your data > Limits"]
+
+
+def test_html_permalink_signs_script_links_and_emptied_menu_items_leave_no_text(
+    tmp_path: Path,
+) -> None:
+    """Node.js's "#" after each heading, rustdoc's "[−]" toggle (a link that runs a
+    script) and the items of a menu whose links were dropped leave nothing behind; an
+    operator that links to its own section (SQLite's "->") stays."""
+    markup = (
+        "<div class='interior'><ul><li><a class='nav-dns' href='dns.html'>DNS</a></li>"
+        "<li><a class='nav-fs' href='fs.html'>File system</a></li></ul></div>"
+        "<h2>dns.lookup()<span><a class='mark' href='#lookup'>#</a></span></h2>"
+        "<p>Resolves a host name.<a href='#fn1'>↩\ufe0e</a></p>"
+        "<p><a href='javascript:void(0)'>[<span>−</span>]</a> Since 1.0.</p>"
+        "<ul><li>json <a href='#jptr'>-&gt;</a> path</li></ul>"
+    )
+    doc = load_path(write(tmp_path / "api.html", markup))
+    assert doc.text == "## dns.lookup()\n\nResolves a host name.\n\nSince 1.0.\n\n- json -> path"
+    assert section_titles(doc) == ["dns.lookup()"]
+
+
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
     markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
     doc = load_path(write(tmp_path / "page.html", markup))

@@ -9,16 +9,21 @@ page's own markup, in the order a screen reader would find the main content:
 1. the page's main landmark, when it has one (``<main>`` or ``role="main"``): only the
    text inside it is kept (a page whose landmark holds almost nothing keeps everything:
    a landmark that is a stray match or empty says nothing);
-2. anywhere, landmarks that are not content: ``<nav>``, ``<footer>`` outside an article
-   or section (the page's footer), and elements whose ``role`` is navigation, banner,
-   contentinfo, search, menu or complementary (a page-level ``<header>`` without that
-   role stays: simple pages put their ``<h1>`` in it);
-3. anywhere but on ``<main>``, ``<article>`` and ``<section>``, elements whose class
-   names them as such (a part of a class name, split at ``-`` and ``_``: nav, navbar,
-   menu, sidebar, breadcrumb, footer, related, cookie, consent, banner, skip,
-   skiplink, searchbox, headerlink), as site generators and themes that do not use
-   landmarks mark them; an id only when it is one of those names whole (``footer``,
-   ``sidebar``): a generator makes ids from headings, and "Cookies" is content.
+2. anywhere, landmarks that are not content: ``<nav>``, ``<footer>`` (the page's, and an
+   article's own: its author, votes and share links; one inside a ``<blockquote>`` or
+   ``<figure>``, a quotation's source, stays), and elements whose ``role`` is
+   navigation, banner, contentinfo, search, menu or complementary (a page-level
+   ``<header>`` without that role stays: simple pages put their ``<h1>`` in it).
+   Hidden elements stay: a tab panel or an accordion's answer is shown by a click;
+3. anywhere but on ``<main>`` and ``<article>``, elements whose class names them as such
+   (a part of a class name, split at ``-`` and ``_``: nav, navbar, menu, sidebar,
+   breadcrumb, footer, related, cookie, consent, banner, skip, skiplink, searchbox,
+   headerlink; and what a help centre or a blog puts around an article: avatar, byline,
+   share, social, votes, feedback, rating, subscribe; not "author", which DocBook gives
+   a bibliography's names), as site generators and themes that do not use landmarks
+   mark them (a ``<section class="related-articles">`` too); an id only when it is one
+   of those names whole (``footer``, ``sidebar``): a generator makes ids from headings,
+   and "Cookies" is content.
 
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
    heading and no code block: a block that is mostly links, two or more (a breadcrumb
@@ -26,7 +31,8 @@ page's own markup, in the order a screen reader would find the main content:
    language list (two links or more, one of them to a translation: ``hreflang``); and,
    outside any article or section, a ``<header>`` or a block whose class or id names a
    header, masthead or tagline (a banner: "Small. Fast. Reliable."). The text of form
-   controls (``<select>`` options, ``<button>`` labels) is never content.
+   controls (``<select>`` options, ``<button>`` labels, anything whose ``role`` is
+   button, a link that runs a script: ``href="javascript:..."``) is never content.
 
 Headings become section titles (``#`` lines), list items ``- `` lines, and ``<pre>``
 blocks keep their line breaks and indentation whole.
@@ -115,6 +121,7 @@ _VOID = {
     "wbr",
 }
 _NOT_CONTENT_ROLES = {
+    "button",  # a link or a span acting as one: "Follow", "Sign in", "Got it!"
     "navigation",
     "banner",
     "contentinfo",
@@ -143,6 +150,17 @@ _NOT_CONTENT_NAMES = {
     "searchbox",
     "headerlink",
     "skip",
+    # About an article, not in it: its author, votes, share links, feedback form.
+    "avatar",
+    "byline",
+    "share",
+    "sharing",
+    "social",
+    "vote",
+    "votes",
+    "feedback",
+    "rating",
+    "subscribe",
 }
 #: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
 #: make ids from headings, and a section titled "Cookies" is content).
@@ -174,17 +192,23 @@ _HEADING_MARK = "\ue000"
 _PRE_LINE = "\ue001"
 
 
-def is_not_content(tag: str, attrs: list[tuple[str, str | None]], *, in_article: bool) -> bool:
-    """Whether an element is a site's navigation, banner or footer, not page content."""
+def is_not_content(
+    tag: str, attrs: list[tuple[str, str | None]], *, in_quotation: bool = False
+) -> bool:
+    """Whether an element is a site's navigation, banner or footer, or an article's byline,
+    votes or share links: not page content."""
     # A page-level <header> is a banner, but simple pages keep their <h1> in it: it stays
-    # (its menus are <nav>, dropped anyway); a page-level <footer> holds no title.
-    if tag == "nav" or (tag == "footer" and not in_article):
+    # (its menus are <nav>, dropped anyway). A <footer> holds no title: the page's is the
+    # site's, an article's is about the article; a quotation's names its source.
+    if tag == "nav" or (tag == "footer" and not in_quotation):
         return True
     values = {name: (value or "").lower() for name, value in attrs}
     if values.get("role", "").strip() in _NOT_CONTENT_ROLES:
         return True
-    if tag in {"main", "article", "section"}:  # sectioning content is content, whatever
-        return False  # its class says
+    if tag == "a" and values.get("href", "").strip().startswith("javascript:"):
+        return True  # a control made of a link: rustdoc's "[−]", "Expand all", "Print"
+    if tag in {"main", "article"}:  # the page's or an article's content, whatever its
+        return False  # class says
     if values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
     return not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(values.get("class", "")))
@@ -256,10 +280,13 @@ class _HTMLText(HTMLParser):
         self._main = _Nesting()
         self._main_only = main_only
         self._articles = _Nesting()  # open <article>/<section>: their header is content
+        self._quotations = _Nesting()  # open <blockquote>/<figure>: their footer is content
         self._in_title = False
         self._title_done = False
         self._heading: int | None = None
         self._heading_at = 0  # index in ``out`` where the open heading starts
+        self._items: list[int] = []  # where each open list item starts in ``out``
+        self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
         self._blocks: list[_Block] = []  # open blocks judged when they end
         # Shown so far: characters, link characters, links, headings, links to translations,
@@ -278,13 +305,16 @@ class _HTMLText(HTMLParser):
         if self._hidden:
             self._hidden.start(tag)
             return
-        if tag in _SKIP_TAGS or is_not_content(tag, attrs, in_article=bool(self._articles)):
+        quoted = bool(self._quotations)
+        if tag in _SKIP_TAGS or is_not_content(tag, attrs, in_quotation=quoted):
             self._hidden.start(tag)
             return
         if self._main or is_main(tag, attrs):
             self._main.start(tag)
         if tag in {"article", "section"}:
             self._articles.start(tag)
+        if quoted or tag in {"blockquote", "figure"}:
+            self._quotations.start(tag)
         if self._shown():
             self._judge_later(tag, attrs)
             self._open(tag)
@@ -294,6 +324,8 @@ class _HTMLText(HTMLParser):
             if tag == "a":
                 self._counts[2] += 1
                 self._counts[4] += any(n == "hreflang" for n, _ in attrs)
+                if any(n == "href" and (v or "").startswith("#") for n, v in attrs):
+                    self._anchor_at = len(self.out)
             self._links.start(tag)
         if tag in _JUDGED_BLOCKS and not self._pre:
             header = not self._articles and (tag == "header" or _header_named(attrs))
@@ -307,6 +339,7 @@ class _HTMLText(HTMLParser):
         elif tag == "br" and self._heading is not None:
             self.out.append(" ")  # a heading stays on one line
         elif tag == "li":
+            self._items.append(len(self.out))
             self.out.append("\n- ")
         elif tag == "pre":
             self._pre += 1
@@ -332,6 +365,7 @@ class _HTMLText(HTMLParser):
         shown = self._shown()
         self._main.end(tag)
         self._articles.end(tag)
+        self._quotations.end(tag)
         if shown:
             self._links.end(tag)
             self._close(tag)
@@ -353,6 +387,18 @@ class _HTMLText(HTMLParser):
                 return
 
     def _close(self, tag: str) -> None:
+        if tag == "a" and self._anchor_at is not None:
+            # A link to a place on the same page that shows one sign is a permalink
+            # marker ("#", "¶", "§") or a footnote's way back ("↩"), not text (an
+            # operator of two, SQLite's "->", stays).
+            shown = "".join(self.out[self._anchor_at :]).strip().rstrip("\ufe0e\ufe0f")
+            if len(shown) == 1 and not shown.isalnum():
+                del self.out[self._anchor_at :]
+            self._anchor_at = None
+        elif tag == "li" and self._items:
+            at = self._items.pop()
+            if not "".join(self.out[at + 1 :]).strip():
+                del self.out[at:]  # an item whose text was all furniture (a menu's links)
         if tag in _HEADINGS:
             self._counts[3] += 1
             if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
