@@ -606,6 +606,22 @@ def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
     assert "<!-- a comment in code stays -->" in doc.text
 
 
+def test_markdown_empty_anchors_are_not_text(tmp_path: Path) -> None:
+    """An empty link (the anchor a heading is linked to by, as Docker's reference writes
+    them) renders nothing, so it is neither in the section title nor in the text; in code
+    it stays, and a link with text keeps it."""
+    markup = (
+        '# logs\n\n### <a name="until"></a> Logs until a point in time (--until)\n\n'
+        'Use `<a name="x"></a>` to link here, or <a href="/since">since</a>.\n\n'
+        '```html\n<a id="code"></a>\n```\n'
+    )
+    doc = load_path(write(tmp_path / "logs.md", markup))
+    assert section_titles(doc)[-1] == "logs > Logs until a point in time (--until)"
+    assert "### Logs until a point in time (--until)" in doc.text
+    assert 'Use `<a name="x"></a>` to link here, or <a href="/since">since</a>.' in doc.text
+    assert '<a id="code"></a>' in doc.text
+
+
 def test_html_a_page_header_keeps_its_title(tmp_path: Path) -> None:
     markup = (
         "<body><header><h1>Release notes</h1><nav><a href='/'>Home</a> › Notes</nav></header>"

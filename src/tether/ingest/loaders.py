@@ -308,22 +308,28 @@ def _front_matter_title(text: str) -> tuple[str | None, str]:
     return (match.group(1) if match else None), rest
 
 
-# A fenced code block (kept as it is), or an HTML comment outside one (not rendered: a
-# maintainer's note such as "this file is generated, edit the other repository").
-_FENCE_OR_COMMENT = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|<!--.*?(?:-->|\Z)", re.M | re.S)
+# A fenced code block or a code span (kept as they are), or outside them what a reader
+# never sees: an HTML comment (a maintainer's note such as "this file is generated, edit
+# the other repository") and an empty link, the anchor a heading is linked to by
+# (``### <a name="format"></a> Format the output``).
+_UNSEEN = re.compile(
+    r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|(`[^`\n]+`)|<!--.*?(?:-->|\Z)|<a\s[^<>]*>[ \t]*</a>[ \t]?",
+    re.M | re.S | re.I,
+)
 
 
-def _without_comments(text: str) -> str:
-    """Markdown text without its HTML comments, which a reader never sees."""
-    if "<!--" not in text:
+def _without_unseen(text: str) -> str:
+    """Markdown text without its HTML comments and empty anchors, which a reader never
+    sees."""
+    if "<!--" not in text and "</a>" not in text.lower():
         return text
-    return _FENCE_OR_COMMENT.sub(lambda m: m.group(0) if m.group(1) else "", text)
+    return _UNSEEN.sub(lambda m: m.group(0) if m.group(1) or m.group(2) else "", text)
 
 
 def load_markdown(file: FileBytes) -> LoadedDocument:
     whole = normalize_text(decode_text(file))
     meta_title, body = _front_matter_title(whole)
-    body = _without_comments(body)
+    body = _without_unseen(body)
     text = body if body is whole else normalize_text(body)  # (without front matter: done)
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
