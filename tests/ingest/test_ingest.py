@@ -622,6 +622,25 @@ def test_markdown_empty_anchors_are_not_text(tmp_path: Path) -> None:
     assert '<a id="code"></a>' in doc.text
 
 
+def test_markdown_html_blocks_are_read_as_a_reader_sees_them(tmp_path: Path) -> None:
+    """An HTML block in Markdown (Docker's run reference gives its network modes as a
+    <table>) is its text, without tags; HTML in a code fence, and a block holding a
+    fence, stay as written."""
+    markup = (
+        "# run\n\nSupported networks:\n\n<table>\n  <tr><th>Network</th><th>Description</th>"
+        "</tr>\n  <tr>\n    <td><strong>none</strong></td>\n    <td>\n      No networking in"
+        " the container.\n    </td>\n  </tr>\n</table>\n\n## Restart policies\n\n"
+        "```html\n<table><tr><td>kept</td></tr></table>\n```\n\n"
+        "<details>\n```sh\ndocker run --rm x\n```\n</details>\n"
+    )
+    doc = load_path(write(tmp_path / "run.md", markup))
+    assert "<td>" not in doc.text.split("```html")[0] and "<strong>" not in doc.text
+    assert "none" in doc.text and "No networking in the container." in doc.text
+    assert "```html\n<table><tr><td>kept</td></tr></table>\n```" in doc.text
+    assert "<details>\n```sh\ndocker run --rm x\n```\n</details>" in doc.text
+    assert section_titles(doc)[-1] == "run > Restart policies"
+
+
 def test_html_a_page_header_keeps_its_title(tmp_path: Path) -> None:
     markup = (
         "<body><header><h1>Release notes</h1><nav><a href='/'>Home</a> › Notes</nav></header>"

@@ -326,10 +326,51 @@ def _without_unseen(text: str) -> str:
     return _UNSEEN.sub(lambda m: m.group(0) if m.group(1) or m.group(2) else "", text)
 
 
+#: Where an HTML block of a Markdown text starts (CommonMark's kind 6: a line opening or
+#: closing one of the block elements; it ends at a blank line), and where a fenced code
+#: block starts or ends.
+_HTML_BLOCK = re.compile(
+    r" {0,3}</?(?:address|article|aside|blockquote|caption|center|dd|details|dialog|div|dl|dt"
+    r"|fieldset|figcaption|figure|footer|form|h[1-6]|header|hr|legend|li|main|nav|ol|p"
+    r"|section|summary|table|tbody|td|tfoot|th|thead|tr|ul)(?:[\s/>]|$)",
+    re.I,
+)
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+
+
+def _html_blocks_as_text(text: str) -> str:
+    """Markdown text with its HTML blocks (a ``<table>`` of options, a ``<details>``
+    summary, a centred ``<p>``) as a reader sees them: their text, by the HTML extractor,
+    headings as ``#`` lines. A block holding a code fence is left as it is."""
+    if "<" not in text:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    fence: str | None = None
+    at = 0
+    while at < len(lines):
+        line = lines[at]
+        opened = _FENCE.match(line)
+        if fence is not None or opened or not _HTML_BLOCK.match(line):
+            if opened:
+                fence = None if fence == opened.group(1) else (fence or opened.group(1))
+            out.append(line)
+            at += 1
+            continue
+        end = next((i for i in range(at, len(lines)) if not lines[i].strip()), len(lines))
+        block = lines[at:end]
+        if any(_FENCE.match(b) for b in block):
+            out.extend(block)
+        else:
+            out.append(html_document("\n".join(block))[1])
+        at = end
+    return "\n".join(out)
+
+
 def load_markdown(file: FileBytes) -> LoadedDocument:
     whole = normalize_text(decode_text(file))
     meta_title, body = _front_matter_title(whole)
-    body = _without_unseen(body)
+    body = _html_blocks_as_text(_without_unseen(body))
     text = body if body is whole else normalize_text(body)  # (without front matter: done)
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
