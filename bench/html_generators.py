@@ -56,7 +56,7 @@ def unpacked(pin: DebPin, cache: Path) -> Path:
 
 def measure(root: Path, pages: int, seed: int) -> dict[str, object]:
     from tether import Settings, Tether
-    from tether.eval.documents import _joined, _shape, prose_lines, text_quality
+    from tether.eval.documents import _joined, _shape, prose_lines, text_quality, words
 
     found = sorted(p for p in root.rglob("*.html") if p.stat().st_size > 2000)
     sample = random.Random(seed).sample(found, min(pages, len(found)))
@@ -75,9 +75,7 @@ def measure(root: Path, pages: int, seed: int) -> dict[str, object]:
             chunks += len(stored)
             documents_with.update({_shape(x) for x in prose_lines(_joined(stored))})
     common = sorted(
-        line
-        for line, n in documents_with.items()
-        if n >= max(4, len(ids) / 3) and len(line.split()) >= 3
+        line for line, n in documents_with.items() if n >= max(4, len(ids) / 3) and words(line) >= 3
     )
     return {
         "pages": len(ids),

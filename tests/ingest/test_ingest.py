@@ -759,6 +759,25 @@ def test_html_permalink_signs_script_links_and_emptied_menu_items_leave_no_text(
     assert section_titles(doc) == ["dns.lookup()"]
 
 
+def test_html_a_table_row_is_one_line_and_docbook_navigation_bars_go(tmp_path: Path) -> None:
+    """A row keeps its cells together ("Status: | Extension"), nested tables included;
+    DocBook's "Prev | Up | Next" bars (navheader, navfooter) are navigation."""
+    markup = (
+        "<div class='navheader'><table><tr><td><a href='p.html'>Prev</a></td><td>Chapter 5."
+        " Data Definition</td><td><a href='n.html'>Next</a></td></tr></table></div>"
+        "<h1>5.1. Table Basics</h1><table><tr><th>Status:</th><td>Extension</td></tr>"
+        "<tr><td>Module:</td><td><table><tr><td>mod_alias</td><td>core</td></tr></table>"
+        "</td><td>last</td></tr></table>"
+        "<div class='navfooter'><table><tr><td><a href='h.html'>Home</a></td></tr></table></div>"
+    )
+    doc = load_path(write(tmp_path / "ddl.html", markup))
+    assert "Prev" not in doc.text and "Home" not in doc.text and "Chapter 5" not in doc.text
+    lines = [line for line in doc.text.splitlines() if line]
+    assert lines[1] == "Status: | Extension"
+    assert "mod_alias | core" in lines
+    assert lines[-1] == "| last"  # the outer row's next cell, after its nested table
+
+
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
     markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
     doc = load_path(write(tmp_path / "page.html", markup))

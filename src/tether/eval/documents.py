@@ -425,9 +425,14 @@ def _boilerplate_chunks(
     common = {
         line
         for line, n in documents_with.items()
-        if n >= max(4, documents / 3) and len(line.split()) >= 3
+        if n >= max(4, documents / 3) and words(line) >= 3
     }
     return sum(1 for lines in chunk_lines if lines & common)
+
+
+def words(line: str) -> int:
+    """How many words a line holds (a table row's "|" between its cells is none)."""
+    return sum(1 for token in line.split() if any(c.isalnum() for c in token))
 
 
 def _joined(chunks: list[Any]) -> str:

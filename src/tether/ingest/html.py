@@ -71,9 +71,7 @@ _BLOCK_TAGS = {
     "section",
     "table",
     "tbody",
-    "td",
     "tfoot",
-    "th",
     "thead",
     "tr",
     "ul",
@@ -138,6 +136,8 @@ _NOT_CONTENT_NAMES = {
     "menubar",
     "sidebar",
     "sphinxsidebar",
+    "navheader",  # DocBook's "Prev | Up | Next" bars
+    "navfooter",
     "breadcrumb",
     "breadcrumbs",
     "footer",
@@ -286,6 +286,7 @@ class _HTMLText(HTMLParser):
         self._heading: int | None = None
         self._heading_at = 0  # index in ``out`` where the open heading starts
         self._items: list[int] = []  # where each open list item starts in ``out``
+        self._cells: list[int] = []  # cells so far in each open table row
         self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
         self._blocks: list[_Block] = []  # open blocks judged when they end
@@ -347,8 +348,13 @@ class _HTMLText(HTMLParser):
             self.out.append("\n\n" + _PRE_LINE)
         elif tag in _BLOCK_TAGS:
             self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
+            if tag == "tr":
+                self._cells.append(0)
         elif tag in {"td", "th"}:
-            self.out.append(" ")
+            # A row is one line, its cells apart: "none | No networking in the container."
+            if self._cells:
+                self._cells[-1] += 1
+            self.out.append(" | " if self._cells and self._cells[-1] > 1 else " ")
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if not self._shown() or tag not in {"br", "hr"}:
@@ -395,6 +401,8 @@ class _HTMLText(HTMLParser):
             if len(shown) == 1 and not shown.isalnum():
                 del self.out[self._anchor_at :]
             self._anchor_at = None
+        elif tag == "tr" and self._cells:
+            self._cells.pop()
         elif tag == "li" and self._items:
             at = self._items.pop()
             if not "".join(self.out[at + 1 :]).strip():
@@ -437,6 +445,10 @@ def _parse(markup: str, *, main_only: bool) -> _HTMLText:
     return parser
 
 
+def _pre_line(line: str) -> str:
+    return line.rstrip().replace(_PRE_LINE, "")
+
+
 def html_document(markup: str) -> tuple[str, str, list[Heading]]:
     """(title, text, headings) of an HTML page: the visible text of its main content (see
     the module's docstring), headings as ``#`` lines."""
@@ -446,8 +458,8 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
         kept, whole = len("".join(main.out).strip()), len("".join(parser.out).strip())
         if kept >= _MAIN_CHARS or kept >= _MAIN_SHARE * whole:
             parser = main
-    lines = [
-        line.rstrip().replace(_PRE_LINE, "") if line.startswith(_PRE_LINE) else line.strip()
+    lines = [  # a <pre> line keeps its indentation; any other collapses its white space
+        _pre_line(line) if line.startswith(_PRE_LINE) else " ".join(line.split())
         for line in "".join(parser.out).split("\n")
     ]
     marked = normalize_text("\n".join(lines))
