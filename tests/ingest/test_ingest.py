@@ -743,12 +743,15 @@ def test_html_an_articles_footer_votes_and_share_links_are_not_content(tmp_path:
 def test_html_permalink_signs_script_links_and_emptied_menu_items_leave_no_text(
     tmp_path: Path,
 ) -> None:
-    """Node.js's "#" after each heading, rustdoc's "[−]" toggle (a link that runs a
-    script) and the items of a menu whose links were dropped leave nothing behind; an
+    """Node.js's "#" after each heading and its contents list (``id="toc"``), rustdoc's
+    "[−]" toggle (a link that runs a script) and the items of a menu whose links were
+    dropped leave nothing behind; an
     operator that links to its own section (SQLite's "->") stays."""
     markup = (
         "<div class='interior'><ul><li><a class='nav-dns' href='dns.html'>DNS</a></li>"
         "<li><a class='nav-fs' href='fs.html'>File system</a></li></ul></div>"
+        "<details id='toc'><summary>Table of contents</summary><ul><li><a href='#lookup'>"
+        "dns.lookup()</a></li></ul></details>"
         "<h2>dns.lookup()<span><a class='mark' href='#lookup'>#</a></span></h2>"
         "<p>Resolves a host name.<a href='#fn1'>↩\ufe0e</a></p>"
         "<p><a href='javascript:void(0)'>[<span>−</span>]</a> Since 1.0.</p>"

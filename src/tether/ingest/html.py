@@ -177,6 +177,8 @@ _NOT_CONTENT_IDS = {
     "site-header",
     "cookie-banner",
     "searchbox",
+    "toc",  # the page's own contents list, with its label (Node's "Table of contents")
+    "table-of-contents",
 }
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
