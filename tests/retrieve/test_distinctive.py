@@ -182,6 +182,27 @@ def test_an_acronym_the_scope_never_mentions_is_not_grounded_and_emphasis_is_no_
     assert emphasis.grounded, emphasis.debug["grounding"]["why"]
 
 
+def test_an_option_the_scope_never_names_is_not_grounded_by_its_word(tmp_path: Path) -> None:
+    """A reference that says "IPv4" everywhere but documents no --ipv4 flag does not
+    answer a question about --ipv4=false; one about a flag it documents is answered."""
+    reference = TextSource(
+        "docker network create: create a network. Options: --ipv6 enables IPv6"
+        " networking; --subnet gives an IPv4 or IPv6 subnet in CIDR format; --internal"
+        " restricts external access to the network.",
+        "network create",
+    )
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(reference, workspace_id="docker")
+        absent = t.retrieve("Can network create turn IPv4 off with --ipv4=false?",
+                            scope="workspace", workspace_id="docker")  # fmt: skip
+        present = t.retrieve("What does the --internal option of network create do?",
+                             scope="workspace", workspace_id="docker")  # fmt: skip
+    assert not absent.grounded
+    assert absent.debug["grounding"]["distinctive_absent"] == ["--ipv4"]
+    assert present.debug["grounding"]["distinctive_absent"] == []
+    assert present.grounded, present.debug["grounding"]["why"]
+
+
 def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:
     from tether.retrieve.distinctive import code_cores
 

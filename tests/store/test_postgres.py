@@ -94,6 +94,42 @@ def test_bm25_gives_the_scores_fts5_gives(postgres_url: str, tmp_path: Path) -> 
         postgres.close()
 
 
+def test_an_option_is_in_scope_only_where_a_chunk_names_it(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The index drops dashes, so "--ipv4" is the word "ipv4" there; an option is in
+    scope only where a chunk names it, with any dash typesetting gave it."""
+    texts = [
+        "Give the network IPv4 and IPv6 subnets; the -w flag sets workers.",
+        "Preview what would be removed with \u2013dry-run first.",  # an en dash, from a PDF
+        "Enable IPv6 with --IPv6 on create.",
+    ]
+    sqlite = SQLiteStore(SQLiteDatabase(tmp_path / "t.db"))
+    postgres = PostgresStore.connect(postgres_url)
+    terms = ["--ipv4", "--ipv6", "--dry-run", "-w", "ipv4"]
+    try:
+        for store in (sqlite, postgres):
+            store.ensure_workspace("w")
+            for i, text in enumerate(texts):
+                chunk = NewChunk(0, text, None, 0, len(text), None, f"h{i}", token_count=9)
+                document = NewDocument(f"d{i}", "w", f"doc {i}", None, None, "text/plain",
+                                       f"c{i}", None, {})  # fmt: skip
+                store.insert_document(document, [chunk])
+        scope = Scope.workspace("w")
+        stats = sqlite.term_statistics(terms, scope)
+        assert stats.in_scope == {
+            "--ipv4": False,  # the word is there, the option is not
+            "--ipv6": True,
+            "--dry-run": True,
+            "-w": True,
+            "ipv4": True,
+        }
+        assert postgres.term_statistics(terms, scope) == stats
+    finally:
+        sqlite.close()
+        postgres.close()
+
+
 def test_diacritics_and_case_fold_as_fts5_folds_them(postgres_url: str) -> None:
     store = PostgresStore.connect(postgres_url)
     try:

@@ -11,11 +11,13 @@ of term count:
   written as they are searched for: ``--listen-addr``, ``SESSION_COOKIE_MAX_AGE``,
   ``config.json``, ``VolumeDriver.Capabilities``, ``asn1_dup_node``, ``IDN2_TOO_BIG_LABEL``,
   ``v2.3``, ``CVE-2024-1234``, ``LoRaWAN``. A code is looked up whole in the scope (the
-  full-text index matches its parts as a phrase), or by its code parts when the rest are
-  plain words ("Rad53-dependent" by ``Rad53``). A word in capitals is an acronym or a
-  keyword (``CSI``, ``OFFSET``), unless the question is shouted or the word is an
-  everyday one ("does it NOT start?": emphasis). Lower-case words and numbers joined by
-  hyphens ("auto-reload", "0-dimensional") are prose, not codes;
+  full-text index matches its parts as a phrase; an option must also be named with a
+  dash before it, as the index drops dashes: ``--ipv4`` is not the word "IPv4"), or by
+  its code parts when the rest are plain words ("Rad53-dependent" by ``Rad53``). A word
+  in capitals is an acronym or a keyword (``CSI``, ``OFFSET``), unless the question is
+  shouted or the word is an everyday one ("does it NOT start?": emphasis). Lower-case
+  words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
+  codes;
 - **rare words**: words outside a general English vocabulary (the WordPiece vocabulary
   of the packaged all-MiniLM-L6-v2 tokenizer, about 23,000 whole words, with common
   suffixes and prefixes taken off): product and project names, jargon ("zigbee",

@@ -233,7 +233,12 @@ class SearchMixin(StorePart):
                     in_scope[term] = False
                     continue
                 sql, params = term_in_scope_sql(
-                    scope, indexed, filters=filters, exclusions=exclusions, dialect=self.db.dialect
+                    scope,
+                    indexed,
+                    filters=filters,
+                    exclusions=exclusions,
+                    dialect=self.db.dialect,
+                    option=term,
                 )
                 in_scope[term] = bool(conn.execute(sql, params).fetchone()[0])
         return TermStatistics(chunks=chunks, store=store, in_scope=in_scope)

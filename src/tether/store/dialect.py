@@ -23,6 +23,8 @@ class Dialect:
     _joined: str
     #: A top-level key of a JSON text column, as text.
     _json_text: str
+    #: Where a text first holds another (1-based; 0 when it does not).
+    _position: str
 
     def joined(self, column: str) -> str:
         """The aggregate of ``column``'s values joined with chr(31)."""
@@ -34,16 +36,22 @@ class Dialect:
             raise ValueError(f"not a plain JSON key: {key!r}")
         return self._json_text.format(column=column, key=key)
 
+    def position(self, text: str, needle: str) -> str:
+        """Where ``needle`` first occurs in ``text`` (SQL expressions), 0 for nowhere."""
+        return self._position.format(text=text, needle=needle)
+
 
 SQLITE = Dialect(
     name="sqlite",
     distinct_from="IS NOT",
     _joined="group_concat({column}, char(31))",
     _json_text="json_extract({column}, '$.{key}')",
+    _position="instr({text}, {needle})",
 )
 POSTGRES = Dialect(
     name="postgresql",
     distinct_from="IS DISTINCT FROM",
     _joined="string_agg({column}, chr(31))",
     _json_text="({column}::jsonb ->> '{key}')",
+    _position="strpos({text}, {needle})",
 )

@@ -268,6 +268,33 @@ def term_count_upto_sql(term: str, cap: int) -> tuple[str, dict[str, Any]]:
     return sql, {"match": fts_phrase(term), "cap": int(cap)}
 
 
+#: The dashes an option may be printed with: typeset text and word processors turn "--"
+#: into an en or em dash, PDF text into a minus sign or a hyphen of its own.
+_DASHES = ("-", "\u2010", "\u2011", "\u2013", "\u2014", "\u2212")
+
+
+def option_literals(term: str) -> list[str]:
+    """For a command-line option (``--ipv4``, ``-w``), the texts a chunk that names it
+    holds, lower-cased: its name after any dash (the full-text index drops the dashes,
+    and would find "--ipv4" in any chunk saying "IPv4"); none for any other term."""
+    name = term.lstrip("-").lower()
+    if not term.startswith("-") or not name:
+        return []
+    return [dash + name for dash in _DASHES]
+
+
+def option_condition(term: str, dialect: Dialect = SQLITE) -> tuple[str, dict[str, Any]]:
+    """A condition on ``c.content`` that holds when the chunk names the option ``term``
+    (:func:`option_literals`), with its parameters; ``("1 = 1", {})`` for other terms."""
+    literals = option_literals(term)
+    if not literals:
+        return "1 = 1", {}
+    params = {f"option{i}": literal for i, literal in enumerate(literals)}
+    found = (f"{dialect.position('lower(c.content)', ':' + name)} > 0" for name in params)
+    condition = " OR ".join(found)
+    return f"({condition})", params
+
+
 def term_in_scope_sql(
     scope: Scope,
     term: str,
@@ -275,18 +302,21 @@ def term_in_scope_sql(
     filters: Filters | None = None,
     exclusions: Exclusions | None = None,
     dialect: Dialect = SQLITE,
+    option: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """SQL whose one row says whether any chunk ``scope`` may see holds ``term``."""
+    """SQL whose one row says whether any chunk ``scope`` may see holds ``term`` (and, for
+    an ``option`` such as ``--ipv4`` whose indexed form ``term`` is, names the option)."""
     where, params = scope_sql(scope, filters, exclusions, dialect=dialect)
+    named, option_params = option_condition(option or "", dialect)
     sql = f"""
         SELECT EXISTS (
             SELECT 1 FROM rag_chunks_fts
             JOIN rag_chunks c ON c.id = rag_chunks_fts.rowid
             JOIN rag_documents d ON d.id = c.document_id
-            WHERE rag_chunks_fts MATCH :match AND {where}
+            WHERE rag_chunks_fts MATCH :match AND {where} AND {named}
         )
     """
-    return sql, {**params, "match": fts_phrase(term)}
+    return sql, {**params, **option_params, "match": fts_phrase(term)}
 
 
 def scope_documents_sql(

@@ -32,7 +32,7 @@ from tether.store.postgres.database import PgConnection
 from tether.store.postgres.schema import quote_literal
 from tether.store.postgres.terms import fold
 from tether.store.records import TermStatistics
-from tether.store.sql import match_terms, scope_sql
+from tether.store.sql import match_terms, option_condition, scope_sql
 
 K1, B = 1.2, 0.75
 #: A scope holding at least this share of the store's vectors is searched through HNSW.
@@ -234,11 +234,12 @@ class PgSearch(SearchMixin):
                 if not store[term]:
                     in_scope[term] = False
                     continue
+                named, option_params = option_condition(term, POSTGRES)
                 (in_scope[term],) = conn.execute(
                     "SELECT EXISTS (SELECT 1 FROM rag_chunks c"
                     " JOIN rag_documents d ON d.id = c.document_id"
-                    f" WHERE c.tsv @@ (:q)::tsquery AND {where})",
-                    {**params, "q": query},
+                    f" WHERE c.tsv @@ (:q)::tsquery AND {where} AND {named})",
+                    {**params, **option_params, "q": query},
                 ).fetchone()
         return TermStatistics(chunks=int(chunks), store=store, in_scope=in_scope)
 
