@@ -287,7 +287,8 @@ class _HTMLText(HTMLParser):
         self._title_done = False
         self._heading: int | None = None
         self._heading_at = 0  # index in ``out`` where the open heading starts
-        self._items: list[int] = []  # where each open list item starts in ``out``
+        # Each open list item: where it starts in ``out``, and the characters shown then.
+        self._items: list[tuple[int, int]] = []
         self._cells: list[int] = []  # cells so far in each open table row
         self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
@@ -342,7 +343,7 @@ class _HTMLText(HTMLParser):
         elif tag == "br" and self._heading is not None:
             self.out.append(" ")  # a heading stays on one line
         elif tag == "li":
-            self._items.append(len(self.out))
+            self._items.append((len(self.out), self._counts[0]))
             self.out.append("\n- ")
         elif tag == "pre":
             self._pre += 1
@@ -406,8 +407,8 @@ class _HTMLText(HTMLParser):
         elif tag == "tr" and self._cells:
             self._cells.pop()
         elif tag == "li" and self._items:
-            at = self._items.pop()
-            if not "".join(self.out[at + 1 :]).strip():
+            at, shown = self._items.pop()
+            if self._counts[0] == shown:  # (furniture dropped inside gave its count back)
                 del self.out[at:]  # an item whose text was all furniture (a menu's links)
         if tag in _HEADINGS:
             self._counts[3] += 1
