@@ -1659,4 +1659,3 @@ def test_text_in_memory_is_prepared_in_the_calling_thread(
     assert where["memo 0"] == where["memo 1"] == caller
     assert all(where[str(f)] != caller for f in files)
     assert len(tether.search("sextant", scope="global")) == 4
-
