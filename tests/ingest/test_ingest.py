@@ -743,7 +743,8 @@ def test_html_an_articles_footer_votes_and_share_links_are_not_content(tmp_path:
 def test_html_permalink_signs_script_links_and_emptied_menu_items_leave_no_text(
     tmp_path: Path,
 ) -> None:
-    """Node.js's "#" after each heading and its contents list (``id="toc"``), rustdoc's
+    """Node.js's "#" after each heading and its contents list (``id="toc"``; DocBook's
+    and Docusaurus' by class), rustdoc's
     "[−]" toggle (a link that runs a script) and the items of a menu whose links were
     dropped leave nothing behind; an
     operator that links to its own section (SQLite's "->") stays."""
@@ -752,6 +753,8 @@ def test_html_permalink_signs_script_links_and_emptied_menu_items_leave_no_text(
         "<li><a class='nav-fs' href='fs.html'>File system</a></li></ul></div>"
         "<details id='toc'><summary>Table of contents</summary><ul><li><a href='#lookup'>"
         "dns.lookup()</a></li></ul></details>"
+        "<div class='toc'><b>Table of Contents</b><dl><dt><a href='a.html'>A</a> — one</dt>"
+        "</dl></div><ul class='table-of-contents'><li><a href='#lookup'>lookup</a></li></ul>"
         "<h2>dns.lookup()<span><a class='mark' href='#lookup'>#</a></span></h2>"
         "<p>Resolves a host name.<a href='#fn1'>↩\ufe0e</a></p>"
         "<p><a href='javascript:void(0)'>[<span>−</span>]</a> Since 1.0.</p>"

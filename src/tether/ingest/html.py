@@ -18,12 +18,13 @@ page's own markup, in the order a screen reader would find the main content:
 3. anywhere but on ``<main>`` and ``<article>``, elements whose class names them as such
    (a part of a class name, split at ``-`` and ``_``: nav, navbar, menu, sidebar,
    breadcrumb, footer, related, cookie, consent, banner, skip, skiplink, searchbox,
-   headerlink; and what a help centre or a blog puts around an article: avatar, byline,
-   share, social, votes, feedback, rating, subscribe; not "author", which DocBook gives
-   a bibliography's names), as site generators and themes that do not use landmarks
-   mark them (a ``<section class="related-articles">`` too); an id only when it is one
-   of those names whole (``footer``, ``sidebar``): a generator makes ids from headings,
-   and "Cookies" is content.
+   headerlink, toc, tableofcontents; and what a help centre or a blog puts around an
+   article: avatar, byline, share, social, votes, feedback, rating, subscribe; not
+   "author", which DocBook gives a bibliography's names), as site generators and themes
+   that do not use landmarks mark them (a ``<section class="related-articles">`` too);
+   an id, or a whole class name, only when it is one of the names of
+   ``_NOT_CONTENT_IDS`` (``footer``, ``sidebar``, ``table-of-contents``): a generator
+   makes ids from headings, and "Cookies" is content.
 
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
    heading and no code block: a block that is mostly links, two or more (a breadcrumb
@@ -161,6 +162,9 @@ _NOT_CONTENT_NAMES = {
     "feedback",
     "rating",
     "subscribe",
+    # The page's own contents list: Docusaurus' "tableOfContents", Furo's "toc-tree".
+    "toc",
+    "tableofcontents",
 }
 #: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
 #: make ids from headings, and a section titled "Cookies" is content).
@@ -213,7 +217,10 @@ def is_not_content(
         return False  # class says
     if values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
-    return not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(values.get("class", "")))
+    classes = values.get("class", "")
+    if not _NOT_CONTENT_IDS.isdisjoint(classes.split()):  # "table-of-contents", whole
+        return True
+    return not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(classes))
 
 
 def is_main(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
