@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import make_settings
-from tether import Settings, Tether, TextSource
+from tether import RetrievalResult, Settings, Tether, TextSource
 from tether.embed.local import LocalEmbedder
 from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
 
@@ -165,17 +165,24 @@ def test_a_question_whose_codes_the_scope_holds_is_grounded(tmp_path: Path, ques
     assert result.debug["grounding"]["distinctive_absent"] == []
 
 
+def asked(tmp_path: Path, sources: list[TextSource], *questions: str) -> list[RetrievalResult]:
+    """Each question's result, asked of ``sources`` in one workspace of a new store."""
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(sources, workspace_id="w")
+        return [t.retrieve(q, scope="workspace", workspace_id="w") for q in questions]
+
+
 def test_an_acronym_the_scope_never_mentions_is_not_grounded_and_emphasis_is_no_acronym(
     tmp_path: Path,
 ) -> None:
     """ "MQTT" names a protocol the guide never mentions: a passage on connectivity does not
     answer. "NOT" in capitals is emphasis, an everyday word: no code."""
-    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
-        t.add(S2_GUIDE, workspace_id="lumen")
-        acronym = t.retrieve("Can the S2 hub take a CSI camera beside its sensors?",
-                             scope="workspace", workspace_id="lumen")  # fmt: skip
-        emphasis = t.retrieve("Why does my S2 NOT relay the readings of other sensors?",
-                              scope="workspace", workspace_id="lumen")  # fmt: skip
+    acronym, emphasis = asked(
+        tmp_path,
+        S2_GUIDE,
+        "Can the S2 hub take a CSI camera beside its sensors?",
+        "Why does my S2 NOT relay the readings of other sensors?",
+    )
     assert not acronym.grounded
     assert acronym.debug["grounding"]["distinctive_absent"] == ["CSI"]
     assert emphasis.debug["grounding"]["distinctive_absent"] == []
@@ -191,12 +198,12 @@ def test_an_option_the_scope_never_names_is_not_grounded_by_its_word(tmp_path: P
         " restricts external access to the network.",
         "network create",
     )
-    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
-        t.add(reference, workspace_id="docker")
-        absent = t.retrieve("Can network create turn IPv4 off with --ipv4=false?",
-                            scope="workspace", workspace_id="docker")  # fmt: skip
-        present = t.retrieve("What does the --internal option of network create do?",
-                             scope="workspace", workspace_id="docker")  # fmt: skip
+    absent, present = asked(
+        tmp_path,
+        [reference],
+        "Can network create turn IPv4 off with --ipv4=false?",
+        "What does the --internal option of network create do?",
+    )
     assert not absent.grounded
     assert absent.debug["grounding"]["distinctive_absent"] == ["--ipv4"]
     assert present.debug["grounding"]["distinctive_absent"] == []
