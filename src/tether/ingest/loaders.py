@@ -347,7 +347,7 @@ def _html_blocks_as_text(text: str) -> str:
     lines = text.split("\n")
     out: list[str] = []
     fence: str | None = None
-    at = 0
+    at, rendered = 0, False
     while at < len(lines):
         line = lines[at]
         opened = _FENCE.match(line)
@@ -363,8 +363,9 @@ def _html_blocks_as_text(text: str) -> str:
             out.extend(block)
         else:
             out.append(html_document("\n".join(block))[1])
+            rendered = True
         at = end
-    return "\n".join(out)
+    return "\n".join(out) if rendered else text  # (the same text: not normalized again)
 
 
 def load_markdown(file: FileBytes) -> LoadedDocument:
