@@ -316,7 +316,9 @@ class ScopedSearch(ABC):
         """How many chunks the whole store holds, how many of them hold each of
         ``terms`` (matched as the full-text index matches a quoted term), and whether
         ``scope`` under ``filters`` and ``exclusions`` holds each term at all (in the
-        query, as for every scoped read)."""
+        query, as for every scoped read). A term that starts with a dash is an option
+        (``--ipv4``): the scope holds it where a chunk names it with a dash before it
+        (:func:`~tether.store.sql.option_literals`), not wherever its word occurs."""
 
     @abstractmethod
     def scope_document_ids(
