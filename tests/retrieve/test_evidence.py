@@ -10,12 +10,14 @@ from tether.retrieve.evidence import (
     CALIBRATED,
     HEADER_SHARE,
     LEXICAL,
+    PREMISE_SHARE,
     WINDOW_WORDS,
     QuestionTerms,
     agreement,
     best_window,
     evidence,
     explain,
+    premise_stems,
     question_terms,
     search_terms,
     windows,
@@ -191,3 +193,30 @@ def test_agreement_is_the_lexical_rank_of_the_vector_sides_best_chunk() -> None:
     agreed = evidence(terms, text, 0.5, agreed=1.0).evidence
     assert agreed > evidence(terms, text, 0.5, agreed=0.0).evidence
     assert evidence(terms, text, 0.5).evidence == evidence(terms, text, 0.5, agreed=0.0).evidence
+
+
+def test_a_premise_before_the_question_weighs_half_when_the_question_names_more() -> None:
+    question = "The update route uses <int:id>. Which converter lets a URL variable hold slashes?"
+    assert premise_stems(question) == {"update", "route", "use", "int", "id"}
+    weights = dict(terms_of(question).weights)
+    asked = weights[next(s for s in weights if s.startswith("convert"))]
+    said = weights["route"]
+    assert said == pytest.approx(PREMISE_SHARE * asked)
+    # A passage on the premise alone now covers less than one on what is asked.
+    on_premise = best_window(terms_of(question), "The update route uses <int:id> as its id.")
+    answer = "The path converter lets a variable hold slashes."
+    on_question = best_window(terms_of(question), answer)
+    assert on_premise[0] < on_question[0]
+
+
+def test_a_question_sentence_that_names_little_keeps_its_premise_whole() -> None:
+    question = "My TableOfContents stays empty when I call doc.build(). What should I call instead?"
+    weights = dict(terms_of(question).weights)
+    assert len(set(weights.values())) == 1  # equal document frequencies: equal weights
+    assert premise_stems(question) == {"stay", "tableofcontent", "empty", "doc", "build"}
+
+
+def test_one_sentence_or_a_closing_statement_has_no_premise() -> None:
+    assert premise_stems("Which converter lets a URL variable hold slashes?") == set()
+    assert premise_stems("How do I run it? I tried flask run.") == set()
+    assert premise_stems("What does e.g. the route say?") == set()

@@ -15,7 +15,13 @@ combines three measured signals:
     that name its specific terms; a chunk that mentions them across a page is on the
     topic. IDF is ``ln((N + 1) / (df + 0.5))`` over the whole store (``N`` chunks,
     ``df`` holding the term), so "libtasn1" in a store of libtasn1 manuals weighs
-    little and "tracing" a lot;
+    little and "tracing" a lot. A question that opens with a statement ("The update
+    route uses <int:id>. Which converter lets a variable hold slashes?") says what the
+    asker already has before what they ask: a term only that premise names weighs
+    :data:`PREMISE_SHARE` of its IDF, unless the question sentence names less than the
+    premise ("... What should I call instead?"). A passage on the premise alone is the
+    asker's own context, not the answer (Flask's cross-scope questions: one more sent to
+    the workspace, no answerable question lost on the three document sets);
 ``missing``
     the IDF-weighted share of the question's terms that occur *nowhere in the scope*
     (one value per question). A question about a thing the scope never names is not
@@ -88,6 +94,10 @@ PHRASING = frozenset(
 )
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n\s*\n")
+#: What a term counts, of its weight, when only a statement before the question holds it
+#: (its premise: "The update route uses <int:id>. Which converter allows slashes?").
+PREMISE_SHARE = 0.5
+_QUESTION_SENTENCES = re.compile(r"(?<=[.!])\s+(?=[A-Z\"'“‘(<`])")
 
 
 @dataclass(frozen=True)
@@ -211,6 +221,10 @@ def question_terms(
             idf[stem] = math.log((n + 1) / (held + 0.5))
             surfaces[stem] = surface
             in_scope[stem] = any(stats.in_scope.get(s, False) for s in spelt)
+    premise = premise_stems(question, language) & idf.keys()
+    if sum(idf[stem] for stem in premise) <= sum(idf[s] for s in idf.keys() - premise):
+        for stem in premise:  # (a question sentence that names little keeps its premise)
+            idf[stem] *= PREMISE_SHARE
     total = sum(idf.values())
     if not idf or total <= 0:
         return QuestionTerms(weights=(), absent=(), missing=0.0, language=language)
@@ -227,6 +241,18 @@ def question_terms(
         language=language,
         telling=tuple(surfaces[stem] for stem in absent if share[stem] >= 0.5),
     )
+
+
+def premise_stems(question: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
+    """The stems of the statements a question opens with (its premise: what the asker
+    has, not what they ask), less those the question sentence itself names; none when
+    the question is one sentence or ends in a statement."""
+    parts = _QUESTION_SENTENCES.split(question.strip())
+    if len(parts) < 2 or not parts[-1].rstrip().endswith("?"):
+        return set()
+    asked = {_stem(key, language) for key, _ in _terms(parts[-1], language)}
+    said = {_stem(key, language) for part in parts[:-1] for key, _ in _terms(part, language)}
+    return said - asked
 
 
 def windows(text: str) -> list[str]:
