@@ -452,3 +452,25 @@ def test_a_section_path_under_its_title_does_not_repeat_it(
     title: str | None, section: str | None, under: str | None
 ) -> None:
     assert section_under_title(title, section) == under
+
+
+def test_spans_are_cut_outside_fenced_code_when_the_window_allows() -> None:
+    code = "```\ndef get_db():\n    return g.db\n\n\ndef close_db(e=None):\n    g.pop('db')\n```"
+    prose = "The connection is stored on g and reused within one request. " * 4
+    text = f"{prose}\n\nflaskr/db.py\n\n{code}\n\n{prose}\n\n{prose}"
+    fence_open = text.index("```")
+    fence_close = text.index("```", fence_open + 3) + 3
+    spans = list(split_span(text, 0, len(text), 420, 60))
+    assert len(spans) > 2
+    for start, end in spans:
+        assert not fence_open < end < fence_close, "a chunk ends inside the code"
+        assert not fence_open < start < fence_close, "a chunk starts inside the code"
+    assert any(text[s:e].count("```") == 2 for s, e in spans)  # the code block whole
+
+
+def test_code_longer_than_a_chunk_is_still_cut() -> None:
+    code = "```\n" + "\n\n".join(f"line_{i} = {i}" for i in range(200)) + "\n```"
+    text = f"Intro sentence.\n\n{code}\n\nOutro."
+    spans = list(split_span(text, 0, len(text), 300, 40))
+    assert all(e - s <= 300 for s, e in spans)
+    assert "".join(text[s:e] for s, e in spans).count("line_199") >= 1

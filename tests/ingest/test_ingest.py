@@ -1662,3 +1662,18 @@ def test_text_in_memory_is_prepared_in_the_calling_thread(
     assert where["memo 0"] == where["memo 1"] == caller
     assert all(where[str(f)] != caller for f in files)
     assert len(tether.search("sextant", scope="global")) == 4
+
+
+def test_html_pre_blocks_become_fenced_code(tmp_path: Path) -> None:
+    markup = (
+        "<h1>Guide</h1><p>Undo the rebase with</p>"
+        "<div class='literalblock'><pre><code>git rebase --abort</code></pre></div>"
+        "<pre>  A---B topic\n /\nD---E master\n</pre>"
+        "<pre>a ``` fence inside</pre><pre>   </pre><p>Done.</p>"
+    )
+    text = load_path(write(tmp_path / "page.html", markup)).text
+    assert "Undo the rebase with\n\n```\ngit rebase --abort\n```" in text
+    assert "```\n  A---B topic\n /\nD---E master\n```" in text  # indentation kept
+    assert "````\na ``` fence inside\n````" in text  # a fence longer than any inside
+    assert text.count("```\n```") == 0  # an empty block leaves no fences
+    assert text.rstrip().endswith("Done.")

@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from tether.ingest.cuts import split_span, split_spans
 from tether.store import NewChunk
 from tether.text import content_hash
 
@@ -31,14 +32,6 @@ class Section:
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*\s")
-#: Where a chunk may end besides a paragraph break: after a sentence, or at a line break
-#: that starts a block (a list item, a heading, a fence, a table row) or follows a colon.
-_BOUNDARY = re.compile(
-    r"[.!?…][\"')\]]*\s"
-    r"|:[ \t]*\n"
-    r"|\n(?=[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|#{1,6}[ \t]|```|~~~|\|))"
-)
 
 
 @dataclass(frozen=True)
@@ -120,89 +113,6 @@ def heading_sections(text: str, headings: list[Heading]) -> list[Section]:
         if text[section_start:end].strip():
             sections.append(Section(section_start, end, section_title))
     return sections
-
-
-def split_span(
-    text: str, start: int, end: int, size: int, overlap: int
-) -> Iterator[tuple[int, int]]:
-    """Character spans of at most ``size`` covering ``text[start:end]``.
-
-    A span ends where a sentence or a block does, so that an answer stays with its
-    condition: at the last paragraph break, else the last sentence end or block start
-    (a list item, a heading, a code fence, a table row, the line after a colon) in the
-    second half of the window, else the last of those in its first half past an eighth;
-    only a sentence longer than that falls back to a line break, then a space, and a
-    word longer than half a chunk to a hard cut. Each span after the first starts up to
-    ``overlap`` characters before the previous one ended, at a sentence or word boundary.
-    """
-    return _split(text, start, end, lambda pos, _: pos + size, lambda _, cut: cut - overlap)
-
-
-def _split(
-    text: str,
-    start: int,
-    end: int,
-    reach: Callable[[int, int], int],
-    back: Callable[[int, int], int],
-) -> Iterator[tuple[int, int]]:
-    """The cutting loop of :func:`split_span`, whatever a chunk's size is measured in:
-    ``reach(pos, stop)`` is how far a chunk starting at ``pos`` may go, ``back(pos, cut)``
-    where the overlap before ``cut`` may start."""
-    pos = _skip_space(text, start, end)
-    while pos < end:
-        stop = _trim_end(text, pos, end)
-        hi = reach(pos, stop)
-        if stop <= hi:
-            if stop > pos:
-                yield pos, stop
-            return
-        cut = _best_cut(text, pos, hi)
-        yield pos, _trim_end(text, pos, cut)
-        pos = _skip_space(text, _overlap_start(text, max(pos + 1, back(pos, cut)), cut), end)
-
-
-def _skip_space(text: str, pos: int, end: int) -> int:
-    while pos < end and text[pos].isspace():
-        pos += 1
-    return pos
-
-
-def _trim_end(text: str, start: int, end: int) -> int:
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return end
-
-
-def _best_cut(text: str, pos: int, hi: int) -> int:
-    """Where a chunk starting at ``pos`` that may reach ``hi`` ends (see :func:`split_span`)."""
-    middle = pos + (hi - pos) // 2
-    window = text[middle:hi]
-    at = window.rfind("\n\n")
-    if at != -1:
-        return middle + at + 2
-    for lo in (middle, pos + (hi - pos) // 8):
-        ends = [m.end() for m in _BOUNDARY.finditer(text, lo, hi) if m.end() < hi]
-        if ends:
-            return ends[-1]
-    at = window.rfind("\n")
-    if at != -1:
-        return middle + at + 1
-    at = max(window.rfind(" "), window.rfind("\t"))
-    return middle + at + 1 if at != -1 else hi
-
-
-def _overlap_start(text: str, lo: int, cut: int) -> int:
-    """Where the next chunk starts: the first sentence or word start inside the overlap."""
-    if lo >= cut:
-        return cut
-    window = text[lo:cut]
-    sentence = _SENTENCE_END.search(window)
-    if sentence and sentence.end() < len(window):
-        return lo + sentence.end()
-    if lo > 0 and not text[lo - 1].isspace():
-        space = re.search(r"\s", window)
-        return lo + space.end() if space else cut
-    return lo
 
 
 def context_header(title: str | None, section_title: str | None) -> str | None:
@@ -570,7 +480,7 @@ def _token_split(
     text: str, section: Section, ruler: _Ruler, budget: int, overlap: int
 ) -> Iterator[tuple[int, int]]:
     longest = budget * _MAX_CHARS_PER_TOKEN
-    return _split(
+    return split_spans(
         text,
         section.start,
         section.end,

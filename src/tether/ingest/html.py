@@ -35,8 +35,10 @@ page's own markup, in the order a screen reader would find the main content:
    controls (``<select>`` options, ``<button>`` labels, anything whose ``role`` is
    button, a link that runs a script: ``href="javascript:..."``) is never content.
 
-Headings become section titles (``#`` lines), list items ``- `` lines, and ``<pre>``
-blocks keep their line breaks and indentation whole.
+Headings become section titles (``#`` lines), list items ``- `` lines, and a ``<pre>``
+block a fenced code block (as in Markdown) that keeps its line breaks and indentation
+whole: chunks are then cut around code rather than inside it, and a passage that ends
+with a command ("git rebase --abort") ends a block, not a sentence.
 """
 
 from __future__ import annotations
@@ -196,6 +198,10 @@ _MAIN_SHARE, _MAIN_CHARS = 0.2, 200
 _HEADING_MARK = "\ue000"
 #: Marks a line of a ``<pre>`` block, whose indentation is kept (code stays code).
 _PRE_LINE = "\ue001"
+#: Mark where a ``<pre>`` block opens and closes (fenced once its text is known).
+_PRE_OPEN, _PRE_CLOSE = "\ue002", "\ue003"
+_PRE_BLOCK = re.compile(f"{_PRE_OPEN}\n(.*?){_PRE_CLOSE}", re.DOTALL)
+_BACKTICKS = re.compile("`{3,}")
 
 
 def is_not_content(
@@ -299,6 +305,7 @@ class _HTMLText(HTMLParser):
         self._cells: list[int] = []  # cells so far in each open table row
         self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
+        self._fenced: list[bool] = []  # per open <pre>: whether it is fenced
         self._blocks: list[_Block] = []  # open blocks judged when they end
         # Shown so far: characters, link characters, links, headings, links to translations,
         # code blocks.
@@ -355,7 +362,9 @@ class _HTMLText(HTMLParser):
         elif tag == "pre":
             self._pre += 1
             self._counts[5] += 1
-            self.out.append("\n\n" + _PRE_LINE)
+            fenced = self._pre == 1 and self._heading is None
+            self._fenced.append(fenced)
+            self.out.append("\n\n" + (_PRE_OPEN + "\n" if fenced else "") + _PRE_LINE)
         elif tag in _BLOCK_TAGS:
             self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
             if tag == "tr":
@@ -425,7 +434,8 @@ class _HTMLText(HTMLParser):
             self.out.append("\n\n")
         elif tag == "pre":
             self._pre = max(0, self._pre - 1)
-            self.out.append("\n\n")
+            fenced = self._fenced.pop() if self._fenced else False
+            self.out.append(("\n" + _PRE_CLOSE if fenced else "") + "\n\n")
         elif tag in _BLOCK_TAGS:
             self.out.append("\n")
 
@@ -459,6 +469,16 @@ def _pre_line(line: str) -> str:
     return line.rstrip().replace(_PRE_LINE, "")
 
 
+def _fenced(block: re.Match[str]) -> str:
+    """A ``<pre>`` block's text between fences (longer than any backtick run inside),
+    nothing when it shows no text."""
+    code = block.group(1).strip("\n")
+    if not code.strip():
+        return ""
+    fence = "`" * max([3, *(len(run) + 1 for run in _BACKTICKS.findall(code))])
+    return f"{fence}\n{code}\n{fence}"
+
+
 def html_document(markup: str) -> tuple[str, str, list[Heading]]:
     """(title, text, headings) of an HTML page: the visible text of its main content (see
     the module's docstring), headings as ``#`` lines."""
@@ -472,7 +492,7 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
         _pre_line(line) if line.startswith(_PRE_LINE) else " ".join(line.split())
         for line in "".join(parser.out).split("\n")
     ]
-    marked = normalize_text("\n".join(lines))
+    marked = normalize_text(_PRE_BLOCK.sub(_fenced, "\n".join(lines)))
     headings: list[Heading] = []
     text_lines: list[str] = []
     offset = 0

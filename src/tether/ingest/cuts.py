@@ -1,0 +1,177 @@
+"""Where a chunk ends and the next begins: cut points in a section's text.
+
+A span ends where a sentence or a block does, so that an answer stays with its condition,
+and never inside a fenced code block when the window allows a cut outside one: a command
+or a function is kept whole with the sentence that introduces it, and no chunk opens with
+the end of someone else's code and a stray closing fence. How far a chunk may reach is
+the caller's (characters, or tokens: :mod:`tether.ingest.chunking`).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*\s")
+#: Where a chunk may end besides a paragraph break: after a sentence, or at a line break
+#: that starts a block (a list item, a heading, a fence, a table row) or follows a colon.
+_BOUNDARY = re.compile(
+    r"[.!?…][\"')\]]*\s"
+    r"|:[ \t]*\n"
+    r"|\n(?=[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|#{1,6}[ \t]|```|~~~|\|))"
+)
+#: A fence line: three or more backticks or tildes, indented at most three spaces.
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
+_PARAGRAPH, _LINE, _SPACE = re.compile(r"(?<=\n)\n"), re.compile(r"\n"), re.compile(r"[ \t]")
+
+
+def split_span(
+    text: str, start: int, end: int, size: int, overlap: int
+) -> Iterator[tuple[int, int]]:
+    """Character spans of at most ``size`` covering ``text[start:end]``.
+
+    A span ends where a sentence or a block does, so that an answer stays with its
+    condition: at the last paragraph break, else the last sentence end or block start
+    (a list item, a heading, a code fence, a table row, the line after a colon) in the
+    second half of the window, else the last of those in its first half past an eighth;
+    only a sentence longer than that falls back to a line break, then a space, and a
+    word longer than half a chunk to a hard cut. A cut inside a fenced code block is
+    taken only when the window holds no other. Each span after the first starts up to
+    ``overlap`` characters before the previous one ended, at a sentence or word boundary
+    outside code.
+    """
+    return split_spans(text, start, end, lambda pos, _: pos + size, lambda _, cut: cut - overlap)
+
+
+def split_spans(
+    text: str,
+    start: int,
+    end: int,
+    reach: Callable[[int, int], int],
+    back: Callable[[int, int], int],
+) -> Iterator[tuple[int, int]]:
+    """The cutting loop of :func:`split_span`, whatever a chunk's size is measured in:
+    ``reach(pos, stop)`` is how far a chunk starting at ``pos`` may go, ``back(pos, cut)``
+    where the overlap before ``cut`` may start."""
+    code = _Fences(text, start, end)
+    pos = _skip_space(text, start, end)
+    while pos < end:
+        stop = _trim_end(text, pos, end)
+        hi = reach(pos, stop)
+        if stop <= hi:
+            if stop > pos:
+                yield pos, stop
+            return
+        cut = _best_cut(text, pos, hi, code)
+        yield pos, _trim_end(text, pos, cut)
+        lo = code.out_of(_overlap_start(text, max(pos + 1, back(pos, cut)), cut), cut)
+        pos = _skip_space(text, lo, end)
+
+
+class _Fences:
+    """The fenced code blocks of ``text[start:end]``: whether a point lies inside one."""
+
+    def __init__(self, text: str, start: int, end: int) -> None:
+        self.opens: list[int] = []
+        self.closes: list[int] = []
+        marker: str | None = None
+        for m in _FENCE_LINE.finditer(text, start, end):
+            if m.start() > start and text[m.start() - 1] != "\n":
+                continue  # (MULTILINE also matches after the section's own start)
+            run = m.group(1)
+            if marker is None:
+                marker = run
+                self.opens.append(m.start())
+            elif run[0] == marker[0] and len(run) >= len(marker):
+                line_end = text.find("\n", m.end(), end)
+                self.closes.append(end if line_end == -1 else line_end)
+                marker = None
+        if marker is not None:
+            self.closes.append(end)  # an unclosed fence runs to the section's end
+
+    def between(self, start: int, end: int) -> bool:
+        """Whether a fenced block overlaps ``text[start:end]``."""
+        i = bisect_right(self.opens, end - 1) - 1
+        return i >= 0 and self.closes[i] > start
+
+    def inside(self, at: int) -> int | None:
+        """The end of the fenced block ``at`` lies strictly inside, else None."""
+        i = bisect_right(self.opens, at) - 1
+        if i >= 0 and self.opens[i] < at < self.closes[i]:
+            return self.closes[i]
+        return None
+
+    def out_of(self, at: int, cut: int) -> int:
+        """``at``, or where its fenced block ends when that is before ``cut``, else ``cut``:
+        a chunk does not start inside code."""
+        close = self.inside(at)
+        if close is None:
+            return at
+        return close if close < cut else cut
+
+
+def _skip_space(text: str, pos: int, end: int) -> int:
+    while pos < end and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _trim_end(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _best_cut(text: str, pos: int, hi: int, code: _Fences | None = None) -> int:
+    """Where a chunk starting at ``pos`` that may reach ``hi`` ends (see :func:`split_span`):
+    with fenced code in the window, the best cut of the first rule that has one outside it."""
+    if code is not None and code.between(pos, hi):
+        for cuts in _cuts(text, pos, hi):
+            outside = [c for c in cuts if code.inside(c) is None]
+            if outside:
+                return outside[-1]
+    return _first_cut(text, pos, hi)
+
+
+def _first_cut(text: str, pos: int, hi: int) -> int:
+    """The best cut of the first rule that has one, code or not."""
+    middle = pos + (hi - pos) // 2
+    window = text[middle:hi]
+    at = window.rfind("\n\n")
+    if at != -1:
+        return middle + at + 2
+    for lo in (middle, pos + (hi - pos) // 8):
+        ends = [m.end() for m in _BOUNDARY.finditer(text, lo, hi) if m.end() < hi]
+        if ends:
+            return ends[-1]
+    at = window.rfind("\n")
+    if at != -1:
+        return middle + at + 1
+    at = max(window.rfind(" "), window.rfind("\t"))
+    return middle + at + 1 if at != -1 else hi
+
+
+def _cuts(text: str, pos: int, hi: int) -> Iterator[list[int]]:
+    """The cut points of each rule of :func:`split_span`, in the rules' order of
+    preference (each list computed when asked for); within a rule, the last is best."""
+    middle = pos + (hi - pos) // 2
+    yield [m.end() for m in _PARAGRAPH.finditer(text, middle, hi)]
+    for lo in (middle, pos + (hi - pos) // 8):
+        yield [m.end() for m in _BOUNDARY.finditer(text, lo, hi) if m.end() < hi]
+    yield [m.end() for m in _LINE.finditer(text, middle, hi)]
+    yield [m.end() for m in _SPACE.finditer(text, middle, hi)]
+
+
+def _overlap_start(text: str, lo: int, cut: int) -> int:
+    """Where the next chunk starts: the first sentence or word start inside the overlap."""
+    if lo >= cut:
+        return cut
+    window = text[lo:cut]
+    sentence = _SENTENCE_END.search(window)
+    if sentence and sentence.end() < len(window):
+        return lo + sentence.end()
+    if lo > 0 and not text[lo - 1].isspace():
+        space = re.search(r"\s", window)
+        return lo + space.end() if space else cut
+    return lo
