@@ -9,7 +9,7 @@ Runs, with the defaults (the local all-MiniLM-L6-v2 model, no LLM):
 - ``tether eval DATASET --db STORE --json``: hybrid retrieval, nDCG@10 and Recall@100;
 - the same with ``--lexical-only`` (FTS5 alone) and with ``--pipeline`` (``retrieve`` on
   every query: its nDCG@10, context recall, grounded share and threshold table);
-- ``tether eval bench/manuals bench/docsets/flask bench/docsets/docker --grounding
+- ``tether eval bench/manuals bench/docsets/flask bench/docsets/docker bench/docsets/git --grounding
   --json``: grounding on the real-document question sets, over the sets whose documents
   are fetched (``bench/manuals/fetch.py``, ``bench/docsets/fetch.py``); a set without
   them is left out, and the output says so.
@@ -40,7 +40,12 @@ from _harness import REPO, Table, log, shown_command, shown_path  # noqa: E402
 
 DEFAULT_DATASET = REPO.parent / "shared/datasets/scifact"
 #: The real-document question sets of ``tether eval --grounding``, in column order.
-GROUNDING_SETS = (BENCH / "manuals", BENCH / "docsets/flask", BENCH / "docsets/docker")
+GROUNDING_SETS = (
+    BENCH / "manuals",
+    BENCH / "docsets/flask",
+    BENCH / "docsets/docker",
+    BENCH / "docsets/git",
+)
 #: The SciFact runs: the flags each adds to ``tether eval DATASET --db STORE --json``.
 RETRIEVAL_RUNS = {"hybrid": [], "lexical": ["--lexical-only"], "pipeline": ["--pipeline"]}
 RUN_LABELS = {"hybrid": "hybrid (the default)", "lexical": "lexical-only (FTS5 bm25)",
