@@ -1677,3 +1677,19 @@ def test_html_pre_blocks_become_fenced_code(tmp_path: Path) -> None:
     assert "````\na ``` fence inside\n````" in text  # a fence longer than any inside
     assert text.count("```\n```") == 0  # an empty block leaves no fences
     assert text.rstrip().endswith("Done.")
+
+
+def test_html_pre_that_reads_as_prose_stays_prose(tmp_path: Path) -> None:
+    letter = (
+        "Hello team,\n\nThe quarterly report is attached. Please read the summary before"
+        " Friday's meeting, and send me your comments.\nI will merge them into the final"
+        " version. Thanks for your help with the numbers this quarter.\n\nBest regards, Ana"
+    )
+    session = (
+        "$ git switch --detach v2.6.17\nNote: checking out 'v2.6.17'.\n\nYou are in"
+        " 'detached HEAD' state. You can look around, make experimental changes and"
+        " commit them. Nothing you commit here is kept when you switch back."
+    )
+    text = load_path(write(tmp_path / "mail.html", f"<pre>{letter}</pre><pre>{session}</pre>")).text
+    assert "```" + "\nHello" not in text and text.startswith("Hello team,")
+    assert "```\n$ git switch --detach v2.6.17" in text  # a terminal session is code
