@@ -52,6 +52,7 @@ DOCUMENT_SOURCES = {
     "manuals": HERE / "manuals" / "questions.json",
     "flask": HERE / "docsets" / "flask" / "questions.json",
     "docker": HERE / "docsets" / "docker" / "questions.json",
+    "git": HERE / "docsets" / "git" / "questions.json",
 }
 KINDS = ("answerable", "unanswerable", "cross_scope")
 #: Each kind's share of a source's weight in the fit: the classes balanced.
