@@ -474,3 +474,22 @@ def test_code_longer_than_a_chunk_is_still_cut() -> None:
     spans = list(split_span(text, 0, len(text), 300, 40))
     assert all(e - s <= 300 for s, e in spans)
     assert "".join(text[s:e] for s, e in spans).count("line_199") >= 1
+
+
+def test_a_cut_inside_code_gives_way_to_one_before_the_code() -> None:
+    # The window's last blank lines are inside the function: the cut goes before it.
+    prose = "The first sentence is here. " * 6
+    code = "```\n" + "def first():\n    return 1\n\n\ndef second():\n    return 2\n\n\n" * 8 + "```"
+    text = f"{prose}\n\n{code}\n\nAfter the code."
+    fence_open = text.index("```")
+    start, end = next(iter(split_span(text, 0, len(text), 420, 60)))
+    assert end <= fence_open, repr(text[start:end][-40:])
+
+
+def test_a_fence_line_with_an_info_string_never_closes_a_block() -> None:
+    text = "```\ncode\n```python\nmore code\n```\n\n" + "Prose sentence here. " * 40
+    fence_close = text.index("```\n\n") + 3
+    spans = list(split_span(text, 0, len(text), 200, 60))
+    assert all(not 0 < start < fence_close for start, _ in spans)
+    # The prose after the block is not code: its chunks overlap as prose chunks do.
+    assert all(s2 < e1 for (_, e1), (s2, _) in pairwise(spans[1:]))

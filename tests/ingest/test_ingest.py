@@ -1693,3 +1693,15 @@ def test_html_pre_that_reads_as_prose_stays_prose(tmp_path: Path) -> None:
     text = load_path(write(tmp_path / "mail.html", f"<pre>{letter}</pre><pre>{session}</pre>")).text
     assert "```" + "\nHello" not in text and text.startswith("Hello team,")
     assert "```\n$ git switch --detach v2.6.17" in text  # a terminal session is code
+
+
+def test_html_marker_like_characters_in_a_page_open_no_fence(tmp_path: Path) -> None:
+    # U+E002/U+E003 are icon-font glyphs on real pages; an unclosed <pre> is cut-off HTML.
+    markup = (
+        "<p>Warning <i>&#xe002;</i></p><h2>Setup</h2><p>Install it.</p>"
+        "<pre>make install &#xe003; now</pre><p>Done.</p><pre>make test"
+    )
+    text = load_path(write(tmp_path / "page.html", markup)).text
+    assert "```\nmake install  now\n```" in text
+    assert "## Setup" in text and "\ue002" not in text and "\ue003" not in text
+    assert text.rstrip().endswith("make test") and text.count("```") == 2

@@ -220,3 +220,9 @@ def test_one_sentence_or_a_closing_statement_has_no_premise() -> None:
     assert premise_stems("Which converter lets a URL variable hold slashes?") == set()
     assert premise_stems("How do I run it? I tried flask run.") == set()
     assert premise_stems("What does e.g. the route say?") == set()
+
+
+def test_an_abbreviation_does_not_end_a_premise() -> None:
+    assert premise_stems("Which converter, e.g. Path, lets a URL variable hold slashes?") == set()
+    assert premise_stems("Flask vs. Django: which one handles async views?") == set()
+    assert premise_stems("How does Dr. Smith's library parse YAML?") == set()

@@ -39,7 +39,7 @@ def split_span(
     word longer than half a chunk to a hard cut. A cut inside a fenced code block is
     taken only when the window holds no other. Each span after the first starts up to
     ``overlap`` characters before the previous one ended, at a sentence or word boundary
-    outside code.
+    outside code (after a cut inside code, at the cut itself: no overlap).
     """
     return split_spans(text, start, end, lambda pos, _: pos + size, lambda _, cut: cut - overlap)
 
@@ -77,15 +77,18 @@ class _Fences:
         self.closes: list[int] = []
         marker: str | None = None
         for m in _FENCE_LINE.finditer(text, start, end):
-            if m.start() > start and text[m.start() - 1] != "\n":
-                continue  # (MULTILINE also matches after the section's own start)
             run = m.group(1)
+            line_end = text.find("\n", m.end(), end)
+            line_end = end if line_end == -1 else line_end
             if marker is None:
                 marker = run
                 self.opens.append(m.start())
-            elif run[0] == marker[0] and len(run) >= len(marker):
-                line_end = text.find("\n", m.end(), end)
-                self.closes.append(end if line_end == -1 else line_end)
+            elif (
+                run[0] == marker[0]
+                and len(run) >= len(marker)
+                and not text[m.end() : line_end].strip()  # (```python opens, never closes)
+            ):
+                self.closes.append(line_end)
                 marker = None
         if marker is not None:
             self.closes.append(end)  # an unclosed fence runs to the section's end
@@ -104,7 +107,8 @@ class _Fences:
 
     def out_of(self, at: int, cut: int) -> int:
         """``at``, or where its fenced block ends when that is before ``cut``, else ``cut``:
-        a chunk does not start inside code."""
+        a chunk does not start inside code it does not need (a chunk after a cut inside
+        code longer than a chunk starts at that cut, with no overlap)."""
         close = self.inside(at)
         if close is None:
             return at

@@ -200,6 +200,7 @@ _HEADING_MARK = "\ue000"
 _PRE_LINE = "\ue001"
 #: Mark where a ``<pre>`` block opens and closes (fenced once its text is known).
 _PRE_OPEN, _PRE_CLOSE = "\ue002", "\ue003"
+_MARKS = (_HEADING_MARK, _PRE_LINE, _PRE_OPEN, _PRE_CLOSE)
 _PRE_BLOCK = re.compile(f"{_PRE_OPEN}\n(.*?){_PRE_CLOSE}", re.DOTALL)
 _BACKTICKS = re.compile("`{3,}")
 #: A ``<pre>`` block that reads as prose (see :func:`_reads_as_prose`) is not fenced.
@@ -446,7 +447,8 @@ class _HTMLText(HTMLParser):
             self.out.append("\n")
 
     def handle_data(self, data: str) -> None:
-        data = data.replace(_HEADING_MARK, "").replace(_PRE_LINE, "")
+        for mark in _MARKS:  # (private-use characters: an icon font's glyphs use them)
+            data = data.replace(mark, "")
         if self._in_title:
             self.title += data
             return
@@ -515,7 +517,9 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
         _pre_line(line) if line.startswith(_PRE_LINE) else " ".join(line.split())
         for line in "".join(parser.out).split("\n")
     ]
-    marked = normalize_text(_PRE_BLOCK.sub(_fenced, "\n".join(lines)))
+    fenced = _PRE_BLOCK.sub(_fenced, "\n".join(lines))
+    # A <pre> never closed (a cut-off page, an HTML block cut at a blank line) is no fence.
+    marked = normalize_text(fenced.replace(_PRE_OPEN, "").replace(_PRE_CLOSE, ""))
     headings: list[Heading] = []
     text_lines: list[str] = []
     offset = 0

@@ -98,6 +98,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n\s*\n")
 #: (its premise: "The update route uses <int:id>. Which converter allows slashes?").
 PREMISE_SHARE = 0.5
 _QUESTION_SENTENCES = re.compile(r"(?<=[.!])\s+(?=[A-Z\"'“‘(<`])")
+#: Words a full stop follows without ending a sentence ("e.g. Path", "vs. Django").
+_DOTTED = re.compile(r"(?:[A-Za-z]{1,3}\.)+[A-Za-z]{1,3}")
+_ABBREVIATIONS = frozenset("vs etc dr mr mrs ms prof cf fig no nr st jr sr approx".split())
 
 
 @dataclass(frozen=True)
@@ -247,12 +250,26 @@ def premise_stems(question: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
     """The stems of the statements a question opens with (its premise: what the asker
     has, not what they ask), less those the question sentence itself names; none when
     the question is one sentence or ends in a statement."""
-    parts = _QUESTION_SENTENCES.split(question.strip())
+    parts = _sentences(question.strip())
     if len(parts) < 2 or not parts[-1].rstrip().endswith("?"):
         return set()
     asked = {_stem(key, language) for key, _ in _terms(parts[-1], language)}
     said = {_stem(key, language) for part in parts[:-1] for key, _ in _terms(part, language)}
     return said - asked
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut after each full stop or "!" that ends a sentence: not one after an
+    abbreviation (:data:`_ABBREVIATIONS`, a single letter, short letters between full
+    stops: "e.g.", "U.S.")."""
+    parts, start = [], 0
+    for m in _QUESTION_SENTENCES.finditer(text):
+        word = text[: m.start()].rsplit(None, 1)[-1].rstrip(".!")
+        if _DOTTED.fullmatch(word) or len(word) < 2 or word.lower() in _ABBREVIATIONS:
+            continue
+        parts.append(text[start : m.start()])
+        start = m.end()
+    return [*parts, text[start:]]
 
 
 def windows(text: str) -> list[str]:
