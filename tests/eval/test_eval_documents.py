@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -252,3 +253,35 @@ def test_a_code_fence_split_between_chunks_is_seen_whole() -> None:
     assert _joined([first, second]) == text
     assert prose_lines(_joined([first, second])) == ["Usage below.", "The end."]
     assert "  --help   Print usage" in prose_lines(second.content)  # alone, it looks like prose
+
+
+def test_a_passage_that_ends_its_paragraph_or_section_is_not_open(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tether import Citation, Settings, Tether, TextSource
+    from tether.eval.documents import stops_inside_a_sentence
+
+    long = " ".join(f"Word{i} follows word{i} in a sentence that runs on" for i in range(30))
+    text = (
+        "# Tool\n\n## NAME\n\ntool - Make an empty store or open an existing one\n\n"
+        f"## USAGE\n\nThe tool reads its input. {long} and ends here.\n"
+    )
+    settings = Settings.load(rag={"embeddings": {"enabled": False}, "chunk_by": "chars",
+                                  "chunk_size": 300, "chunk_overlap": 40})  # fmt: skip
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        [result] = t.add([TextSource(text, "Tool", source="tool.md", mime="text/markdown")])
+        chunks = t.chunks(result.document_id)
+        name = next(c for c in chunks if c.section_title == "Tool > NAME")
+        cut = next(c for c in chunks if c.section_title == "Tool > USAGE")
+
+        def cited(chunk: Any, text: str | None = None) -> Citation:
+            return Citation(1, result.document_id, "Tool", chunk.section_title, None, (),
+                            (chunk.id,), None, "GLOBAL", 0.5, chunk.content if text is None
+                            else text)  # fmt: skip
+
+        # The NAME line has no full stop, but its section ends there: whole.
+        assert not stops_inside_a_sentence(t, cited(name))
+        # The first USAGE chunk stops inside the long sentence: open.
+        assert cut.content.rstrip()[-1] != "."
+        assert stops_inside_a_sentence(t, cited(cut))
+        assert not stops_inside_a_sentence(t, replace(cited(cut), text="The tool reads it."))

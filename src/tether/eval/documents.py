@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether import InvalidArgument, RetrievalResult, Settings, Tether
+from tether import Citation, InvalidArgument, RetrievalResult, Settings, Tether
 from tether.eval.beir import _without_embeddings, embed_missing
 from tether.eval.grounding import closer_elsewhere, judged_right
 from tether.retrieve.context import ends_a_sentence
@@ -185,7 +185,7 @@ class QuestionOutcome:
     answer_text_cited: bool | None = None
     #: Answerable and not cited: where it was lost (one of :data:`LOSSES`).
     lost: str | None = None
-    #: Cited passages that stop inside a sentence.
+    #: Cited passages that stop inside a sentence (:func:`stops_inside_a_sentence`).
     open_passages: int = 0
 
     @property
@@ -327,7 +327,7 @@ def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> Quest
     else:
         result = t.retrieve(q.question, scope="workspace", workspace_id=where)
     ms = (time.perf_counter() - started) * 1000
-    open_passages = sum(1 for c in result.citations if c.text and not ends_a_sentence(c.text))
+    open_passages = sum(1 for c in result.citations if stops_inside_a_sentence(t, c))
     in_context = first = ranked = text_cited = None
     lost = None
     if kind == "answerable":
@@ -377,6 +377,32 @@ def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> Quest
         lost=lost,
         open_passages=open_passages,
     )
+
+
+def stops_inside_a_sentence(t: Tether, citation: Citation) -> bool:
+    """Whether a cited passage stops inside a sentence: its text does not end a sentence
+    or a block (:func:`~tether.retrieve.context.ends_a_sentence`), and its document goes
+    on in the same paragraph after it. A passage that ends where its section, its
+    document or its paragraph does (a man page's "NAME" line, a paragraph the page leaves
+    without a full stop) is whole, as the context builder takes it."""
+    if not citation.text or ends_a_sentence(citation.text) or not citation.chunk_ids:
+        return False
+    last = citation.chunk_ids[-1]
+    hits = t.store.hits_for_chunks([last, last + 1])
+    here, after = hits.get(last), hits.get(last + 1)
+    if here is None:
+        return True
+    if (
+        after is None
+        or after.document_id != here.document_id
+        or after.ordinal != here.ordinal + 1
+        or after.section_title != here.section_title
+    ):
+        return False  # its section or its document ends there
+    if after.char_start >= here.char_end:
+        return after.char_start - here.char_end <= 2  # (more: a blank line between)
+    following = after.text[here.char_end - after.char_start :]
+    return not following.lstrip(" \t").startswith("\n\n")
 
 
 def _best(result: RetrievalResult) -> float:
