@@ -48,6 +48,15 @@ def test_rare_words_are_those_outside_a_general_vocabulary(tmp_path: Path) -> No
     assert {"detach", "detached", "detaching"} <= word_forms("detach")
 
 
+def test_a_word_whose_inflection_the_vocabulary_lists_is_common(tmp_path: Path) -> None:
+    # all-MiniLM-L6-v2's vocabulary lists "detached" but not "detach": the verb is English.
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n##ing\na\ndetached\nexpired\nglobal\n", "utf-8")
+    common = CommonWords(vocab)
+    assert common.rare(["detach", "expire", "glob", "zigbee"]) == ["glob", "zigbee"]
+    assert common.absence_weight("detach") == common.absence_weight("detached") < 1.0
+
+
 def test_the_packaged_vocabulary_knows_english_and_not_product_names() -> None:
     common = CommonWords.packaged()
     if not common:

@@ -20,7 +20,8 @@ of term count:
   codes;
 - **rare words**: words outside a general English vocabulary (the WordPiece vocabulary
   of the packaged all-MiniLM-L6-v2 tokenizer, about 23,000 whole words, with common
-  suffixes and prefixes taken off): product and project names, jargon ("zigbee",
+  suffixes and prefixes taken off, or with a regular inflection it lists: "detach" by
+  "detached"): product and project names, jargon ("zigbee",
   "uvicorn", "alembic", "soname"). Without the packaged model no word counts as rare. A
   rare word one typing slip away from a word of the passages found for the question
   ("microenviroment") is taken as misspelt, not absent.
@@ -187,6 +188,16 @@ def _stems(word: str, *, prefixes: bool = True) -> set[str]:
     return stems
 
 
+def _inflected(word: str) -> tuple[str, ...]:
+    """``word``'s regular inflections: a vocabulary that lists "detached" but not
+    "detach" still knows the verb."""
+    return tuple(word + ending for ending in _INFLECTIONS)
+
+
+#: The endings of :func:`_inflected`.
+_INFLECTIONS = ("s", "es", "d", "ed", "ing")
+
+
 class CommonWords:
     """Whole words of a general vocabulary: a WordPiece ``vocab.txt`` (its entries that
     are not ``##`` pieces, special tokens or single characters). Read on first use."""
@@ -220,7 +231,7 @@ class CommonWords:
         word = word.lower()
         if not words or word in words or word.isdigit():
             return True
-        return any(stem in words for stem in _stems(word))
+        return any(form in words for form in (*_stems(word), *_inflected(word)))
 
     def absence_weight(self, word: str) -> float:
         """How much it says about a scope that it lacks ``word``, from 0 to 1.
@@ -235,7 +246,7 @@ class CommonWords:
         word = word.lower()
         rank = words.get(word)
         if rank is None:  # "honoured" by "honour"; not "seed" by "see", "rename" by "name"
-            forms = _stems(word, prefixes=False)
+            forms = _stems(word, prefixes=False) | set(_inflected(word))
             rank = min((words[w] for w in forms if w in words), default=None)
         if rank is None or not word.isalpha():
             return 1.0
