@@ -190,7 +190,8 @@ def _stems(word: str, *, prefixes: bool = True) -> set[str]:
 
 def _inflected(word: str) -> tuple[str, ...]:
     """``word``'s regular inflections: a vocabulary that lists "detached" but not
-    "detach" still knows the verb."""
+    "detach" still knows the verb. Inflections only, not :func:`word_forms`: its
+    derivations would make "glob" common by "global", "extern" by "external"."""
     return tuple(word + ending for ending in _INFLECTIONS)
 
 
