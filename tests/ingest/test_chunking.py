@@ -486,6 +486,29 @@ def test_a_cut_inside_code_gives_way_to_one_before_the_code() -> None:
     assert end <= fence_open, repr(text[start:end][-40:])
 
 
+def test_each_chunk_ends_past_the_one_before_it() -> None:
+    """Before a code block longer than a chunk, the chunk after the introduction starts in
+    its overlap: it ends inside the code, not again where the introduction's chunk ended
+    (each such chunk started a word later, nine of them on Flask's "Static Files" page)."""
+    intro = "The views work, but they look plain. Copy the following into the file: " * 5
+    code = "```\n" + "\n".join(f".rule-{i} {{ padding: {i}px; }}" for i in range(120)) + "\n```"
+    text = f"{intro}\n\nflaskr/static/style.css\n\n{code}\n\nReload the page."
+    for size, overlap in ((420, 60), (420, 150), (300, 140)):
+        spans = list(split_span(text, 0, len(text), size, overlap))
+        ends = [end for _, end in spans]
+        assert ends == sorted(set(ends)), ends
+        assert len(spans) <= len(text) // (size - overlap) + 2
+
+
+def test_prose_chunks_end_past_the_one_before_them() -> None:
+    # The window's second half holds no sentence end; its first half's ends lie inside
+    # the previous chunk's overlap.
+    text = " ".join(["Short one."] * 5 + ["word"] * 400)
+    spans = list(split_span(text, 0, len(text), 300, 140))
+    ends = [end for _, end in spans]
+    assert ends == sorted(set(ends)), ends
+
+
 def test_a_fence_line_with_an_info_string_never_closes_a_block() -> None:
     text = "```\ncode\n```python\nmore code\n```\n\n" + "Prose sentence here. " * 40
     fence_close = text.index("```\n\n") + 3

@@ -784,6 +784,30 @@ def test_html_a_table_row_is_one_line_and_docbook_navigation_bars_go(tmp_path: P
     assert lines[-1] == "| last"  # the outer row's next cell, after its nested table
 
 
+def test_html_a_list_items_paragraph_and_a_terms_definition_stay_on_its_line(
+    tmp_path: Path,
+) -> None:
+    """Sphinx writes ``<li><p>``, asciidoc and DocBook ``<dt>term</dt><dd><p>``: the item's
+    text is on its marker's line, and a definition on the line after its term, not a
+    paragraph away, where a chunk could end between them."""
+    markup = (
+        "<h1>Options</h1><ul>\n<li>\n<p>First item's text.</p>\n<p>Its second paragraph.</p>"
+        "</li><li><div><p>Second item.</p></div></li><li>Plain item.</li></ul>"
+        "<dl>\n<dt class='hdlist1'>\n--onto &lt;newbase&gt;\n</dt>\n<dd>\n<p>\nStarting"
+        " point.</p><p>More about it.</p></dd><dt><code>huge_pages</code> (enum)</dt>"
+        "<dd><p>Controls huge pages.</p></dd><dt>Bare</dt><dd>Definition text.</dd>"
+        "<dt>-f</dt>\n<dt>--force</dt><dd><p>Force it.</p></dd></dl>"
+        "<ul><li><pre>make test</pre></li></ul>"
+    )
+    text = load_path(write(tmp_path / "options.html", markup)).text
+    assert "- First item's text.\n\nIts second paragraph." in text
+    assert "\n- Second item.\n" in text and "\n- Plain item." in text
+    assert "--onto <newbase>\nStarting point.\n\nMore about it." in text
+    assert "huge_pages (enum)\nControls huge pages." in text
+    assert "Bare\nDefinition text.\n\n-f\n--force\nForce it." in text
+    assert "-\n\n```\nmake test\n```" in text  # a code block keeps its own lines
+
+
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
     markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
     doc = load_path(write(tmp_path / "page.html", markup))

@@ -411,7 +411,9 @@ def _best(result: RetrievalResult) -> float:
 
 def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str, int]:
     """Counts of what makes stored text dirty, over the stored chunks."""
-    counts = Counter(hyphen_breaks=0, header_footer_lines=0, over_window=0, toc_chunks=0)
+    counts = Counter(
+        hyphen_breaks=0, header_footer_lines=0, over_window=0, toc_chunks=0, repeated_ends=0
+    )
     documents_with: Counter[str] = Counter()
     chunk_lines: list[set[str]] = []
     for document_id in ids.values():
@@ -420,7 +422,9 @@ def text_quality(t: Tether, ids: dict[str, str], window: int | None) -> dict[str
         lines_on: dict[str, set[int]] = {}
         seen_here: set[str] = set()
         prose = {_shape(x) for x in prose_lines(_joined(chunks))}
-        for c in chunks:
+        for before, c in zip([None, *chunks], chunks, strict=False):
+            # A chunk that ends where the one before it did repeats its overlap, no more.
+            counts["repeated_ends"] += before is not None and c.char_end <= before.char_end
             counts["hyphen_breaks"] += len(_HYPHEN_BREAK.findall(c.content))
             if len(_DOT_LEADER.findall(c.content)) >= 3:
                 counts["toc_chunks"] += 1

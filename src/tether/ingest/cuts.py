@@ -9,6 +9,7 @@ the caller's (characters, or tokens: :mod:`tether.ingest.chunking`).
 
 from __future__ import annotations
 
+import itertools
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -56,6 +57,7 @@ def split_spans(
     where the overlap before ``cut`` may start."""
     code = _Fences(text, start, end)
     pos = _skip_space(text, start, end)
+    done = pos  # where the last chunk was cut: the next cut goes past it
     while pos < end:
         stop = _trim_end(text, pos, end)
         hi = reach(pos, stop)
@@ -63,8 +65,14 @@ def split_spans(
             if stop > pos:
                 yield pos, stop
             return
-        cut = _best_cut(text, pos, hi, code)
+        cut = _best_cut(text, pos, hi, code, done)
+        if cut is None:
+            if pos < done:  # nothing past the last cut ends a sentence: start there instead
+                pos = _skip_space(text, done, end)
+                continue
+            cut = _first_cut(text, pos, hi)
         yield pos, _trim_end(text, pos, cut)
+        done = cut
         lo = code.out_of(_overlap_start(text, max(pos + 1, back(pos, cut)), cut), cut)
         pos = _skip_space(text, lo, end)
 
@@ -127,15 +135,29 @@ def _trim_end(text: str, start: int, end: int) -> int:
     return end
 
 
-def _best_cut(text: str, pos: int, hi: int, code: _Fences | None = None) -> int:
+def _best_cut(text: str, pos: int, hi: int, code: _Fences, done: int) -> int | None:
     """Where a chunk starting at ``pos`` that may reach ``hi`` ends (see :func:`split_span`):
-    with fenced code in the window, the best cut of the first rule that has one outside it."""
-    if code is not None and code.between(pos, hi):
+    with fenced code in the window, the best cut of the first rule that has one outside it.
+
+    The cut is past ``done``, where the chunk before ended: a chunk that starts in its
+    overlap and ends where it did adds nothing (before a code block longer than a chunk,
+    or a sentence longer than one, each such chunk started a word later: 447 of the PDF
+    manuals' 2,342 chunks). None when no sentence or block ends past it: the chunk then
+    starts at ``done``, without overlap, rather than end inside a sentence."""
+    in_code = code.between(pos, hi)
+    if in_code:
         for cuts in _cuts(text, pos, hi):
-            outside = [c for c in cuts if code.inside(c) is None]
+            outside = [c for c in cuts if c > done and code.inside(c) is None]
             if outside:
                 return outside[-1]
-    return _first_cut(text, pos, hi)
+    cut = _first_cut(text, pos, hi)
+    if cut > done:
+        return cut
+    for cuts in itertools.islice(_cuts(text, pos, hi), None if in_code else 3):
+        later = [c for c in cuts if c > done]
+        if later:
+            return later[-1]
+    return None
 
 
 def _first_cut(text: str, pos: int, hi: int) -> int:

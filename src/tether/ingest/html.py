@@ -35,7 +35,10 @@ page's own markup, in the order a screen reader would find the main content:
    controls (``<select>`` options, ``<button>`` labels, anything whose ``role`` is
    button, a link that runs a script: ``href="javascript:..."``) is never content.
 
-Headings become section titles (``#`` lines), list items ``- `` lines, and a ``<pre>``
+Headings become section titles (``#`` lines), list items ``- `` lines (a paragraph that
+opens an item stays on its line), a definition list's terms lines of their own, each
+definition on the line after its term (a chunk does not end between an option and what it
+does), and a ``<pre>``
 block a fenced code block (as in Markdown) that keeps its line breaks and indentation
 whole: chunks are then cut around code rather than inside it, and a passage that ends
 with a command ("git rebase --abort") ends a block, not a sentence.
@@ -309,6 +312,10 @@ class _HTMLText(HTMLParser):
         self._heading_at = 0  # index in ``out`` where the open heading starts
         # Each open list item: where it starts in ``out``, and the characters shown then.
         self._items: list[tuple[int, int]] = []
+        # Where a list item's marker or a definition's start was written, while nothing
+        # has been shown after it: a block opening there stays on that line.
+        self._lead: int | None = None
+        self._term_end: int | None = None  # where the last ``<dt>`` closed
         self._cells: list[int] = []  # cells so far in each open table row
         self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
@@ -366,6 +373,17 @@ class _HTMLText(HTMLParser):
         elif tag == "li":
             self._items.append((len(self.out), self._counts[0]))
             self.out.append("\n- ")
+            self._lead = len(self.out)
+        elif tag == "dt" and self._term_end is not None:
+            # A second name of the same thing ("-f", "--force") on the next line.
+            after = "".join(self.out[self._term_end :]).strip()
+            self.out.append("" if not after else "\n")
+        elif tag == "dd":
+            # A definition follows its term on the next line, not a paragraph away.
+            self.out.append("" if "".join(self.out[-4:]).rstrip(" ").endswith("\n") else "\n")
+            self._lead = len(self.out)
+        elif tag in _BLOCK_TAGS and tag not in {"pre", "table", "br", "hr"} and self._leads():
+            return  # "- The item's paragraph", not "-" and the paragraph below it
         elif tag == "pre":
             self._pre += 1
             self._counts[5] += 1
@@ -381,6 +399,15 @@ class _HTMLText(HTMLParser):
             if self._cells:
                 self._cells[-1] += 1
             self.out.append(" | " if self._cells and self._cells[-1] > 1 else " ")
+
+    def _leads(self) -> bool:
+        """Whether nothing but white space was shown since a list item's marker or a
+        definition's start."""
+        if self._lead is None:
+            return False
+        if "".join(self.out[self._lead :]).strip():
+            self._lead = None
+        return self._lead is not None
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if not self._shown() or tag not in {"br", "hr"}:
@@ -445,6 +472,8 @@ class _HTMLText(HTMLParser):
             self.out.append(("\n" + _PRE_CLOSE if fenced else "") + "\n\n")
         elif tag in _BLOCK_TAGS:
             self.out.append("\n")
+            if tag == "dt":
+                self._term_end = len(self.out)
 
     def handle_data(self, data: str) -> None:
         for mark in _MARKS:  # (private-use characters: an icon font's glyphs use them)
@@ -461,6 +490,8 @@ class _HTMLText(HTMLParser):
             collapsed = re.sub(r"\s+", " ", data)
             self.out.append(collapsed)
         visible = len(data.strip())
+        if visible:
+            self._lead = None
         self._counts[0] += visible
         if self._links:
             self._counts[1] += visible
