@@ -1136,6 +1136,7 @@ def check_spans(
         assert not content[0].isspace() and not content[-1].isspace()
         if previous is not None:
             assert s > previous[0], "chunks must move forward"
+            assert e > previous[1], "a chunk ends where the one before it did"
             assert previous[1] - s <= overlap, "chunks overlap by more than `overlap`"
         for i in range(s, e):
             covered[i] = True
