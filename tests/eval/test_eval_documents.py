@@ -73,7 +73,7 @@ def test_the_report_measures_every_kind(tmp_path: Path) -> None:
     assert data["answer_page_in_context"] == 1.0 and data["hit_at_1"] == 1.0
     assert set(data["quality"]) == {"hyphen_breaks", "header_footer_lines", "over_window",
                                     "toc_chunks", "repeated_ends", "boilerplate_chunks",
-                                    "open_passages"}  # fmt: skip
+                                    "open_passages", "open_starts"}  # fmt: skip
     assert data["quality"]["repeated_ends"] == 0
     assert data["lost"] == {"not_retrieved": 0, "ranked_below": 0, "judged_out": 0}
     rows = data["thresholds"]

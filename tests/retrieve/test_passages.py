@@ -3,10 +3,12 @@ the next page, and a passage cut to the budget stops at its last sentence end.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from helpers import make_pdf, make_settings
 from tether import Tether, TextSource
+from tether.eval.documents import starts_inside_a_sentence
 from tether.retrieve.context import build_context, ends_a_sentence, finish_sentences
 from tether.retrieve.rerank import Candidate
 
@@ -83,3 +85,33 @@ def test_a_passage_cut_to_the_budget_stops_at_a_sentence_end(tmp_path: Path) -> 
                             budget=60)  # fmt: skip
     assert context.truncated
     assert context.citations[0].text.endswith("turn."), context.citations[0].text
+
+
+def test_a_passage_that_starts_inside_a_sentence_is_begun_at_its_start(tmp_path: Path) -> None:
+    """A chunk's overlap starts at a word when no sentence starts in it: the cited passage
+    takes the sentence's opening words from the chunk before it, offsets exact."""
+    text = (
+        "The pump has two modes. In winter mode the pump circulates warm water through the"
+        " outer loop every twenty minutes so that the pipes never freeze, whatever the"
+        " weather outside and however long the house stays empty during the holidays."
+        " The quartz filter in the outer loop is replaced every two years by the installer."
+    )
+    settings = make_settings(chunk_size=180, chunk_overlap=60, embeddings={"enabled": False})
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        [result] = t.add(TextSource(text, "pump"), workspace_id="w")
+        chunks = t.chunks(result.document_id)
+        later = [c for c in chunks[1:] if c.content[0].islower()]
+        assert later, [c.content for c in chunks]  # a chunk starts inside a sentence
+        answer = t.retrieve(
+            "how long the house stays empty during the holidays", scope="workspace",
+            workspace_id="w",
+        )  # fmt: skip
+        document = t.document_text(result.document_id)
+        texts: dict[str, str] = {}
+        for citation in answer.citations:
+            assert citation.text[0].isupper(), citation.text  # a sentence's start
+            assert citation.text in document
+            assert not starts_inside_a_sentence(t, citation, texts)
+            # What the evaluation counts: a passage opening after a sentence's first words.
+            cut = replace(citation, text=citation.text[citation.text.index(" ") + 1 :])
+            assert starts_inside_a_sentence(t, cut, texts)

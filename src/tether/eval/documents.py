@@ -187,6 +187,8 @@ class QuestionOutcome:
     lost: str | None = None
     #: Cited passages that stop inside a sentence (:func:`stops_inside_a_sentence`).
     open_passages: int = 0
+    #: Cited passages that start inside a sentence (:func:`starts_inside_a_sentence`).
+    open_starts: int = 0
 
     @property
     def right(self) -> bool:
@@ -272,6 +274,7 @@ class DocumentsReport:
             "quality": {
                 **self.quality,
                 "open_passages": sum(o.open_passages for o in self.outcomes),
+                "open_starts": sum(o.open_starts for o in self.outcomes),
             },
             "latency_ms_p50": round(statistics.median(o.ms for o in self.outcomes), 1)
             if self.outcomes
@@ -319,7 +322,14 @@ def holds_answer(text: str, answer: str) -> bool:
     return len(snippet) > 60 and (snippet[:40] in chunk or snippet[-40:] in chunk)
 
 
-def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> QuestionOutcome:
+def ask(
+    t: Tether,
+    qset: QuestionSet,
+    q: Question,
+    ids: dict[str, str],
+    texts: dict[str, str] | None = None,
+) -> QuestionOutcome:
+    """Ask ``q`` and judge the answer; ``texts`` keeps documents' text between questions."""
     kind, (level, where) = q.kind, q.asked_in
     started = time.perf_counter()
     if level == "session":
@@ -328,6 +338,8 @@ def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> Quest
         result = t.retrieve(q.question, scope="workspace", workspace_id=where)
     ms = (time.perf_counter() - started) * 1000
     open_passages = sum(1 for c in result.citations if stops_inside_a_sentence(t, c))
+    texts = {} if texts is None else texts
+    open_starts = sum(1 for c in result.citations if starts_inside_a_sentence(t, c, texts))
     in_context = first = ranked = text_cited = None
     lost = None
     if kind == "answerable":
@@ -376,6 +388,7 @@ def ask(t: Tether, qset: QuestionSet, q: Question, ids: dict[str, str]) -> Quest
         answer_text_cited=text_cited,
         lost=lost,
         open_passages=open_passages,
+        open_starts=open_starts,
     )
 
 
@@ -403,6 +416,34 @@ def stops_inside_a_sentence(t: Tether, citation: Citation) -> bool:
         return after.char_start - here.char_end <= 2  # (more: a blank line between)
     following = after.text[here.char_end - after.char_start :]
     return not following.lstrip(" \t").startswith("\n\n")
+
+
+def starts_inside_a_sentence(t: Tether, citation: Citation, texts: dict[str, str]) -> bool:
+    """Whether a cited passage starts inside a sentence: inside a line, after words that
+    do not end a sentence; or at a line's start with a lowercase word that goes on from
+    the line before (wrapped prose, as PDF text is), where that line is not a block of
+    its own (``texts``: documents' text, kept between calls)."""
+    if not citation.text:
+        return False
+    if citation.document_id not in texts:
+        texts[citation.document_id] = t.document_text(citation.document_id)
+    document = texts[citation.document_id]
+    at = document.find(citation.text)
+    if at <= 0:
+        return False
+    paragraph = document[:at].rsplit("\n\n", 1)[-1]
+    before = paragraph.rstrip()
+    if not before or before[-1] in _CLOSES:
+        return False
+    if paragraph.rstrip(" \t").endswith("\n") and not citation.text[:1].islower():
+        return False  # a line that starts a heading, a name or a sentence
+    return not _BLOCK_START.match(before.rsplit("\n", 1)[-1])
+
+
+#: What a sentence (or a label: "Options:") ends with, closing quotes and brackets included.
+_CLOSES = frozenset(".!?…:;\"')]”’")
+#: A line that is a block of its own (a list item, a heading, a table row, a fence, code).
+_BLOCK_START = re.compile(r"\s*(?:[-*+•]\s|\d{1,3}[.)]\s|#{1,6}\s|\||```|~~~|\$ )| {4}|\t")
 
 
 def _best(result: RetrievalResult) -> float:
@@ -516,9 +557,9 @@ def grounding_on_documents(
         settings = _without_embeddings(settings)
     with Tether(db=db, settings=settings) as t:
         ids = index_documents(t, qset)
-        outcomes = []
+        outcomes, texts = [], {}
         for done, question in enumerate(qset.questions, start=1):
-            outcomes.append(ask(t, qset, question, ids))
+            outcomes.append(ask(t, qset, question, ids, texts))
             if progress:
                 progress(done, len(qset.questions))
         window = getattr(t.embedder, "max_tokens", None) or 256

@@ -23,7 +23,9 @@ word boundary when one sentence is longer than that).
 A chunk whose text stops inside a sentence (a page ended there, or the next section
 began) is finished first (:func:`finish_sentences`): the words up to the sentence's end
 are taken from the document's next chunk, so no passage ends on "damaged by heat above
-60 degrees" without the condition that follows.
+60 degrees" without the condition that follows. One that starts inside a sentence (its
+overlap with the chunk before it began at a word) is begun from that chunk
+(:func:`begin_sentences`).
 """
 
 from __future__ import annotations
@@ -332,4 +334,65 @@ def _extended(c: Candidate, after: Hit) -> Candidate:
     tokens = None
     if c.token_count is not None:
         tokens = c.token_count + math.ceil(len(tail) / max(1, len(c.hit.text)) * c.token_count)
+    return replace(c, hit=hit, token_count=tokens)
+
+
+def begin_sentences(
+    candidates: Sequence[Candidate], lookup: Callable[[Sequence[int]], dict[int, Hit]]
+) -> list[Candidate]:
+    """``candidates``, each one that starts inside a sentence extended back to that
+    sentence's start (at most :data:`MAX_TAIL_CHARS` more) with the text of its
+    document's previous chunk: a chunk's overlap with the one before it starts at a word
+    when no sentence starts in it, and a passage that opens with "incorrect in this
+    situation, because" has lost what it is about. The previous chunk is used only when
+    it is that document's previous ordinal in the same section (see
+    :func:`finish_sentences`)."""
+    if not candidates:
+        return []
+    before = lookup([c.hit.chunk_id - 1 for c in candidates])
+    begun = {}
+    for c in candidates:
+        prior = before.get(c.hit.chunk_id - 1)
+        if prior is None or prior.document_id != c.hit.document_id:
+            continue
+        if prior.ordinal != c.hit.ordinal - 1 or prior.section_title != c.hit.section_title:
+            continue
+        head = _sentence_head(prior, c.hit)
+        if head:
+            begun[c.hit.chunk_id] = _prefixed(c, head)
+    return [begun.get(c.hit.chunk_id, c) for c in candidates]
+
+
+def _sentence_head(prior: Hit, hit: Hit) -> str:
+    """The words of ``prior`` (the chunk before ``hit``) from the start of the sentence
+    ``hit`` opens inside, up to ``hit``'s start, with the white space between them (so
+    that offsets stay exact); empty when ``hit`` starts a sentence or a block, or the
+    sentence starts too far back."""
+    if len(prior.text) != prior.char_end - prior.char_start:
+        return ""
+    upto = min(hit.char_start, prior.char_end) - prior.char_start
+    gap = max(0, hit.char_start - prior.char_end)
+    if upto <= 0 or gap > (2 if hit.text[:1].islower() else 1):
+        return ""  # (a blank line between them: a block ended there)
+    prefix = prior.text[:upto] + " " * gap
+    if not prefix.strip() or ends_a_sentence(prefix) or prefix.rstrip(" \t").endswith("\n\n"):
+        return ""
+    starts = [m.end() for m in _SENTENCE_START.finditer(prefix)]
+    if not starts:
+        return ""
+    head = prefix[starts[-1] :]
+    head = head[len(head) - len(head.lstrip()) :]
+    return head if 0 < len(head) <= MAX_TAIL_CHARS else ""
+
+
+#: Where a sentence or a block starts: after a sentence end and its white space, or a
+#: line break that ends a block.
+_SENTENCE_START = re.compile(r"[.!?…:;][\"')\]]*\s+|\n[ \t]*\n")
+
+
+def _prefixed(c: Candidate, head: str) -> Candidate:
+    hit = replace(c.hit, text=head + c.hit.text, char_start=c.hit.char_start - len(head))
+    tokens = None
+    if c.token_count is not None:
+        tokens = c.token_count + math.ceil(len(head) / max(1, len(c.hit.text)) * c.token_count)
     return replace(c, hit=hit, token_count=tokens)

@@ -67,7 +67,7 @@ from tether.errors import ConfigurationError, RetrievalTimeout
 from tether.llm import ChatModel
 from tether.models import Exclusions, RetrievalResult
 from tether.retrieve.budget import ModelBudget
-from tether.retrieve.context import finish_sentences
+from tether.retrieve.context import begin_sentences, finish_sentences
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.documents import describe as describe_document_request
 from tether.retrieve.documents import document_candidates, outline_text
@@ -268,6 +268,7 @@ class Pipeline:
         ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
         verdict = await self._judge(run, ranked) if rag.enable_llm_judge and ranked else None
         ranked = await asyncio.to_thread(finish_sentences, ranked, self.store.hits_for_chunks)
+        ranked = await asyncio.to_thread(begin_sentences, ranked, self.store.hits_for_chunks)
         context = run.build_context(self.settings.rag.context_budget, ranked, verdict)
         grounded = bool(context.chunk_ids)
         closer = None
