@@ -162,7 +162,8 @@ def check_citations(t: Tether, result: RetrievalResult) -> None:
 def expected_tokens(t: Tether, result: RetrievalResult) -> int:
     """The documented estimate, computed from the store: stored token_count (a part of a
     chunk counts its share by characters), else ceil(chars / 4); headers ceil(chars / 4)
-    plus the newline; one token per blank line between blocks."""
+    plus the newline; one token per blank line between blocks. A passage begun inside
+    its first chunk's sentence from the chunk before counts that head too, by its share."""
     total = max(0, len(result.citations) - 1)
     for c in result.citations:
         total += math.ceil(len(expected_header(c)) / 4) + 1
@@ -171,12 +172,14 @@ def expected_tokens(t: Tether, result: RetrievalResult) -> int:
         for cid in c.chunk_ids:
             ch = chunks[cid]
             piece = ch.content
+            head = 0 if previous is not None else c.text.find(ch.content)
             if previous is not None and ch.char_start < previous.char_end:
                 piece = ch.content[previous.char_end - ch.char_start :]
             if ch.token_count is None:
-                total += math.ceil(len(piece) / 4)
+                total += math.ceil((head + len(piece)) / 4)
             else:
-                total += math.ceil(ch.token_count * (len(piece) / len(ch.content)))
+                share = math.ceil(head / len(ch.content) * ch.token_count)
+                total += math.ceil(ch.token_count * (len(piece) / len(ch.content))) + share
             previous = ch
     return total
 

@@ -122,6 +122,13 @@ def _chunk_tokens(c: Candidate, share: float, piece: str) -> int:
     return math.ceil(c.token_count * share)
 
 
+def _head_tokens(c: Candidate) -> int:
+    """The tokens of ``c``'s head: its share of the chunk's count, by characters."""
+    if c.token_count is None:
+        return estimate_tokens(c.head)
+    return math.ceil(len(c.head) / max(1, len(c.hit.text)) * c.token_count)
+
+
 def _groups(chosen: list[Candidate]) -> list[list[Candidate]]:
     """Passages: runs of consecutive ordinals of one document, ordered by best rank."""
     rank = {c.hit.chunk_id: i for i, c in enumerate(chosen)}
@@ -154,6 +161,9 @@ def _render(groups: list[list[Candidate]]) -> tuple[str, list[Citation], int]:
         for c in group:
             piece, share = _piece(previous, c)
             tokens += _chunk_tokens(c, share, piece)
+            if previous is None and c.head:  # (the passage opens inside a sentence)
+                tokens += _head_tokens(c)
+                piece = c.head + piece
             if previous is not None and share == 1.0:
                 parts.append("\n\n")
             parts.append(piece)
@@ -232,7 +242,7 @@ def _truncate(c: Candidate, budget: int) -> Candidate:
             text = text[: text.rfind(" ")]
         text = text.rstrip() + " …"
     hit = replace(c.hit, text=text, char_end=c.hit.char_start + len(text))
-    return replace(c, hit=hit, token_count=max(1, room - 1))
+    return replace(c, hit=hit, token_count=max(1, room - 1), head="")
 
 
 #: A sentence's end: its stop, a Markdown link's target when the stop ends the link's
@@ -340,13 +350,14 @@ def _extended(c: Candidate, after: Hit) -> Candidate:
 def begin_sentences(
     candidates: Sequence[Candidate], lookup: Callable[[Sequence[int]], dict[int, Hit]]
 ) -> list[Candidate]:
-    """``candidates``, each one that starts inside a sentence extended back to that
-    sentence's start (at most :data:`MAX_TAIL_CHARS` more) with the text of its
-    document's previous chunk: a chunk's overlap with the one before it starts at a word
-    when no sentence starts in it, and a passage that opens with "incorrect in this
-    situation, because" has lost what it is about. The previous chunk is used only when
-    it is that document's previous ordinal in the same section (see
-    :func:`finish_sentences`)."""
+    """``candidates``, each one that starts inside a sentence given that sentence's
+    opening words (its ``head``, at most :data:`MAX_TAIL_CHARS`) from its document's
+    previous chunk: a chunk's overlap with the one before it starts at a word when no
+    sentence starts in it, and a passage that opens with "incorrect in this situation,
+    because" has lost what it is about. The head is shown, and counted in the budget,
+    where the chunk opens a passage (after the chunk before it, it is already there).
+    The previous chunk is used only when it is that document's previous ordinal in the
+    same section (see :func:`finish_sentences`)."""
     if not candidates:
         return []
     before = lookup([c.hit.chunk_id - 1 for c in candidates])
@@ -359,14 +370,14 @@ def begin_sentences(
             continue
         head = _sentence_head(prior, c.hit)
         if head:
-            begun[c.hit.chunk_id] = _prefixed(c, head)
+            begun[c.hit.chunk_id] = replace(c, head=head)
     return [begun.get(c.hit.chunk_id, c) for c in candidates]
 
 
 def _sentence_head(prior: Hit, hit: Hit) -> str:
     """The words of ``prior`` (the chunk before ``hit``) from the start of the sentence
-    ``hit`` opens inside, up to ``hit``'s start, with the white space between them (so
-    that offsets stay exact); empty when ``hit`` starts a sentence or a block, or the
+    ``hit`` opens inside, up to ``hit``'s start, with the white space between them (as
+    spaces); empty when ``hit`` starts a sentence or a block, or the
     sentence starts too far back."""
     if len(prior.text) != prior.char_end - prior.char_start:
         return ""
@@ -388,11 +399,3 @@ def _sentence_head(prior: Hit, hit: Hit) -> str:
 #: Where a sentence or a block starts: after a sentence end and its white space, or a
 #: line break that ends a block.
 _SENTENCE_START = re.compile(r"[.!?…:;][\"')\]]*\s+|\n[ \t]*\n")
-
-
-def _prefixed(c: Candidate, head: str) -> Candidate:
-    hit = replace(c.hit, text=head + c.hit.text, char_start=c.hit.char_start - len(head))
-    tokens = None
-    if c.token_count is not None:
-        tokens = c.token_count + math.ceil(len(head) / max(1, len(c.hit.text)) * c.token_count)
-    return replace(c, hit=hit, token_count=tokens)

@@ -63,6 +63,9 @@ class Candidate:
     recency: str | None = None  # ISO time the document joined the session (or was indexed)
     token_count: int | None = None
     score: float = 0.0  # after reranking
+    #: The words of the sentence the chunk starts inside, from the chunk before it, shown
+    #: before it when it opens a passage (see :func:`~tether.retrieve.context.begin_sentences`).
+    head: str = ""
 
 
 def metadata_priority(metadata: dict[str, Any] | None, default: float = 0.0) -> float:
