@@ -330,66 +330,80 @@ def ask(
     texts: dict[str, str] | None = None,
 ) -> QuestionOutcome:
     """Ask ``q`` and judge the answer; ``texts`` keeps documents' text between questions."""
-    kind, (level, where) = q.kind, q.asked_in
+    level, where = q.asked_in
     started = time.perf_counter()
     if level == "session":
         result = t.retrieve(q.question, scope="session", session_id=where)
     else:
         result = t.retrieve(q.question, scope="workspace", workspace_id=where)
     ms = (time.perf_counter() - started) * 1000
-    open_passages = sum(1 for c in result.citations if stops_inside_a_sentence(t, c))
     texts = {} if texts is None else texts
-    open_starts = sum(1 for c in result.citations if starts_inside_a_sentence(t, c, texts))
-    in_context = first = ranked = text_cited = None
-    lost = None
-    if kind == "answerable":
-        answer_doc = ids[q.document or ""]
-
-        def answers(document_id: str, page: int | None, text: str) -> bool:
-            if document_id != answer_doc:
-                return False
-            if qset.by_page:
-                return page in q.pages
-            return q.answer is None or holds_answer(text, q.answer)
-
-        def cites(c: Any) -> bool:
-            if c.document_id != answer_doc:
-                return False
-            return bool(q.pages & set(c.pages)) if qset.by_page else True
-
-        in_context = any(cites(c) for c in result.citations)
-        first = bool(result.citations) and cites(result.citations[0])
-        if q.answer is not None:
-            text_cited = any(
-                c.document_id == answer_doc and holds_answer(c.text, q.answer)
-                for c in result.citations
-            )
-        order = [cid for cid, _, _ in result.debug.get("ranked", [])]
-        hits = t.store.hits_for_chunks(order)
-        holding = [
-            i
-            for i, cid in enumerate(order)
-            if cid in hits and answers(hits[cid].document_id, hits[cid].page, hits[cid].text)
-        ]
-        ranked = bool(holding) and holding[0] < t.settings.rag.max_chunks
-        if not (result.grounded and in_context):
-            lost = "not_retrieved" if not holding else "judged_out" if ranked else "ranked_below"
+    answer = _AnswerFound()
+    if q.kind == "answerable":
+        answer = _answer_found(t, qset, q, ids[q.document or ""], result)
     return QuestionOutcome(
         id=q.id,
-        kind=kind,
+        kind=q.kind,
         grounded=result.grounded,
         suggested_scope=result.suggested_scope,
         best_relevance=_best(result),
         closer_elsewhere=closer_elsewhere(result),
-        answer_page_in_context=in_context,
-        answer_page_first=first,
-        answer_page_ranked=ranked,
+        answer_page_in_context=answer.in_context,
+        answer_page_first=answer.first,
+        answer_page_ranked=answer.ranked,
         ms=round(ms, 1),
-        answer_text_cited=text_cited,
-        lost=lost,
-        open_passages=open_passages,
-        open_starts=open_starts,
+        answer_text_cited=answer.text_cited,
+        lost=answer.lost,
+        open_passages=sum(1 for c in result.citations if stops_inside_a_sentence(t, c)),
+        open_starts=sum(1 for c in result.citations if starts_inside_a_sentence(t, c, texts)),
     )
+
+
+@dataclass(frozen=True)
+class _AnswerFound:
+    """Where an answerable question's answer was (see :class:`QuestionOutcome`)."""
+
+    in_context: bool | None = None
+    first: bool | None = None
+    ranked: bool | None = None
+    text_cited: bool | None = None
+    lost: str | None = None
+
+
+def _answer_found(
+    t: Tether, qset: QuestionSet, q: Question, answer_doc: str, result: RetrievalResult
+) -> _AnswerFound:
+    def answers(document_id: str, page: int | None, text: str) -> bool:
+        if document_id != answer_doc:
+            return False
+        if qset.by_page:
+            return page in q.pages
+        return q.answer is None or holds_answer(text, q.answer)
+
+    def cites(c: Any) -> bool:
+        if c.document_id != answer_doc:
+            return False
+        return bool(q.pages & set(c.pages)) if qset.by_page else True
+
+    in_context = any(cites(c) for c in result.citations)
+    first = bool(result.citations) and cites(result.citations[0])
+    text_cited = None
+    if q.answer is not None:
+        text_cited = any(
+            c.document_id == answer_doc and holds_answer(c.text, q.answer) for c in result.citations
+        )
+    order = [cid for cid, _, _ in result.debug.get("ranked", [])]
+    hits = t.store.hits_for_chunks(order)
+    holding = [
+        i
+        for i, cid in enumerate(order)
+        if cid in hits and answers(hits[cid].document_id, hits[cid].page, hits[cid].text)
+    ]
+    ranked = bool(holding) and holding[0] < t.settings.rag.max_chunks
+    lost = None
+    if not (result.grounded and in_context):
+        lost = "not_retrieved" if not holding else "judged_out" if ranked else "ranked_below"
+    return _AnswerFound(in_context, first, ranked, text_cited, lost)
 
 
 def stops_inside_a_sentence(t: Tether, citation: Citation) -> bool:
