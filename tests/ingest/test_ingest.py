@@ -798,6 +798,7 @@ def test_html_a_list_items_paragraph_and_a_terms_definition_stay_on_its_line(
         "<dd><p>Controls huge pages.</p></dd><dt>Bare</dt><dd>Definition text.</dd>"
         "<dt>-f</dt>\n<dt>--force</dt><dd><p>Force it.</p></dd></dl>"
         "<ul><li><pre>make test</pre></li></ul>"
+        "<ul><li><table><tr><td>Status:</td><td>Extension</td></tr></table></li></ul>"
     )
     text = load_path(write(tmp_path / "options.html", markup)).text
     assert "- First item's text.\n\nIts second paragraph." in text
@@ -806,6 +807,7 @@ def test_html_a_list_items_paragraph_and_a_terms_definition_stay_on_its_line(
     assert "huge_pages (enum)\nControls huge pages." in text
     assert "Bare\nDefinition text.\n\n-f\n--force\nForce it." in text
     assert "-\n\n```\nmake test\n```" in text  # a code block keeps its own lines
+    assert "Status: | Extension" in text  # a table in an item keeps its rows
 
 
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:

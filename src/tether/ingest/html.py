@@ -382,15 +382,17 @@ class _HTMLText(HTMLParser):
             # A definition follows its term on the next line, not a paragraph away.
             self.out.append("" if "".join(self.out[-4:]).rstrip(" ").endswith("\n") else "\n")
             self._lead = len(self.out)
-        elif tag in _BLOCK_TAGS and tag not in {"pre", "table", "br", "hr"} and self._leads():
+        elif tag in {"p", "div"} and self._leads():
             return  # "- The item's paragraph", not "-" and the paragraph below it
         elif tag == "pre":
+            self._lead = None
             self._pre += 1
             self._counts[5] += 1
             fenced = self._pre == 1 and self._heading is None
             self._fenced.append(fenced)
             self.out.append("\n\n" + (_PRE_OPEN + "\n" if fenced else "") + _PRE_LINE)
         elif tag in _BLOCK_TAGS:
+            self._lead = None  # (a table, a quotation: the item's text is not on its line)
             self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
             if tag == "tr":
                 self._cells.append(0)
