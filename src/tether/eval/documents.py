@@ -45,7 +45,7 @@ from typing import Any
 from tether import Citation, InvalidArgument, RetrievalResult, Settings, Tether
 from tether.eval.beir import _without_embeddings, embed_missing
 from tether.eval.grounding import closer_elsewhere, judged_right
-from tether.retrieve.context import ends_a_sentence
+from tether.retrieve.context import ends_a_sentence, is_block_line
 
 WORKSPACE = "manuals"
 KINDS = ("answerable", "unanswerable", "cross_scope")
@@ -451,13 +451,11 @@ def starts_inside_a_sentence(t: Tether, citation: Citation, texts: dict[str, str
         return False
     if paragraph.rstrip(" \t").endswith("\n") and not citation.text[:1].islower():
         return False  # a line that starts a heading, a name or a sentence
-    return not _BLOCK_START.match(before.rsplit("\n", 1)[-1])
+    return not is_block_line(before.rsplit("\n", 1)[-1])
 
 
 #: What a sentence (or a label: "Options:") ends with, closing quotes and brackets included.
 _CLOSES = frozenset(".!?…:;\"')]”’")
-#: A line that is a block of its own (a list item, a heading, a table row, a fence, code).
-_BLOCK_START = re.compile(r"\s*(?:[-*+•]\s|\d{1,3}[.)]\s|#{1,6}\s|\||```|~~~|\$ )| {4}|\t")
 
 
 def _best(result: RetrievalResult) -> float:

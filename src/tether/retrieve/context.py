@@ -270,7 +270,7 @@ def ends_a_sentence(text: str) -> bool:
         return True
     last = text.rsplit("\n", 1)[-1]
     in_fence = (text.count("```") + text.count("~~~")) % 2 == 1
-    if in_fence or _BLOCK_LINE.match(last) or last.lstrip()[:1] in _COMMAND_STARTS:
+    if in_fence or is_block_line(last):
         return True
     if "://" in last:
         return True
@@ -279,6 +279,12 @@ def ends_a_sentence(text: str) -> bool:
 
 #: A line starting so is a command, a prompt, markup or an option: it ends a block.
 _COMMAND_STARTS = frozenset("$><-*#|{}[")
+
+
+def is_block_line(line: str) -> bool:
+    """Whether ``line`` is a block of its own, not prose: a table row, a list item, a
+    heading, a fence, code, columns, or a command, prompt, markup or option."""
+    return bool(_BLOCK_LINE.match(line)) or line.lstrip()[:1] in _COMMAND_STARTS
 
 
 def _reads_as_prose(fragment: str) -> bool:
