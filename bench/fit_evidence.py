@@ -10,9 +10,10 @@ grounded when its best candidate's evidence reaches ``rag.min_relevance``. This 
 1. asks every question of every source with today's settings and records, per question,
    those signals for each reranked candidate (from ``debug["grounding"]``), whether a
    distinctive term was absent, and whether a clearly closer match lay in the wider
-   scope. The sources: the PDF manuals (``bench/manuals``), the Flask and Git HTML and
-   the Docker Markdown documentation (``bench/docsets``) and the SciFact-derived set (claims among
-   their nearest uncited abstracts, as ``tether eval --grounding`` builds it). The
+   scope. The sources: the PDF manuals (``bench/manuals``), the Flask, Git and Rust
+   Reference HTML and the Docker Markdown documentation (``bench/docsets``) and the
+   SciFact-derived set (claims among their nearest uncited abstracts, as ``tether eval
+   --grounding`` builds it). The
    signals are kept in ``--features`` (default ``../bench-results/evidence-features.json``)
    and collected again only with ``--collect`` or when the file is missing;
 2. fits the weights by logistic regression with balanced classes, as today's were fitted:
@@ -53,6 +54,7 @@ DOCUMENT_SOURCES = {
     "flask": HERE / "docsets" / "flask" / "questions.json",
     "docker": HERE / "docsets" / "docker" / "questions.json",
     "git": HERE / "docsets" / "git" / "questions.json",
+    "rust-reference": HERE / "docsets" / "rust-reference" / "questions.json",
 }
 KINDS = ("answerable", "unanswerable", "cross_scope")
 #: Each kind's share of a source's weight in the fit: the classes balanced.

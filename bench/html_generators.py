@@ -33,12 +33,21 @@ from _pinned import manuals_fetch  # noqa: E402
 _mf = manuals_fetch()
 DebPin = _mf.DebPin
 
-#: Debian 12 (bookworm), pinned in November 2026: each package, and the generator its HTML
-#: was made by (``html_generators.json``).
-GENERATORS: tuple[tuple[str, DebPin], ...] = tuple(
-    (row.pop("generator"), DebPin(**row))
-    for row in json.loads((HERE / "html_generators.json").read_text(encoding="utf-8"))
-)
+
+def _generators() -> tuple[tuple[str, DebPin, str], ...]:
+    """Debian 12 (bookworm), pinned in November 2026 (``html_generators.json``): each
+    package, the generator its HTML was made by, and the folder inside the package that
+    its pages are drawn from (``under``; the whole package when absent: ``rust-doc``
+    holds rustdoc's API pages and mdBook's books)."""
+    rows = json.loads((HERE / "html_generators.json").read_text(encoding="utf-8"))
+    return tuple(
+        (row.pop("generator"), DebPin(**{k: v for k, v in row.items() if k != "under"}),
+         row.get("under", ""))
+        for row in rows
+    )  # fmt: skip
+
+
+GENERATORS = _generators()
 
 
 def unpacked(pin: DebPin, cache: Path) -> Path:
@@ -55,6 +64,8 @@ def unpacked(pin: DebPin, cache: Path) -> Path:
 
 
 def measure(root: Path, pages: int, seed: int) -> dict[str, object]:
+    """Index a sample of the pages under ``root``; count the chunks holding a line that a
+    third of the pages repeat, and the pages tether could not read (with why)."""
     from tether import Settings, Tether
     from tether.eval.documents import _joined, _shape, prose_lines, text_quality, words
 
@@ -67,6 +78,7 @@ def measure(root: Path, pages: int, seed: int) -> dict[str, object]:
     ):
         results = t.add(sample, workspace_id="docs", on_error="collect")
         ids = {r.source: r.document_id for r in results if r.document_id}
+        failed = Counter(str(r.error).rpartition(": ")[2] for r in results if r.error)
         quality = text_quality(t, ids, None)
         documents_with: Counter[str] = Counter()
         chunks = 0
@@ -79,6 +91,8 @@ def measure(root: Path, pages: int, seed: int) -> dict[str, object]:
     )
     return {
         "pages": len(ids),
+        "failed": len(sample) - len(ids),
+        "failed_why": dict(failed),
         "chunks": chunks,
         "boilerplate_chunks": quality["boilerplate_chunks"],
         "repeated_lines": common,
@@ -95,17 +109,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args(argv)
     rows = {}
-    for generator, pin in GENERATORS:
+    for generator, pin, under in GENERATORS:
+        root = unpacked(pin, args.cache) / under
         rows[generator] = {"package": f"{pin.package}={pin.version}",
-                           **measure(unpacked(pin, args.cache), args.pages, args.seed)}  # fmt: skip
+                           **measure(root, args.pages, args.seed)}  # fmt: skip
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'generator':22} {'package':42} {'pages':>5} {'chunks':>6} {'boilerplate':>11}")
+    print(f"{'generator':22} {'package':42} {'pages':>5} {'failed':>6} {'chunks':>6}"
+          f" {'boilerplate':>11}")  # fmt: skip
     for generator, row in rows.items():
         share = row["boilerplate_chunks"] / max(1, row["chunks"])
-        print(f"{generator:22} {row['package']:42} {row['pages']:5} {row['chunks']:6}"
-              f" {row['boilerplate_chunks']:5} ({share:.1%})")  # fmt: skip
+        print(f"{generator:22} {row['package']:42} {row['pages']:5} {row['failed']:6}"
+              f" {row['chunks']:6} {row['boilerplate_chunks']:5} ({share:.1%})")  # fmt: skip
+        for why, n in row["failed_why"].items():
+            print(f"    not read: {n} page(s): {why}")
         for line in row["repeated_lines"][:4]:
             print(f"    repeated: {line[:100]}")
     return 0

@@ -9,10 +9,10 @@ Runs, with the defaults (the local all-MiniLM-L6-v2 model, no LLM):
 - ``tether eval DATASET --db STORE --json``: hybrid retrieval, nDCG@10 and Recall@100;
 - the same with ``--lexical-only`` (FTS5 alone) and with ``--pipeline`` (``retrieve`` on
   every query: its nDCG@10, context recall, grounded share and threshold table);
-- ``tether eval bench/manuals bench/docsets/flask bench/docsets/docker bench/docsets/git --grounding
-  --json``: grounding on the real-document question sets, over the sets whose documents
-  are fetched (``bench/manuals/fetch.py``, ``bench/docsets/fetch.py``); a set without
-  them is left out, and the output says so.
+- ``tether eval bench/manuals bench/docsets/flask bench/docsets/docker bench/docsets/git
+  bench/docsets/rust-reference --grounding --json``: grounding on the real-document
+  question sets, over the sets whose documents are fetched (``bench/manuals/fetch.py``,
+  ``bench/docsets/fetch.py``); a set without them is left out, and the output says so.
 
 ``--store`` is a tether store holding DATASET indexed with the local model (``tether eval
 DATASET --db S`` or ``bench/backends.py --keep S`` makes one). It is only read: the
@@ -45,6 +45,7 @@ GROUNDING_SETS = (
     BENCH / "docsets/flask",
     BENCH / "docsets/docker",
     BENCH / "docsets/git",
+    BENCH / "docsets/rust-reference",
 )
 #: The SciFact runs: the flags each adds to ``tether eval DATASET --db STORE --json``.
 RETRIEVAL_RUNS = {"hybrid": [], "lexical": ["--lexical-only"], "pipeline": ["--pipeline"]}

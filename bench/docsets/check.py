@@ -87,10 +87,20 @@ BLOCK_TAGS = {
     "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr", "ul",
 }  # fmt: skip
 CHROME_TAGS = {"nav", "header", "footer", "aside"}
-CHROME_ROLES = {"navigation", "contentinfo", "complementary", "banner", "search"}
-# A class token or id that says "navigation, sidebar, breadcrumb, footer, related links".
+CHROME_ROLES = {"navigation", "contentinfo", "complementary", "banner", "search", "menu", "menubar"}
+# A class token or id that says "navigation, sidebar, breadcrumb, footer, related links,
+# menu, search".
 CHROME_WORD = re.compile(
-    r"(?:^|[-_])nav(?:$|[-_])|navigation|navbar|sidebar|breadcrumb|footer|related", re.I
+    r"(?:^|[-_])(?:nav|menu)(?:$|[-_])|navigation|navbar|menubar|sidebar|breadcrumb|footer"
+    r"|related|search",
+    re.I,
+)
+# A class token that is a state or layout flag of the element ("sidebar-visible" on
+# mdBook's <html>, "no-sidebar" on the Apache manual's <body>), not a name of chrome.
+STATE_WORD = re.compile(
+    r"(?:^|[-_])(?:visible|hidden|open|closed|collapsed|expanded|active|has|with|no|is)"
+    r"(?:$|[-_])",
+    re.I,
 )
 BLOCK_SEP = "\x1e"  # marks a block boundary while the text is assembled
 
@@ -98,11 +108,13 @@ BLOCK_SEP = "\x1e"  # marks a block boundary while the text is assembled
 def is_chrome(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
     if tag in CHROME_TAGS:
         return True
+    if tag in {"html", "body"}:  # the page itself, whatever state its class names
+        return False
     a = {k: (v or "") for k, v in attrs}
     if a.get("role", "").strip().lower() in CHROME_ROLES:
         return True
     tokens = a.get("class", "").split() + a.get("id", "").split()
-    return any(CHROME_WORD.search(t) for t in tokens)
+    return any(CHROME_WORD.search(t) and not STATE_WORD.search(t) for t in tokens)
 
 
 class PageText(HTMLParser):
@@ -112,9 +124,13 @@ class PageText(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.all: list[str] = []
         self.main: list[str] = []
-        self._stack: list[tuple[str, bool, bool]] = []  # (tag, skipped, chrome)
+        self._stack: list[tuple[str, bool, bool, bool]] = []  # (tag, skipped, chrome, main)
         self._skip = 0
         self._chrome = 0
+        # Inside the main landmark (<main>, role="main"), chrome around it does not count
+        # (Read the Docs' theme holds it in <div class="wy-nav-content">): the chrome
+        # count where each open landmark started.
+        self._bases: list[int] = []
 
     def _break(self) -> None:
         self.all.append(BLOCK_SEP)
@@ -127,7 +143,12 @@ class PageText(HTMLParser):
             return
         skipped = tag in SKIP_TAGS
         chrome = is_chrome(tag, attrs)
-        self._stack.append((tag, skipped, chrome))
+        main = tag == "main" or any(
+            k == "role" and (v or "").strip().lower() == "main" for k, v in attrs
+        )
+        if main:
+            self._bases.append(self._chrome)
+        self._stack.append((tag, skipped, chrome, main))
         self._skip += skipped
         self._chrome += chrome
 
@@ -138,12 +159,14 @@ class PageText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in BLOCK_TAGS:
             self._break()
-        if not any(t == tag for t, _, _ in self._stack):
+        if not any(t == tag for t, _, _, _ in self._stack):
             return  # a stray end tag
         while self._stack:  # close what the page left open (<li>, <p>) on the way
-            t, skipped, chrome = self._stack.pop()
+            t, skipped, chrome, main = self._stack.pop()
             self._skip -= skipped
             self._chrome -= chrome
+            if main:
+                self._bases.pop()
             if t == tag:
                 break
 
@@ -151,7 +174,7 @@ class PageText(HTMLParser):
         if self._skip:
             return
         self.all.append(data)
-        if not self._chrome:
+        if self._chrome <= (self._bases[-1] if self._bases else 0):
             self.main.append(data)
 
 

@@ -810,6 +810,71 @@ def test_html_a_list_items_paragraph_and_a_terms_definition_stay_on_its_line(
     assert "Status: | Extension" in text  # a table in an item keeps its rows
 
 
+def test_html_what_holds_the_page_is_not_furniture_whatever_its_class(tmp_path: Path) -> None:
+    """mdBook writes ``<html class="sidebar-visible no-js light">`` on every page, the
+    Apache manual ``<body class="no-sidebar">``: the page's state, not a sidebar. Both
+    pages used to come out empty ("no visible text"). A real sidebar or menu, beside
+    them, still goes."""
+    mdbook = (
+        "<html lang='en' class='sidebar-visible no-js light'><body>"
+        "<nav id='sidebar' class='sidebar'><ol class='chapter'><li><a href='a.html'>1. Intro"
+        "</a></li><li><a href='b.html'>2. Workspaces</a></li></ol></nav>"
+        "<div id='page-wrapper' class='page-wrapper'><div class='page'>"
+        "<div id='menu-bar' class='menu-bar sticky bordered'><ul id='theme-list'"
+        " class='theme-popup' role='menu'><li role='none'><button role='menuitem'>Coal"
+        "</button></li></ul><h1 class='menu-title'>The Rust Book</h1></div>"
+        "<div id='content' class='content'><main><h2>Cargo Workspaces</h2>"
+        "<p>A workspace is a set of packages that share the same Cargo.lock.</p></main>"
+        "</div></div></div></body></html>"
+    )
+    doc = load_path(write(tmp_path / "book.html", mdbook))
+    assert doc.text == (
+        "## Cargo Workspaces\n\nA workspace is a set of packages that share the same Cargo.lock."
+    )
+    apache = (
+        "<body id='manual-page' class='no-sidebar'><div id='page-header'><p class='menu'>"
+        "<a href='m.html'>Modules</a> | <a href='d.html'>Directives</a></p></div>"
+        "<div id='page-content'><h1>Documenting code</h1><p>Apache uses Doxygen.</p>"
+        "<div class='has-sidebar with-toc'><p>Wrapped content stays.</p></div>"
+        "<div class='sidebar'><p>Related modules</p></div></div></body>"
+    )
+    text = load_path(write(tmp_path / "manual.html", apache)).text
+    assert text == "# Documenting code\n\nApache uses Doxygen.\n\nWrapped content stays."
+    # Read the Docs' theme holds the main landmark in <div class="wy-nav-content">: what
+    # holds the page's content is not furniture, whatever its class says.
+    rtd = (
+        "<body class='wy-body-for-nav'><nav class='wy-nav-side'><div class='wy-menu'"
+        " role='navigation'><a href='a.html'>Install</a><a href='b.html'>Usage</a></div>"
+        "</nav><section class='wy-nav-content-wrap'><div class='wy-nav-content'>"
+        "<div role='navigation' aria-label='Page navigation'><ul class='wy-breadcrumbs'>"
+        "<li><a href='index.html'>Docs</a></li><li>Usage</li></ul></div><div role='main'"
+        " class='document'><h1>Usage</h1><p>Run the server on port 8080.</p></div>"
+        "<footer><p>Copyright 2024.</p></footer></div></section></body>"
+    )
+    text = load_path(write(tmp_path / "usage.html", rtd)).text
+    assert text == "# Usage\n\nRun the server on port 8080."
+
+
+def test_a_stray_nul_byte_in_a_utf8_page_is_not_binary(tmp_path: Path) -> None:
+    """A Javadoc page that documents the NUL character holds one. A UTF-8 text with a
+    NUL byte or two is text (the NUL is dropped); binary data, or a non-UTF-8 file with
+    a NUL, is still refused."""
+    about = "<p>" + "Operations on char primitives and Character objects. " * 30 + "</p>"
+    page = f"<h1>CharUtils</h1>{about}<p><code>\x00</code> null control character.</p>"
+    doc = load_path(write(tmp_path / "CharUtils.html", page))
+    assert doc.text.startswith("# CharUtils\n\nOperations") and "\x00" not in doc.text
+    assert doc.text.endswith("null control character.")
+    utf16 = tmp_path / "notes.txt"
+    utf16.write_bytes("Grüße aus Köln".encode("utf-16"))
+    assert load_path(utf16).text == "Grüße aus Köln"
+    for name, data in (
+        ("blob.txt", bytes(range(256)) * 8),
+        ("latin.txt", b"caf\xe9 \x00 cr\xe8me"),
+    ):
+        with pytest.raises(UnreadableFile, match="binary"):
+            load_path(write(tmp_path / name, data))
+
+
 def test_html_unclosed_items_in_a_menu_do_not_hide_the_page(tmp_path: Path) -> None:
     markup = "<nav><ul><li>One<li><p>Two</ul></nav><h1>Title</h1><p>Body text stays.</p>"
     doc = load_path(write(tmp_path / "page.html", markup))

@@ -225,7 +225,28 @@ def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:
     assert code_cores("Rad53-dependent") == ["Rad53"]
     assert code_cores("Fz/PCP-dependent") == ["Fz", "PCP"]
     assert code_cores("CVE-2024-1234") == []  # an identifier: matched whole
+    assert code_cores("f64::NAN") == ["NAN"]  # a path names its last part
+    assert code_cores("diagnostic::on_unimplemented") == ["on_unimplemented"]
     assert code_terms("Is 0-dimensional anti-interleukin-2 therapy safe?") == []
+
+
+def test_a_path_is_held_by_a_scope_that_names_its_item(tmp_path: Path) -> None:
+    """A reference that speaks of "NaN" answers a question about ``f64::NAN``; a path
+    whose item it never names (``diagnostic::on_unimplemented``) is still absent."""
+    reference = TextSource(
+        "Numeric cast: casting from a float to an integer rounds the float towards zero."
+        " NaN will return 0. Values larger than the integer's maximum saturate to it."
+        " The on_unimplemented message is not stable.",
+        "Operator expressions",
+    )
+    present, absent = asked(
+        tmp_path,
+        [reference],
+        "What do I get when I cast f64::NAN to an integer with as?",
+        "What does #[diagnostic::do_not_recommend] change?",
+    )
+    assert present.debug["grounding"]["distinctive_absent"] == []
+    assert absent.debug["grounding"]["distinctive_absent"] == ["diagnostic::do_not_recommend"]
 
 
 def test_a_misspelt_rare_word_is_not_absent() -> None:

@@ -8,7 +8,8 @@ page's own markup, in the order a screen reader would find the main content:
 
 1. the page's main landmark, when it has one (``<main>`` or ``role="main"``): only the
    text inside it is kept (a page whose landmark holds almost nothing keeps everything:
-   a landmark that is a stray match or empty says nothing);
+   a landmark that is a stray match or empty says nothing), whatever the elements
+   around it are called (Read the Docs' theme holds it in ``<div class="wy-nav-content">``);
 2. anywhere, landmarks that are not content: ``<nav>``, ``<footer>`` (the page's, and an
    article's own: its author, votes and share links; one inside a ``<blockquote>`` or
    ``<figure>``, a quotation's source, stays), and elements whose ``role`` is
@@ -24,7 +25,11 @@ page's own markup, in the order a screen reader would find the main content:
    that do not use landmarks mark them (a ``<section class="related-articles">`` too);
    an id, or a whole class name, only when it is one of the names of
    ``_NOT_CONTENT_IDS`` (``footer``, ``sidebar``, ``table-of-contents``): a generator
-   makes ids from headings, and "Cookies" is content.
+   makes ids from headings, and "Cookies" is content. A class name that says what state
+   an element is in or what it holds ("sidebar-visible", "no-sidebar", "has-toc",
+   "nav-open") names no furniture, and the page's ``<html>`` and ``<body>`` are never
+   furniture: mdBook writes ``<html class="sidebar-visible">`` on every page and the
+   Apache manual ``<body class="no-sidebar">``, pages that used to come out empty.
 
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
    heading and no code block: a block that is mostly links, two or more (a breadcrumb
@@ -190,6 +195,15 @@ _NOT_CONTENT_IDS = {
     "table-of-contents",
 }
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
+#: Elements that are the page, or an article in it: content, whatever their class says.
+_PAGE_TAGS = {"html", "body", "main", "article"}
+#: Parts of a class name that make it a state or a layout flag of the element that holds
+#: the page ("sidebar-visible" on mdBook's ``<html>``, "no-sidebar" on the Apache manual's
+#: ``<body>``, "has-toc", "nav-open"), not the name of a sidebar or a menu.
+_STATE_PARTS = frozenset(
+    "visible hidden open opened closed collapsed expanded active shown show toggled enabled"
+    " disabled has with without no is".split()
+)
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
 #: A main landmark holding less than this share of the page's text (and little text) is
 #: taken for a stray match, not the page's content.
@@ -229,14 +243,20 @@ def is_not_content(
         return True
     if tag == "a" and values.get("href", "").strip().startswith("javascript:"):
         return True  # a control made of a link: rustdoc's "[−]", "Expand all", "Print"
-    if tag in {"main", "article"}:  # the page's or an article's content, whatever its
-        return False  # class says
+    if tag in _PAGE_TAGS:  # the page's or an article's content, whatever its class says
+        return False  # ("sidebar-visible", "no-sidebar": the page's state, not a sidebar)
     if values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
-    classes = values.get("class", "")
-    if not _NOT_CONTENT_IDS.isdisjoint(classes.split()):  # "table-of-contents", whole
+    classes = [name for name in values.get("class", "").split() if not _states(name)]
+    if not _NOT_CONTENT_IDS.isdisjoint(classes):  # "table-of-contents", whole
         return True
-    return not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(classes))
+    return any(not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(name)) for name in classes)
+
+
+def _states(name: str) -> bool:
+    """Whether a class name says what state an element is in or what it holds
+    ("sidebar-visible", "nav-open", "has-sidebar", "no-toc"), not what it is."""
+    return not _STATE_PARTS.isdisjoint(_NAME_PARTS.split(name))
 
 
 def is_main(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
@@ -338,7 +358,10 @@ class _HTMLText(HTMLParser):
             self._hidden.start(tag)
             return
         quoted = bool(self._quotations)
-        if tag in _SKIP_TAGS or is_not_content(tag, attrs, in_quotation=quoted):
+        # Outside the main landmark nothing is kept, and what holds it is not furniture
+        # whatever its class says (Read the Docs' theme: <div class="wy-nav-content">).
+        judged = not self._main_only or bool(self._main)
+        if tag in _SKIP_TAGS or (judged and is_not_content(tag, attrs, in_quotation=quoted)):
             self._hidden.start(tag)
             return
         if self._main or is_main(tag, attrs):

@@ -125,17 +125,44 @@ def load_text(text: str, *, title: str, mime: str = "text/plain") -> LoadedDocum
     return LoadedDocument(title=title, text=normalized, mime=mime, sections=sections)
 
 
+#: NUL bytes that the first :data:`SNIFF_BYTES` of a UTF-8 text may hold and still be text
+#: (a Javadoc page documenting the NUL character shows it as one), at most one in
+#: :data:`NUL_SPACING` bytes. Binary data holds many more (random bytes: one in 256), and
+#: hardly ever decodes as UTF-8.
+STRAY_NULS = 4
+NUL_SPACING = 1000
+SNIFF_BYTES = 8192
+
+
+def stray_nuls(head: bytes) -> int | None:
+    """How many NUL bytes the start of a text holds (0 for most), or None when there are
+    too many for a text: binary data."""
+    nuls = head.count(b"\x00", 0, SNIFF_BYTES)
+    if nuls > STRAY_NULS or nuls * NUL_SPACING > min(len(head), SNIFF_BYTES):
+        return None
+    return nuls
+
+
 def decode_text(file: FileBytes) -> str:
-    """The file's text: UTF-8 (with or without its mark), else Windows-1252;
-    :class:`UnreadableFile` for binary data."""
+    """The file's text: UTF-16 with its mark, UTF-8 (with or without its mark), else
+    Windows-1252; :class:`UnreadableFile` for binary data. A text may hold a stray NUL
+    byte or two if it is UTF-8 (:data:`STRAY_NULS`); normalizing drops them."""
     data = file.data
-    if b"\x00" in data[:8192]:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise UnreadableFile(str(file.path), "is not valid UTF-16 text") from None
+    nuls = stray_nuls(data)
+    if nuls is None:
         raise UnreadableFile(str(file.path), "looks like a binary file, not text")
-    for encoding in ("utf-8-sig", "cp1252"):
+    for encoding in ("utf-8-sig", "cp1252") if not nuls else ("utf-8-sig",):
         try:
             return data.decode(encoding)
         except UnicodeDecodeError:
             continue
+    if nuls:
+        raise UnreadableFile(str(file.path), "looks like a binary file, not text")
     raise UnreadableFile(str(file.path), "is neither UTF-8 nor Windows-1252 text")
 
 

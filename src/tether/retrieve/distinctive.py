@@ -127,7 +127,15 @@ def code_cores(code: str) -> list[str]:
     its parts are plain words: "Rad53-dependent" is about ``Rad53``, and a scope that
     says "Rad53" but never "Rad53-dependent" still holds it. Empty when every part is
     plain (nothing to look up apart) or none is (an identifier to match whole:
-    ``CVE-2024-1234``)."""
+    ``CVE-2024-1234``).
+
+    A path joined by ``::`` (Rust, C++, Ruby, PHP) names its last part in the namespace
+    of the others, and documentation names the item by itself as often as by its path
+    ("NaN" for ``f64::NAN``): the last part is what is looked up. A word of the path
+    the scope never names is still a word the question names, and counts as any other
+    (a rare word absent from the scope is distinctive)."""
+    if "::" in code.strip(":"):
+        return [code.rstrip(":").rpartition("::")[2]]
     parts = [p for p in re.split(r"[-/]", code) if p]
     plain = [p for p in parts if p.isalpha() and p.islower()]
     if not plain or len(plain) == len(parts):

@@ -309,13 +309,16 @@ def _text_head(head: bytes) -> str | None:
     without control bytes), else None."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return head.decode("utf-16", errors="ignore")
-    if b"\x00" in head:
+    nuls = loaders.stray_nuls(head)
+    if nuls is None:
         return None
     try:
         return head.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         if exc.reason == "unexpected end of data":  # a character cut at the end of the head
             return head[: exc.start].decode("utf-8-sig")
+    if nuls:  # a stray NUL is allowed in UTF-8 text only (see loaders.decode_text)
+        return None
     text = head.decode("cp1252", errors="replace")
     odd = sum(1 for c in text if (ord(c) < 32 and c not in "\t\n\r\f") or c == "\ufffd")
     return None if odd > len(text) // 100 else text
