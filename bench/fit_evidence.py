@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         name: fit({n: r for n, r in sources.items() if n != name}, today) for name in sources
     }
     print("balanced accuracy of the judgment (best candidate >= threshold), per source")
-    header = f"{'weights':<28}" + "".join(f"{n:>9}" for n in sources) + f"{'mean':>8}{'spread':>8}"
+    width = {n: max(9, len(n) + 1) for n in sources}  # a column per source, as wide as its name
+    header = f"{'weights':<28}" + "".join(f"{n:>{width[n]}}" for n in sources)
+    header += f"{'mean':>8}{'spread':>8}"
     for threshold in (0.4, 0.5):
         print(f"\nat min_relevance {threshold}")
         print(header)
@@ -238,17 +240,19 @@ def main(argv: list[str] | None = None) -> int:
             ("fitted on the others only", held_out),
         ):
             values = [balanced(by_source[n], sources[n], threshold) for n in sources]
-            cells = "".join(f"{v:>9.3f}" for v in values)
+            cells = "".join(f"{v:>{width[n]}.3f}" for n, v in zip(sources, values, strict=True))
             spread = max(values) - min(values)
             print(f"{label:<28}{cells}{np.mean(values):>8.3f}{spread:>8.3f}")
             grounded = [judged(by_source[n], sources[n], threshold)["answerable"] for n in sources]
-            print(f"{'  answerable grounded':<28}" + "".join(f"{v:>9.3f}" for v in grounded))
+            cells = "".join(f"{v:>{width[n]}.3f}" for n, v in zip(sources, grounded, strict=True))
+            print(f"{'  answerable grounded':<28}{cells}")
     names = (*SIGNALS, "bias")
-    print("\nweights " + " ".join(f"{n:>9}" for n in names))
-    print("today   " + " ".join(f"{v:>9.3f}" for v in today))
-    print("all     " + " ".join(f"{v:>9.3f}" for v in pooled))
+    first = max(8, *(len(n) + 2 for n in sources))
+    print(f"\n{'weights':<{first}}" + " ".join(f"{n:>9}" for n in names))
+    print(f"{'today':<{first}}" + " ".join(f"{v:>9.3f}" for v in today))
+    print(f"{'all':<{first}}" + " ".join(f"{v:>9.3f}" for v in pooled))
     for name, weights in held_out.items():
-        print(f"-{name:<7}" + " ".join(f"{v:>9.3f}" for v in weights))
+        print(f"{'-' + name:<{first}}" + " ".join(f"{v:>9.3f}" for v in weights))
     return 0
 
 

@@ -219,6 +219,29 @@ def test_an_option_the_scope_never_names_is_not_grounded_by_its_word(tmp_path: P
     assert present.grounded, present.debug["grounding"]["why"]
 
 
+def test_a_long_option_is_not_named_by_a_longer_one_that_ends_with_it(tmp_path: Path) -> None:
+    """A harness that documents ``--include-ignored`` has no ``--ignored`` flag; one typeset
+    with an en dash ("–ignored", as a PDF prints "--ignored") does name it."""
+    harness = TextSource(
+        "Tests marked with the ignore attribute are not run by default. The test harness"
+        " supports the --include-ignored flag to also run them, and --skip FILTER to"
+        " leave tests out.",
+        "Testing attributes",
+    )
+    typeset = TextSource("The harness runs ignored tests alone with –ignored.", "Printed")
+    absent, present = asked(
+        tmp_path,
+        [harness],
+        "Is there a flag that runs only the ignored tests, such as --ignored?",
+        "Which flag also runs the ignored tests, --include-ignored?",
+    )
+    assert absent.debug["grounding"]["distinctive_absent"] == ["--ignored"]
+    assert present.debug["grounding"]["distinctive_absent"] == []
+    (tmp_path / "typeset").mkdir()
+    [printed] = asked(tmp_path / "typeset", [typeset], "What does --ignored do?")
+    assert printed.debug["grounding"]["distinctive_absent"] == []
+
+
 def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:
     from tether.retrieve.distinctive import code_cores
 

@@ -276,10 +276,14 @@ _DASHES = ("-", "\u2010", "\u2011", "\u2013", "\u2014", "\u2212")
 def option_literals(term: str) -> list[str]:
     """For a command-line option (``--ipv4``, ``-w``), the texts a chunk that names it
     holds, lower-cased: its name after any dash (the full-text index drops the dashes,
-    and would find "--ipv4" in any chunk saying "IPv4"); none for any other term."""
+    and would find "--ipv4" in any chunk saying "IPv4"); none for any other term. A long
+    option's name follows two ASCII hyphens, or one typeset dash: "--include-ignored"
+    does not name ``--ignored``."""
     name = term.lstrip("-").lower()
     if not term.startswith("-") or not name:
         return []
+    if term.startswith("--"):
+        return ["--" + name, *(dash + name for dash in _DASHES if dash != "-")]
     return [dash + name for dash in _DASHES]
 
 
