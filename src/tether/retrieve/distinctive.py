@@ -13,7 +13,8 @@ of term count:
   ``v2.3``, ``CVE-2024-1234``, ``LoRaWAN``. A code is looked up whole in the scope (the
   full-text index matches its parts as a phrase; an option must also be named with a
   dash before it, as the index drops dashes: ``--ipv4`` is not the word "IPv4"), or by
-  its code parts when the rest are plain words ("Rad53-dependent" by ``Rad53``). A word
+  its code parts when the rest are plain words ("Rad53-dependent" by ``Rad53``), or a
+  ``::`` path by its last part (``f64::NAN`` by "NaN"). A word
   in capitals is an acronym or a keyword (``CSI``, ``OFFSET``), unless the question is
   shouted or the word is an everyday one ("does it NOT start?": emphasis). Lower-case
   words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
