@@ -24,9 +24,9 @@ page's own markup, in the order a screen reader would find the main content:
    "author", which DocBook gives a bibliography's names), as site generators and themes
    that do not use landmarks mark them (a ``<section class="related-articles">`` too);
    an id, or a whole class name, only when it is one of the names of
-   ``_NOT_CONTENT_IDS`` (``footer``, ``sidebar``, ``table-of-contents``): a generator
-   makes ids from headings, and "Cookies" is content. A class name that says what state
-   an element is in or what it holds ("sidebar-visible", "no-sidebar", "has-toc",
+   ``_NOT_CONTENT_IDS`` (``footer``, ``sidebar``, ``table-of-contents``), and never on a
+   section: a generator makes ids from headings ("Cookies", "Sidebar"). A class name
+   that says what state an element is in or what it holds ("sidebar-visible", "has-toc",
    "nav-open") names no furniture, and the page's ``<html>`` and ``<body>`` are never
    furniture: mdBook writes ``<html class="sidebar-visible">`` on every page and the
    Apache manual ``<body class="no-sidebar">``, pages that used to come out empty.
@@ -245,9 +245,12 @@ def is_not_content(
         return True  # a control made of a link: rustdoc's "[−]", "Expand all", "Print"
     if tag in _PAGE_TAGS:  # the page's or an article's content, whatever its class says
         return False  # ("sidebar-visible", "no-sidebar": the page's state, not a sidebar)
-    if values.get("id", "").strip() in _NOT_CONTENT_IDS:
-        return True
     classes = [name for name in values.get("class", "").split() if not _states(name)]
+    # A section's id is made from its heading (docutils: <div class="section"
+    # id="sidebar"> holds the section titled "Sidebar").
+    sectioned = tag == "section" or "section" in classes
+    if not sectioned and values.get("id", "").strip() in _NOT_CONTENT_IDS:
+        return True
     if not _NOT_CONTENT_IDS.isdisjoint(classes):  # "table-of-contents", whole
         return True
     return any(not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(name)) for name in classes)
@@ -354,6 +357,8 @@ class _HTMLText(HTMLParser):
             # The page title lives in <head>; an <svg><title> (an icon's tooltip) is not it.
             in_head = all(t == "head" for t in self._hidden.open)
             self._in_title = not self._title_done and in_head
+        if tag == "body" and self._hidden.open[:1] == ["head"]:
+            self._hidden.end("head")  # <body> ends a <head> left open (RDoc's pages)
         if self._hidden:
             self._hidden.start(tag)
             return

@@ -13,6 +13,7 @@ is opened from that folder one name at a time, never following a symbolic link.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import hashlib
 import os
@@ -143,10 +144,28 @@ def stray_nuls(head: bytes) -> int | None:
     return nuls
 
 
-def decode_text(file: FileBytes) -> str:
-    """The file's text: UTF-16 with its mark, UTF-8 (with or without its mark), else
-    Windows-1252; :class:`UnreadableFile` for binary data. A text may hold a stray NUL
-    byte or two if it is UTF-8 (:data:`STRAY_NULS`); normalizing drops them."""
+#: An HTML page's declared encoding: ``<meta charset="...">`` or ``<meta
+#: http-equiv="Content-Type" content="text/html; charset=...">``, in its first 4 kB.
+_META_CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def declared_charset(data: bytes) -> str | None:
+    """The encoding an HTML page declares, when Python knows it (None otherwise)."""
+    match = _META_CHARSET.search(data[:4096])
+    if match is None:
+        return None
+    try:
+        return codecs.lookup(match.group(1).decode("ascii")).name
+    except LookupError:
+        return None
+
+
+def decode_text(file: FileBytes, declared: str | None = None) -> str:
+    """The file's text: UTF-16 with its mark, UTF-8 (with or without its mark), else the
+    encoding the file ``declared`` (an HTML page's ``<meta charset>``: a page in
+    ISO-8859-1 may hold bytes Windows-1252 lacks), else Windows-1252;
+    :class:`UnreadableFile` for binary data. A text may hold a stray NUL byte or two if
+    it is UTF-8 (:data:`STRAY_NULS`); normalizing drops them."""
     data = file.data
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -156,7 +175,8 @@ def decode_text(file: FileBytes) -> str:
     nuls = stray_nuls(data)
     if nuls is None:
         raise UnreadableFile(str(file.path), "looks like a binary file, not text")
-    for encoding in ("utf-8-sig", "cp1252") if not nuls else ("utf-8-sig",):
+    fallbacks = (declared, "cp1252") if declared else ("cp1252",)
+    for encoding in ("utf-8-sig", *fallbacks) if not nuls else ("utf-8-sig",):
         try:
             return data.decode(encoding)
         except UnicodeDecodeError:
@@ -441,7 +461,7 @@ def load_pdf(file: FileBytes) -> LoadedDocument:
 
 
 def load_html(file: FileBytes) -> LoadedDocument:
-    title, text, headings = html_document(decode_text(file))
+    title, text, headings = html_document(decode_text(file, declared_charset(file.data)))
     if not text:
         raise EmptyDocument(str(file.path), "the page has no visible text")
     if not title:
