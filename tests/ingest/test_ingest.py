@@ -880,6 +880,26 @@ def test_html_a_head_left_open_ends_where_the_body_starts(tmp_path: Path) -> Non
     assert doc.text == "# class Asciidoctor::Block\n\nMethods for managing blocks of content."
 
 
+def test_html_furniture_of_more_generators_goes_and_their_titles_stay(tmp_path: Path) -> None:
+    """Qt's breadcrumb (``navigationbar``), MediaWiki's tagline and sub-title
+    (``siteSub``, ``contentSub``) and Doxygen's banner (``titlearea``) are furniture;
+    pandoc's title (``<h1 class="title toc-ignore">``) is not ("ignore" is a flag, not
+    a name). A ``<head>`` left open ends at the first element a head cannot hold."""
+    markup = (
+        "<html><head><title>QSvgWidget</title><meta charset='utf-8'>"
+        "<div id='titlearea'><table><tr><td>cmocka 1.1.5</td></tr></table></div>"
+        "<div class='navigationbar'><ul><li><a href='q.html'>Qt 5.15</a></li>"
+        "<li>Qt SVG</li></ul></div>"
+        "<div id='siteSub'>From cppreference.com</div><div id='contentSub'>&lt; c | io</div>"
+        "<h1 class='title toc-ignore'>Introduction to dplyr</h1>"
+        "<p>The QSvgWidget class provides a widget that displays SVG files.</p></html>"
+    )
+    doc = load_path(write(tmp_path / "qsvgwidget.html", markup))
+    assert doc.text == (
+        "# Introduction to dplyr\n\nThe QSvgWidget class provides a widget that displays SVG files."
+    )
+
+
 def test_an_html_page_is_read_in_the_encoding_it_declares(tmp_path: Path) -> None:
     """A page in ISO-8859-1 (vim's digraph table) may hold bytes that Windows-1252 lacks
     (0x81, 0x8d); read as it declares itself, as a browser does, it is text."""

@@ -21,7 +21,8 @@ page's own markup, in the order a screen reader would find the main content:
    breadcrumb, footer, related, cookie, consent, banner, skip, skiplink, searchbox,
    headerlink, toc, tableofcontents; and what a help centre or a blog puts around an
    article: avatar, byline, share, social, votes, feedback, rating, subscribe; not
-   "author", which DocBook gives a bibliography's names), as site generators and themes
+   "author", which DocBook gives a bibliography's names; nav, menu, sidebar, footer or
+   breadcrumb joined to a word: "navigationbar", "printfooter"), as generators and themes
    that do not use landmarks mark them (a ``<section class="related-articles">`` too);
    an id, or a whole class name, only when it is one of the names of
    ``_NOT_CONTENT_IDS`` (``footer``, ``sidebar``, ``table-of-contents``), and never on a
@@ -110,7 +111,7 @@ _JUDGED_BLOCKS = {"div", "p", "ul", "ol", "dl", "table", "header"}
 _LINK_DENSITY = 0.7
 #: Class or id parts that name a page's header, outside any article or section: dropped
 #: when the block ends, unless it held a heading (a simple page's title is in it).
-_HEADER_NAMES = {"header", "masthead", "tagline", "topbar"}
+_HEADER_NAMES = {"header", "masthead", "tagline", "topbar", "titlearea"}  # Doxygen's banner
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 #: Elements without an end tag: never pushed on a nesting stack.
 _VOID = {
@@ -129,16 +130,10 @@ _VOID = {
     "track",
     "wbr",
 }
-_NOT_CONTENT_ROLES = {
-    "button",  # a link or a span acting as one: "Follow", "Sign in", "Got it!"
-    "navigation",
-    "banner",
-    "contentinfo",
-    "search",
-    "menu",
-    "menubar",
-    "complementary",
-}
+_NOT_CONTENT_ROLES = frozenset(
+    # "button": a link or a span acting as one ("Follow", "Sign in", "Got it!").
+    "button navigation banner contentinfo search menu menubar complementary".split()
+)
 _NOT_CONTENT_NAMES = {
     "nav",
     "navbar",
@@ -178,22 +173,13 @@ _NOT_CONTENT_NAMES = {
 }
 #: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
 #: make ids from headings, and a section titled "Cookies" is content).
-_NOT_CONTENT_IDS = {
-    "nav",
-    "navbar",
-    "navigation",
-    "menu",
-    "sidebar",
-    "breadcrumb",
-    "breadcrumbs",
-    "footer",
-    "site-footer",
-    "site-header",
-    "cookie-banner",
-    "searchbox",
-    "toc",  # the page's own contents list, with its label (Node's "Table of contents")
-    "table-of-contents",
-}
+_NOT_CONTENT_IDS = frozenset(
+    "nav navbar navigation menu sidebar breadcrumb breadcrumbs footer site-footer site-header"
+    " cookie-banner searchbox"
+    # The page's own contents list, with its label (Node's "Table of contents"); MediaWiki's
+    # tagline ("From cppreference.com") and the line under its title (a breadcrumb).
+    " toc table-of-contents sitesub contentsub".split()
+)
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
 #: Elements that are the page, or an article in it: content, whatever their class says.
 _PAGE_TAGS = {"html", "body", "main", "article"}
@@ -202,8 +188,13 @@ _PAGE_TAGS = {"html", "body", "main", "article"}
 #: ``<body>``, "has-toc", "nav-open"), not the name of a sidebar or a menu.
 _STATE_PARTS = frozenset(
     "visible hidden open opened closed collapsed expanded active shown show toggled enabled"
-    " disabled has with without no is".split()
+    " disabled has with without no is ignore exclude".split()  # pandoc's "toc-ignore"
 )
+#: Furniture names a class may be made of with another word, without a separator:
+#: "navigationbar" (Qt's breadcrumb), "navpath", "menutrigger", "printfooter".
+_AFFIXED = ("navigation", "nav", "menu", "sidebar", "footer", "breadcrumbs", "breadcrumb")
+#: What a ``<head>`` may hold: any other element starts the body, as ``<body>`` does.
+_HEAD_TAGS = {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
 #: A main landmark holding less than this share of the page's text (and little text) is
 #: taken for a stray match, not the page's content.
@@ -253,7 +244,18 @@ def is_not_content(
         return True
     if not _NOT_CONTENT_IDS.isdisjoint(classes):  # "table-of-contents", whole
         return True
-    return any(not _NOT_CONTENT_NAMES.isdisjoint(_NAME_PARTS.split(name)) for name in classes)
+    parts = {part for name in classes for part in _NAME_PARTS.split(name)}
+    return not _NOT_CONTENT_NAMES.isdisjoint(parts) or any(map(_affixed, parts))
+
+
+def _affixed(part: str) -> bool:
+    """Whether a class word is a furniture name joined to another word of three letters
+    or more ("navigationbar", "printfooter"; not "canvas" or "menus")."""
+    return any(
+        part.startswith(name) or part.endswith(name)
+        for name in _AFFIXED
+        if len(part) >= len(name) + 3
+    )
 
 
 def _states(name: str) -> bool:
@@ -357,7 +359,7 @@ class _HTMLText(HTMLParser):
             # The page title lives in <head>; an <svg><title> (an icon's tooltip) is not it.
             in_head = all(t == "head" for t in self._hidden.open)
             self._in_title = not self._title_done and in_head
-        if tag == "body" and self._hidden.open[:1] == ["head"]:
+        if self._hidden.open == ["head"] and tag not in _HEAD_TAGS:
             self._hidden.end("head")  # <body> ends a <head> left open (RDoc's pages)
         if self._hidden:
             self._hidden.start(tag)
