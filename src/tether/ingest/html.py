@@ -360,7 +360,7 @@ class _HTMLText(HTMLParser):
             in_head = all(t == "head" for t in self._hidden.open)
             self._in_title = not self._title_done and in_head
         if self._hidden.open == ["head"] and tag not in _HEAD_TAGS:
-            self._hidden.end("head")  # <body> ends a <head> left open (RDoc's pages)
+            self._hidden.end("head")  # what a head cannot hold ends one left open (RDoc)
         if self._hidden:
             self._hidden.start(tag)
             return
