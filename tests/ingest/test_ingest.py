@@ -903,6 +903,28 @@ def test_html_furniture_of_more_generators_goes_and_their_titles_stay(tmp_path: 
     )
 
 
+def test_html_a_page_title_in_a_header_and_a_list_classed_toc_are_content(
+    tmp_path: Path,
+) -> None:
+    """Doxygen puts a page's title in ``<div class="header"><div class="title">``: the
+    header is no banner when it holds the title. texi2html writes every bullet list as
+    ``<ul class="toc">``: such a list is judged by its links, so a list of sentences
+    stays and a list of links (a contents list) goes."""
+    markup = (
+        "<div class='header'><div class='summary'><a href='#func'>Functions</a> | "
+        "<a href='#define'>Macros</a></div><div class='headertitle'><div class='title'>"
+        "Standard Assertions</div></div></div><div class='contents'><p>How to assert.</p>"
+        "<ul class='toc'><li>Format-aware diffing and patching of PO files.</li>"
+        "<li>Handling of version-control branches.</li></ul>"
+        "<ul class='toc'><li><a href='a.html'>1 Introduction</a></li>"
+        "<li><a href='b.html'>2 The User's View</a></li></ul></div>"
+    )
+    assert load_path(write(tmp_path / "group.html", markup)).text == (
+        "Standard Assertions\n\nHow to assert.\n\n- Format-aware diffing and patching of PO"
+        " files.\n\n- Handling of version-control branches."
+    )
+
+
 def test_an_html_page_is_read_in_the_encoding_it_declares(tmp_path: Path) -> None:
     """A page in ISO-8859-1 (vim's digraph table) may hold bytes that Windows-1252 lacks
     (0x81, 0x8d); read as it declares itself, as a browser does, it is text."""

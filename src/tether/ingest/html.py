@@ -33,11 +33,13 @@ page's own markup, in the order a screen reader would find the main content:
    Apache manual ``<body class="no-sidebar">``, pages that used to come out empty.
 
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
-   heading and no code block: a block that is mostly links, two or more (a breadcrumb
+   heading, no element whose class names a title (Doxygen's ``<div class="title">``) and
+   no code block: a block that is mostly links, two or more (a breadcrumb
    "Apache > HTTP Server > Documentation", a menu, a page's own table of contents); a
    language list (two links or more, one of them to a translation: ``hreflang``); and,
    outside any article or section, a ``<header>`` or a block whose class or id names a
-   header, masthead or tagline (a banner: "Small. Fast. Reliable."). The text of form
+   header, masthead or tagline (a banner: "Small. Fast. Reliable."). A list whose class
+   is "toc" is judged so too, not hidden (texi2html classes every list so). The text of form
    controls (``<select>`` options, ``<button>`` labels, anything whose ``role`` is
    button, a link that runs a script: ``href="javascript:..."``) is never content.
 
@@ -134,43 +136,15 @@ _NOT_CONTENT_ROLES = frozenset(
     # "button": a link or a span acting as one ("Follow", "Sign in", "Got it!").
     "button navigation banner contentinfo search menu menubar complementary".split()
 )
-_NOT_CONTENT_NAMES = {
-    "nav",
-    "navbar",
-    "navigation",
-    "menu",
-    "menubar",
-    "sidebar",
-    "sphinxsidebar",
-    "navheader",  # DocBook's "Prev | Up | Next" bars
-    "navfooter",
-    "breadcrumb",
-    "breadcrumbs",
-    "footer",
-    "related",
-    "cookie",
-    "cookies",
-    "consent",
-    "banner",
-    "skiplink",
-    "searchbox",
-    "headerlink",
-    "skip",
+_NOT_CONTENT_NAMES = frozenset(
+    "nav navbar navigation menu menubar sidebar sphinxsidebar breadcrumb breadcrumbs footer"
+    " related cookie cookies consent banner skiplink searchbox headerlink skip"
+    " navheader navfooter"  # DocBook's "Prev | Up | Next" bars
     # About an article, not in it: its author, votes, share links, feedback form.
-    "avatar",
-    "byline",
-    "share",
-    "sharing",
-    "social",
-    "vote",
-    "votes",
-    "feedback",
-    "rating",
-    "subscribe",
+    " avatar byline share sharing social vote votes feedback rating subscribe"
     # The page's own contents list: Docusaurus' "tableOfContents", Furo's "toc-tree".
-    "toc",
-    "tableofcontents",
-}
+    " toc tableofcontents".split()
+)
 #: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
 #: make ids from headings, and a section titled "Cookies" is content).
 _NOT_CONTENT_IDS = frozenset(
@@ -193,6 +167,7 @@ _STATE_PARTS = frozenset(
 #: Furniture names a class may be made of with another word, without a separator:
 #: "navigationbar" (Qt's breadcrumb), "navpath", "menutrigger", "printfooter".
 _AFFIXED = ("navigation", "nav", "menu", "sidebar", "footer", "breadcrumbs", "breadcrumb")
+_LISTS = {"ul", "ol", "dl"}
 #: What a ``<head>`` may hold: any other element starts the body, as ``<body>`` does.
 _HEAD_TAGS = {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
@@ -242,9 +217,11 @@ def is_not_content(
     sectioned = tag == "section" or "section" in classes
     if not sectioned and values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
+    parts = {part for name in classes for part in _NAME_PARTS.split(name)}
+    if tag in _LISTS and parts & _NOT_CONTENT_NAMES <= {"toc"} and "toc" in classes:
+        return False  # texi2html writes any bullet list so: its links will judge it
     if not _NOT_CONTENT_IDS.isdisjoint(classes):  # "table-of-contents", whole
         return True
-    parts = {part for name in classes for part in _NAME_PARTS.split(name)}
     return not _NOT_CONTENT_NAMES.isdisjoint(parts) or any(map(_affixed, parts))
 
 
@@ -310,6 +287,11 @@ class _Block:
         if self.header or (translations and links >= 2):
             return True
         return links >= 2 and chars > 0 and link_chars >= _LINK_DENSITY * chars
+
+
+def _title_named(attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element's class names it a title: a block holding it is no banner."""
+    return any(n == "class" and "title" in _NAME_PARTS.split((v or "").lower()) for n, v in attrs)
 
 
 def _header_named(attrs: list[tuple[str, str | None]]) -> bool:
@@ -380,6 +362,8 @@ class _HTMLText(HTMLParser):
         if self._shown():
             self._judge_later(tag, attrs)
             self._open(tag)
+            if tag not in _HEADINGS and not self._links and _title_named(attrs):
+                self._counts[3] += 1  # a page's title (Doxygen's <div class="title">)
 
     def _judge_later(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._links or (tag == "a" and any(n == "href" for n, _ in attrs)):
