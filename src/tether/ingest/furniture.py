@@ -1,0 +1,118 @@
+"""What in an HTML page is a site's furniture rather than its content, told by an
+element's tag, role, class and id (see :mod:`tether.ingest.html`, rules 2 and 3).
+
+A class name is read in parts, split at anything but letters and digits ("md-nav__link"
+holds "nav"); an id only whole, since generators make ids from headings. A class that
+names a state ("sidebar-visible") names nothing, and what holds the page (``<html>``,
+``<body>``, ``<main>``, ``<article>``) is never furniture.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Class or id parts that name a page's header, outside any article or section: dropped
+#: when the block ends, unless it held a heading (a simple page's title is in it).
+_HEADER_NAMES = {"header", "masthead", "tagline", "topbar", "titlearea"}  # Doxygen's banner
+_NOT_CONTENT_ROLES = frozenset(
+    # "button": a link or a span acting as one ("Follow", "Sign in", "Got it!").
+    "button navigation banner contentinfo search menu menubar complementary".split()
+)
+_NOT_CONTENT_NAMES = frozenset(
+    "nav navbar navigation menu menubar sidebar sphinxsidebar breadcrumb breadcrumbs footer"
+    " related cookie cookies consent banner skiplink searchbox headerlink skip"
+    " navheader navfooter"  # DocBook's "Prev | Up | Next" bars
+    # About an article, not in it: its author, votes, share links, feedback form.
+    " avatar byline share sharing social vote votes feedback rating subscribe"
+    # The page's own contents list: Docusaurus' "tableOfContents", Furo's "toc-tree".
+    " toc tableofcontents".split()
+)
+#: Whole ids that name a site's furniture (an id is read whole, never in parts: generators
+#: make ids from headings, and a section titled "Cookies" is content).
+_NOT_CONTENT_IDS = frozenset(
+    "nav navbar navigation menu sidebar breadcrumb breadcrumbs footer site-footer site-header"
+    " cookie-banner searchbox"
+    # The page's own contents list, with its label (Node's "Table of contents"); MediaWiki's
+    # tagline ("From cppreference.com") and the line under its title (a breadcrumb).
+    " toc table-of-contents sitesub contentsub".split()
+)
+_NAME_PARTS = re.compile(r"[^a-z0-9]+")
+#: Elements that are the page, or an article in it: content, whatever their class says.
+_PAGE_TAGS = {"html", "body", "main", "article"}
+#: Parts of a class name that make it a state or a layout flag of the element that holds
+#: the page ("sidebar-visible" on mdBook's ``<html>``, "no-sidebar" on the Apache manual's
+#: ``<body>``, "has-toc", "nav-open"), not the name of a sidebar or a menu.
+_STATE_PARTS = frozenset(
+    "visible hidden open opened closed collapsed expanded active shown show toggled enabled"
+    " disabled has with without no is ignore exclude".split()  # pandoc's "toc-ignore"
+)
+#: Furniture names a class may be made of with another word, without a separator:
+#: "navigationbar" (Qt's breadcrumb), "navpath", "menutrigger", "printfooter".
+_AFFIXED = ("navigation", "nav", "menu", "sidebar", "footer", "breadcrumbs", "breadcrumb")
+_LISTS = {"ul", "ol", "dl"}
+
+
+def is_not_content(
+    tag: str, attrs: list[tuple[str, str | None]], *, in_quotation: bool = False
+) -> bool:
+    """Whether an element is a site's navigation, banner or footer, or an article's byline,
+    votes or share links: not page content."""
+    # A page-level <header> is a banner, but simple pages keep their <h1> in it: it stays
+    # (its menus are <nav>, dropped anyway). A <footer> holds no title: the page's is the
+    # site's, an article's is about the article; a quotation's names its source.
+    if tag == "nav" or (tag == "footer" and not in_quotation):
+        return True
+    values = {name: (value or "").lower() for name, value in attrs}
+    if values.get("role", "").strip() in _NOT_CONTENT_ROLES:
+        return True
+    if tag == "a" and values.get("href", "").strip().startswith("javascript:"):
+        return True  # a control made of a link: rustdoc's "[−]", "Expand all", "Print"
+    if tag in _PAGE_TAGS:  # the page's or an article's content, whatever its class says
+        return False  # ("sidebar-visible", "no-sidebar": the page's state, not a sidebar)
+    classes = [name for name in values.get("class", "").split() if not _states(name)]
+    # A section's id is made from its heading (docutils: <div class="section"
+    # id="sidebar"> holds the section titled "Sidebar").
+    sectioned = tag == "section" or "section" in classes
+    if not sectioned and values.get("id", "").strip() in _NOT_CONTENT_IDS:
+        return True
+    parts = {part for name in classes for part in _NAME_PARTS.split(name)}
+    if tag in _LISTS and parts & _NOT_CONTENT_NAMES <= {"toc"} and "toc" in classes:
+        return False  # texi2html writes any bullet list so: its links will judge it
+    if not _NOT_CONTENT_IDS.isdisjoint(classes):  # "table-of-contents", whole
+        return True
+    return not _NOT_CONTENT_NAMES.isdisjoint(parts) or any(map(_affixed, parts))
+
+
+def _affixed(part: str) -> bool:
+    """Whether a class word is a furniture name joined to another word of three letters
+    or more ("navigationbar", "printfooter"; not "canvas" or "menus")."""
+    return any(
+        part.startswith(name) or part.endswith(name)
+        for name in _AFFIXED
+        if len(part) >= len(name) + 3
+    )
+
+
+def _states(name: str) -> bool:
+    """Whether a class name says what state an element is in or what it holds
+    ("sidebar-visible", "nav-open", "has-sidebar", "no-toc"), not what it is."""
+    return not _STATE_PARTS.isdisjoint(_NAME_PARTS.split(name))
+
+
+def is_main(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element is the page's main landmark: ``<main>`` or ``role="main"``."""
+    return tag == "main" or any(
+        n == "role" and (v or "").strip().lower() == "main" for n, v in attrs
+    )
+
+
+def title_named(attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element's class names it a title: a block holding it is no banner."""
+    return any(n == "class" and "title" in _NAME_PARTS.split((v or "").lower()) for n, v in attrs)
+
+
+def header_named(attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element's class or id names a page header, masthead or tagline."""
+    values = {name: (value or "").lower() for name, value in attrs}
+    parts = {*_NAME_PARTS.split(values.get("class", "")), *_NAME_PARTS.split(values.get("id", ""))}
+    return not _HEADER_NAMES.isdisjoint(parts)
