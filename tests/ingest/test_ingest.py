@@ -925,6 +925,51 @@ def test_html_a_page_title_in_a_header_and_a_list_classed_toc_are_content(
     )
 
 
+def test_html_a_sentence_or_a_table_of_links_with_words_of_its_own_is_content(
+    tmp_path: Path,
+) -> None:
+    """A sentence that names its cross-references, or a table of linked names and what
+    they are, is mostly link text and still content: it has words of its own. A bar of
+    links between brackets and bars ("[ << ] | [ >> ] | [Top]") and an index's letter
+    bar have none, and go."""
+    markup = (
+        "<h1>Drivers</h1><table class='nav'><tr><td>[<a href='a.html'>&lt;&lt;</a>]</td>"
+        "<td>[<a href='b.html'>&gt;&gt;</a>]</td><td>[<a href='t.html'>Top</a>]</td>"
+        "<td>[<a href='c.html'>Contents</a>]</td></tr></table>"
+        "<p><a href='#A'>A</a> | <a href='#B'>B</a> | <a href='#C'>C</a></p>"
+        "<p>Also see <a href='f.html'>$forward_decode</a> and"
+        " <a href='m.html'>$mime_forward_decode</a>.</p>"
+        "<table><tr><th><p>Driver</p></th><th><p>Supported</p></th></tr>"
+        "<tr><td><p><a href='c.html'>ConsulDriver</a></p></td><td><p>Yes</p></td></tr>"
+        "<tr><td><p><a href='e.html'>EtcdDriver</a></p></td><td><p>No</p></td></tr></table>"
+        "<ul><li><a href='x.html'>Next topic</a></li><li><a href='y.html'>Index</a></li></ul>"
+    )
+    assert load_path(write(tmp_path / "drivers.html", markup)).text == (
+        "# Drivers\n\nAlso see $forward_decode and $mime_forward_decode.\n\n"
+        "Driver | Supported\n\nConsulDriver | Yes\n\nEtcdDriver | No"
+    )
+
+
+def test_html_a_sidebar_inside_a_section_and_a_title_without_its_hidden_link(
+    tmp_path: Path,
+) -> None:
+    """reStructuredText's ``.. sidebar::`` sits inside the section it belongs to: it is
+    text, where a site's sidebar, beside the sections, is not. What a screen reader skips
+    in a heading (``aria-hidden``: FFmpeg's "TOC" link) is no part of its title."""
+    markup = (
+        "<div class='sidebar'><ul><li><a href='i.html'>Install</a></li>"
+        "<li><a href='u.html'>Usage</a></li></ul><p>Site search and links.</p></div>"
+        "<section id='defining-document-structure'><h2>Defining document structure"
+        "<span class='pull-right'><a href='#toc-x' aria-hidden='true'>TOC</a></span></h2>"
+        "<aside class='sidebar'><p class='sidebar-title'>Tip</p><p>Documents are trees of"
+        " sections.</p></aside><p>A document starts with its title.</p></section>"
+    )
+    assert load_path(write(tmp_path / "quickstart.html", markup)).text == (
+        "## Defining document structure\n\nTip\n\nDocuments are trees of sections.\n\n"
+        "A document starts with its title."
+    )
+
+
 def test_an_html_page_is_read_in_the_encoding_it_declares(tmp_path: Path) -> None:
     """A page in ISO-8859-1 (vim's digraph table) may hold bytes that Windows-1252 lacks
     (0x81, 0x8d); read as it declares itself, as a browser does, it is text."""

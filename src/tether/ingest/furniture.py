@@ -50,13 +50,23 @@ _STATE_PARTS = frozenset(
 #: "navigationbar" (Qt's breadcrumb), "navpath", "menutrigger", "printfooter".
 _AFFIXED = ("navigation", "nav", "menu", "sidebar", "footer", "breadcrumbs", "breadcrumb")
 _LISTS = {"ul", "ol", "dl"}
+#: The words of navigation itself: a bar of "Next", "Up" and "Contents" has none of its own.
+NAVIGATION_WORDS = frozenset(
+    "next previous prev up home top contents index back forward go to return skip main"
+    " content page table of jump".split()
+)
 
 
 def is_not_content(
-    tag: str, attrs: list[tuple[str, str | None]], *, in_quotation: bool = False
+    tag: str,
+    attrs: list[tuple[str, str | None]],
+    *,
+    in_quotation: bool = False,
+    in_section: bool = False,
 ) -> bool:
     """Whether an element is a site's navigation, banner or footer, or an article's byline,
-    votes or share links: not page content."""
+    votes or share links: not page content. ``in_section``: the element is inside a
+    section of the text (see :func:`is_section`)."""
     # A page-level <header> is a banner, but simple pages keep their <h1> in it: it stays
     # (its menus are <nav>, dropped anyway). A <footer> holds no title: the page's is the
     # site's, an article's is about the article; a quotation's names its source.
@@ -76,11 +86,25 @@ def is_not_content(
     if not sectioned and values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
     parts = {part for name in classes for part in _NAME_PARTS.split(name)}
+    if in_section and parts & _NOT_CONTENT_NAMES == {"sidebar"}:
+        return False  # reStructuredText's ".. sidebar::" (and its title): part of the text
     if tag in _LISTS and parts & _NOT_CONTENT_NAMES <= {"toc"} and "toc" in classes:
         return False  # texi2html writes any bullet list so: its links will judge it
     if not _NOT_CONTENT_IDS.isdisjoint(classes):  # "table-of-contents", whole
         return True
     return not _NOT_CONTENT_NAMES.isdisjoint(parts) or any(map(_affixed, parts))
+
+
+def is_section(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element is a section of the text, named by its heading: a ``<section>``
+    or a ``<div>`` classed "section" (docutils, DocBook, Texinfo) that has an id. A site's
+    sidebar sits beside the content, never inside one of its sections."""
+    if tag not in {"section", "div"}:
+        return False
+    values = dict(attrs)
+    if not (values.get("id") or "").strip():
+        return False
+    return tag == "section" or "section" in (values.get("class") or "").lower().split()
 
 
 def _affixed(part: str) -> bool:

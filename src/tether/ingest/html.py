@@ -30,12 +30,18 @@ page's own markup, in the order a screen reader would find the main content:
    that says what state an element is in or what it holds ("sidebar-visible", "has-toc",
    "nav-open") names no furniture, and the page's ``<html>`` and ``<body>`` are never
    furniture: mdBook writes ``<html class="sidebar-visible">`` on every page and the
-   Apache manual ``<body class="no-sidebar">``, pages that used to come out empty.
-
+   Apache manual ``<body class="no-sidebar">``, pages that used to come out empty. A
+   sidebar inside a section of the text (reStructuredText's ``.. sidebar::``) is text:
+   a site's sidebar sits beside the sections. In a heading, what a screen reader skips
+   (``aria-hidden``: a "TOC" link) is no part of the title;
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
    heading, no element whose class names a title (Doxygen's ``<div class="title">``) and
    no code block: a block that is mostly links, two or more (a breadcrumb
-   "Apache > HTTP Server > Documentation", a menu, a page's own table of contents); a
+   "Apache > HTTP Server > Documentation", a menu, a page's own table of contents), or
+   links with nothing but brackets and bars between them ("[ << ] | [ >> ] | [Top]"),
+   unless it is a paragraph or a table with words of its own outside its links (three
+   or more, a quarter of its words, not navigation's own "next" or "index"): a sentence
+   that names its cross-references, a table of linked parameters and what they do; a
    language list (two links or more, one of them to a translation: ``hreflang``); and,
    outside any article or section, a ``<header>`` or a block whose class or id names a
    header, masthead or tagline (a banner: "Small. Fast. Reliable."). A list whose class
@@ -44,7 +50,8 @@ page's own markup, in the order a screen reader would find the main content:
    button, a link that runs a script: ``href="javascript:..."``) is never content.
 
 Headings become section titles (``#`` lines), list items ``- `` lines (a paragraph that
-opens an item stays on its line), a definition list's terms lines of their own, each
+opens an item stays on its line), a table row one line with its cells apart (`` | ``;
+a short cell's paragraphs on that line), a definition list's terms lines of their own, each
 definition on the line after its term (a chunk does not end between an option and what it
 does), and a ``<pre>``
 block a fenced code block (as in Markdown) that keeps its line breaks and indentation
@@ -58,7 +65,14 @@ import re
 from html.parser import HTMLParser
 
 from tether.ingest.chunking import Heading
-from tether.ingest.furniture import header_named, is_main, is_not_content, title_named
+from tether.ingest.furniture import (
+    NAVIGATION_WORDS,
+    header_named,
+    is_main,
+    is_not_content,
+    is_section,
+    title_named,
+)
 from tether.text import normalize_text
 
 _BLOCK_TAGS = {
@@ -106,6 +120,9 @@ _SKIP_TAGS = {
     "button",
     "textarea",
 }
+#: A table cell with up to this many characters, no heading, list, code or table, is one line
+#: of its row whatever paragraphs it holds (Sphinx writes every cell as <td><p>...</p>).
+_CELL_CHARS = 400
 #: Blocks judged when they end (see :class:`_Block`).
 _JUDGED_BLOCKS = {"div", "p", "ul", "ol", "dl", "table", "header"}
 #: A block whose text is at least this share link text, with two links or more, is
@@ -146,6 +163,8 @@ _PRE_LINE = "\ue001"
 #: Mark where a ``<pre>`` block opens and closes (fenced once its text is known).
 _PRE_OPEN, _PRE_CLOSE = "\ue002", "\ue003"
 _MARKS = (_HEADING_MARK, _PRE_LINE, _PRE_OPEN, _PRE_CLOSE)
+#: What a table cell holding it keeps on lines of its own: headings, code, list items.
+_STRUCTURE = (*_MARKS, "\n- ")
 _PRE_BLOCK = re.compile(f"{_PRE_OPEN}\n(.*?){_PRE_CLOSE}", re.DOTALL)
 _BACKTICKS = re.compile("`{3,}")
 #: A ``<pre>`` block that reads as prose (see :func:`_reads_as_prose`) is not fenced.
@@ -175,27 +194,51 @@ class _Nesting:
             del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
 
 
+#: What ``_HTMLText`` counts as it shows text (indexes into its running counts): visible
+#: characters, those inside links, links, headings, links to translations, code blocks,
+#: words outside links that are not navigation's own ("next", "up", "index"), all words,
+#: and separators outside links ("[", "|", "»").
+CHARS, LINK_CHARS, LINKS, HEADINGS, TRANSLATIONS, CODE = range(6)
+OWN_WORDS, WORDS, SEPARATORS = range(6, 9)
+#: Counts that a dropped block gives back: what it showed no longer counts around it.
+_SHOWN = (CHARS, LINK_CHARS, LINKS, TRANSLATIONS, OWN_WORDS, WORDS, SEPARATORS)
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_SEPARATORS = re.compile(r"[\s\[\]|·»›«‹]+")
+#: A paragraph or a table with this many words of its own outside links, making this
+#: share of its words, is prose or data, however many of its words are links.
+_OWN_WORDS, _OWN_SHARE = 3, 0.25
+_PROSE_BLOCKS = {"p", "table"}
+
+
 class _Block:
     """A block judged when it ends: where its text starts in the output, and the running
     counts (see ``_HTMLText._counts``) when it opened."""
 
-    __slots__ = ("at", "counts", "header", "tag")
+    __slots__ = ("at", "counts", "header", "prose", "tag")
 
     def __init__(self, tag: str, at: int, counts: list[int], header: bool) -> None:
         self.tag, self.at, self.header = tag, at, header
         self.counts = list(counts)
+        self.prose = False  # kept for words of its own: its links are text around it
 
     def furniture(self, counts: list[int]) -> bool:
         """Whether the block, now ended, is navigation or a page header (never when it
         held a heading)."""
-        chars, link_chars, links, headings, translations, code = (
-            now - then for now, then in zip(counts, self.counts, strict=True)
-        )
-        if headings or code:  # a title or a code block (linked identifiers) is content
+        n = [now - then for now, then in zip(counts, self.counts, strict=True)]
+        if n[HEADINGS] or n[CODE]:  # a title or a code block (linked identifiers) is content
             return False
-        if self.header or (translations and links >= 2):
+        if self.header or (n[TRANSLATIONS] and n[LINKS] >= 2):
             return True
-        return links >= 2 and chars > 0 and link_chars >= _LINK_DENSITY * chars
+        if self.tag in _PROSE_BLOCKS and n[OWN_WORDS] >= max(_OWN_WORDS, _OWN_SHARE * n[WORDS]):
+            # A sentence that names its cross-references ("See Section 3.8.1"), a table
+            # of linked parameters and what they do: its words of its own make it text.
+            self.prose = True
+            return False
+        # Mostly links, or links between brackets and bars ("[ << ] | [ >> ] | [Top]").
+        links, chars = n[LINK_CHARS], n[CHARS]
+        if n[LINKS] < 2 or not chars:
+            return False
+        return links >= _LINK_DENSITY * chars or links + n[SEPARATORS] >= chars
 
 
 class _HTMLText(HTMLParser):
@@ -211,6 +254,7 @@ class _HTMLText(HTMLParser):
         self._main_only = main_only
         self._articles = _Nesting()  # open <article>/<section>: their header is content
         self._quotations = _Nesting()  # open <blockquote>/<figure>: their footer is content
+        self._sections = _Nesting()  # open sections of the text (see ``is_section``)
         self._in_title = False
         self._title_done = False
         self._heading: int | None = None
@@ -222,13 +266,13 @@ class _HTMLText(HTMLParser):
         self._lead: int | None = None
         self._term_end: int | None = None  # where the last ``<dt>`` closed
         self._cells: list[int] = []  # cells so far in each open table row
+        self._cell_at: int | None = None  # where the open table cell starts in ``out``
         self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
         self._fenced: list[bool] = []  # per open <pre>: whether it is fenced
         self._blocks: list[_Block] = []  # open blocks judged when they end
-        # Shown so far: characters, link characters, links, headings, links to translations,
-        # code blocks.
-        self._counts = [0, 0, 0, 0, 0, 0]
+        self._prose = 0  # of which paragraphs and tables
+        self._counts = [0] * 9  # shown so far: see CHARS ... SEPARATORS
         self._links = _Nesting()  # open <a href> elements
 
     def _shown(self) -> bool:
@@ -244,13 +288,20 @@ class _HTMLText(HTMLParser):
         if self._hidden:
             self._hidden.start(tag)
             return
-        quoted = bool(self._quotations)
+        quoted, sectioned = bool(self._quotations), bool(self._sections)
         # Outside the main landmark nothing is kept, and what holds it is not furniture
         # whatever its class says (Read the Docs' theme: <div class="wy-nav-content">).
         judged = not self._main_only or bool(self._main)
-        if tag in _SKIP_TAGS or (judged and is_not_content(tag, attrs, in_quotation=quoted)):
+        if tag in _SKIP_TAGS or (
+            judged and is_not_content(tag, attrs, in_quotation=quoted, in_section=sectioned)
+        ):
             self._hidden.start(tag)
             return
+        if self._heading is not None and ("aria-hidden", "true") in attrs:
+            self._hidden.start(tag)  # in a title, what a screen reader skips (a "TOC" link)
+            return
+        if sectioned or is_section(tag, attrs):
+            self._sections.start(tag)
         if self._main or is_main(tag, attrs):
             self._main.start(tag)
         if tag in {"article", "section"}:
@@ -261,19 +312,20 @@ class _HTMLText(HTMLParser):
             self._judge_later(tag, attrs)
             self._open(tag)
             if tag not in _HEADINGS and not self._links and title_named(attrs):
-                self._counts[3] += 1  # a page's title (Doxygen's <div class="title">)
+                self._counts[HEADINGS] += 1  # a page's title (Doxygen's <div class="title">)
 
     def _judge_later(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._links or (tag == "a" and any(n == "href" for n, _ in attrs)):
             if tag == "a":
-                self._counts[2] += 1
-                self._counts[4] += any(n == "hreflang" for n, _ in attrs)
+                self._counts[LINKS] += 1
+                self._counts[TRANSLATIONS] += any(n == "hreflang" for n, _ in attrs)
                 if any(n == "href" and (v or "").startswith("#") for n, v in attrs):
                     self._anchor_at = len(self.out)
             self._links.start(tag)
         if tag in _JUDGED_BLOCKS and not self._pre:
             header = not self._articles and (tag == "header" or header_named(attrs))
             self._blocks.append(_Block(tag, len(self.out), list(self._counts), header))
+            self._prose += tag in _PROSE_BLOCKS
 
     def _open(self, tag: str) -> None:
         if tag in _HEADINGS:
@@ -283,7 +335,7 @@ class _HTMLText(HTMLParser):
         elif tag == "br" and self._heading is not None:
             self.out.append(" ")  # a heading stays on one line
         elif tag == "li":
-            self._items.append((len(self.out), self._counts[0]))
+            self._items.append((len(self.out), self._counts[CHARS]))
             self.out.append("\n- ")
             self._lead = len(self.out)
         elif tag == "dt" and self._term_end is not None:
@@ -299,7 +351,7 @@ class _HTMLText(HTMLParser):
         elif tag == "pre":
             self._lead = None
             self._pre += 1
-            self._counts[5] += 1
+            self._counts[CODE] += 1
             fenced = self._pre == 1 and self._heading is None
             self._fenced.append(fenced)
             self.out.append("\n\n" + (_PRE_OPEN + "\n" if fenced else "") + _PRE_LINE)
@@ -307,12 +359,26 @@ class _HTMLText(HTMLParser):
             self._lead = None  # (a table, a quotation: the item's text is not on its line)
             self.out.append("\n\n" if tag in {"p", "div", "section", "article", "table"} else "\n")
             if tag == "tr":
+                self._end_cell()  # (a cell left open)
                 self._cells.append(0)
+            elif tag == "table":
+                self._cell_at = None  # a cell holding a table keeps its rows apart
         elif tag in {"td", "th"}:
+            self._end_cell()
             # A row is one line, its cells apart: "none | No networking in the container."
             if self._cells:
                 self._cells[-1] += 1
             self.out.append(" | " if self._cells and self._cells[-1] > 1 else " ")
+            self._cell_at = len(self.out)
+
+    def _end_cell(self) -> None:
+        """Put a short cell's paragraphs on its row's line."""
+        at, self._cell_at = self._cell_at, None
+        if at is None or at > len(self.out):
+            return
+        text = "".join(self.out[at:])
+        if len(text) <= _CELL_CHARS and not any(m in text for m in _STRUCTURE):
+            self.out[at:] = [" ".join(text.split())]
 
     def _leads(self) -> bool:
         """Whether nothing but white space was shown since a list item's marker or a
@@ -339,6 +405,7 @@ class _HTMLText(HTMLParser):
         self._main.end(tag)
         self._articles.end(tag)
         self._quotations.end(tag)
+        self._sections.end(tag)
         if shown:
             self._links.end(tag)
             self._close(tag)
@@ -351,11 +418,15 @@ class _HTMLText(HTMLParser):
             return
         while self._blocks:
             block = self._blocks.pop()
+            self._prose -= block.tag in _PROSE_BLOCKS
             if block.furniture(self._counts):
                 del self.out[block.at :]
                 # Its text and links no longer count in the blocks around it.
-                self._counts[:3] = block.counts[:3]
-                self._counts[4] = block.counts[4]
+                for count in _SHOWN:
+                    self._counts[count] = block.counts[count]
+            elif block.prose:  # its links are words of a sentence to the blocks around it
+                self._counts[LINK_CHARS] = block.counts[LINK_CHARS]
+                self._counts[LINKS] = block.counts[LINKS]
             if block.tag == tag:
                 return
 
@@ -369,13 +440,16 @@ class _HTMLText(HTMLParser):
                 del self.out[self._anchor_at :]
             self._anchor_at = None
         elif tag == "tr" and self._cells:
+            self._end_cell()
             self._cells.pop()
+        elif tag in {"td", "th"}:
+            self._end_cell()
         elif tag == "li" and self._items:
             at, shown = self._items.pop()
-            if self._counts[0] == shown:  # (furniture dropped inside gave its count back)
+            if self._counts[CHARS] == shown:  # (furniture dropped inside gave its count back)
                 del self.out[at:]  # an item whose text was all furniture (a menu's links)
         if tag in _HEADINGS:
-            self._counts[3] += 1
+            self._counts[HEADINGS] += 1
             if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
                 del self.out[self._heading_at :]  # an empty heading is no heading
             self._heading = None
@@ -404,11 +478,20 @@ class _HTMLText(HTMLParser):
             collapsed = re.sub(r"\s+", " ", data)
             self.out.append(collapsed)
         visible = len(data.strip())
-        if visible:
-            self._lead = None
-        self._counts[0] += visible
+        if not visible:
+            return
+        self._lead = None
+        counts = self._counts
+        counts[CHARS] += visible
+        # Words matter to a paragraph or a table judged when it ends (see _Block.furniture).
+        words = _WORD.findall(data) if self._prose and not self._pre else ()
+        counts[WORDS] += len(words)
         if self._links:
-            self._counts[1] += visible
+            counts[LINK_CHARS] += visible
+            return
+        counts[OWN_WORDS] += sum(1 for word in words if word.lower() not in NAVIGATION_WORDS)
+        if _SEPARATORS.fullmatch(data):
+            counts[SEPARATORS] += visible
 
 
 def _parse(markup: str, *, main_only: bool) -> _HTMLText:
