@@ -1419,6 +1419,22 @@ def test_split_span_cuts_at_sentence_ends(overlap: int) -> None:
         assert text[s:e].startswith("Sentence")
 
 
+@pytest.mark.parametrize("overlap", [20, 60, 150])
+def test_a_chunk_of_records_or_rows_starts_with_a_whole_one(overlap: int) -> None:
+    """A spreadsheet's records and a table's rows hold no sentence end: a chunk's overlap
+    starts at a record or a row, or not at all, never in the middle of one ("5.4;
+    Sepal.Width: 3.9", its first value's name lost)."""
+    records = "\n\n".join(
+        f"Sepal.Length: {i / 10:.1f}; Sepal.Width: 3.{i % 10}; Species: setosa" for i in range(40)
+    )
+    rows = "\n".join(f"| {i} | row {i} of the table |" for i in range(60))
+    for text in (records, rows):
+        spans = list(split_span(text, 0, len(text), 300, overlap))
+        assert len(spans) > 2
+        for s, _ in spans:
+            assert s == 0 or text[s - 1] == "\n", repr(text[s : s + 30])
+
+
 @pytest.mark.parametrize("overlap", [0, 30])
 def test_split_span_cuts_between_words(overlap: int) -> None:
     words = [f"w{i:03d}" for i in range(400)]

@@ -15,13 +15,15 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*\s")
+#: What opens a block on its line: a list item, a heading, a fence or a table row.
+_BLOCK_HEAD = r"[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|#{1,6}[ \t]|```|~~~|\|)"
 #: Where a chunk may end besides a paragraph break: after a sentence, or at a line break
-#: that starts a block (a list item, a heading, a fence, a table row) or follows a colon.
-_BOUNDARY = re.compile(
-    r"[.!?…][\"')\]]*\s"
-    r"|:[ \t]*\n"
-    r"|\n(?=[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|#{1,6}[ \t]|```|~~~|\|))"
-)
+#: that starts a block or follows a colon.
+_BOUNDARY = re.compile(rf"[.!?…][\"')\]]*\s|:[ \t]*\n|\n(?={_BLOCK_HEAD})")
+#: Where a block starts after a line break: a paragraph, or a line that opens a block.
+_BLOCK_START = re.compile(rf"\n[ \t]*\n\s*|\n(?={_BLOCK_HEAD})")
+_AT_BLOCK = re.compile(_BLOCK_HEAD)
+_PARAGRAPH_END = re.compile(r"\n[ \t]*\n\s*\Z")
 #: A fence line: three or more backticks or tildes, indented at most three spaces.
 _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _PARAGRAPH, _LINE, _SPACE = re.compile(r"(?<=\n)\n"), re.compile(r"\n"), re.compile(r"[ \t]")
@@ -39,8 +41,10 @@ def split_span(
     only a sentence longer than that falls back to a line break, then a space, and a
     word longer than half a chunk to a hard cut. A cut inside a fenced code block is
     taken only when the window holds no other. Each span after the first starts up to
-    ``overlap`` characters before the previous one ended, at a sentence or word boundary
-    outside code (after a cut inside code, at the cut itself: no overlap).
+    ``overlap`` characters before the previous one ended, at a sentence start, else at a
+    block start (a table row, a record), outside code; where neither lies in the
+    overlap, at the cut itself when the cut ends a paragraph or starts a block (after a
+    cut inside code too: no overlap), else at a word.
     """
     return split_spans(text, start, end, lambda pos, _: pos + size, lambda _, cut: cut - overlap)
 
@@ -190,13 +194,24 @@ def _cuts(text: str, pos: int, hi: int) -> Iterator[list[int]]:
 
 
 def _overlap_start(text: str, lo: int, cut: int) -> int:
-    """Where the next chunk starts: the first sentence or word start inside the overlap."""
+    """Where the next chunk starts: the first sentence start inside the overlap, else the
+    first block start (a list item, a table row, a spreadsheet's record: rows and records
+    hold no sentence ends, and never start in the middle), else, when the cut itself ends
+    a paragraph or starts a block, the cut (no overlap: the tail of a record is no
+    context), else a word start."""
     if lo >= cut:
         return cut
     window = text[lo:cut]
     sentence = _SENTENCE_END.search(window)
     if sentence and sentence.end() < len(window):
         return lo + sentence.end()
+    block = _BLOCK_START.search(window)
+    if block and block.end() < len(window):
+        return lo + block.end()
+    if _PARAGRAPH_END.search(text, max(lo, cut - 16), cut) or (
+        text[cut - 1] == "\n" and _AT_BLOCK.match(text, cut)
+    ):
+        return cut
     if lo > 0 and not text[lo - 1].isspace():
         space = re.search(r"\s", window)
         return lo + space.end() if space else cut
