@@ -1121,6 +1121,37 @@ def test_empty_file_is_an_empty_document(tmp_path: Path, name: str, raw: bytes) 
     assert excinfo.value.source == str(path)
 
 
+def test_a_page_of_navigation_alone_says_so(tmp_path: Path) -> None:
+    """A contents page or an index holds nothing but links: it is refused, and the error
+    says it held navigation, not that it showed nothing."""
+    contents = (
+        "<html><head><title>Manual</title></head><body><div class='toc'><ul>"
+        "<li><a href='a.html'>1 Introduction</a></li><li><a href='b.html'>2 Usage</a></li>"
+        "</ul></div></body></html>"
+    )
+    with pytest.raises(EmptyDocument, match="only navigation"):
+        load_path(write(tmp_path / "index.html", contents))
+    with pytest.raises(EmptyDocument, match="no visible text"):
+        load_path(write(tmp_path / "search.html", "<title>Search</title><script>s()</script>"))
+
+
+def test_html_paging_links_and_a_generators_credit_go(tmp_path: Path) -> None:
+    """Links classed as the way to the previous or next page (xfpt's "<-previous next->",
+    Furo's "next-page") and Texinfo's closing credit are not the page's text."""
+    markup = (
+        "<div id='content'><a class='previous_page' href='ch02.html'>&lt;-previous</a>"
+        "<a class='next_page' href='ch04.html'>next-&gt;</a><h1>3. Routers</h1>"
+        "<p>A router decides where a message goes.</p><p>This document was generated on"
+        " February 5, 2023 using <a href='https://www.gnu.org/software/texinfo/'>"
+        "<em>texi2any</em></a>.</p><p>This document was generated to show what routers"
+        " do, and it is used by the tests.</p></div>"
+    )
+    assert load_path(write(tmp_path / "ch03.html", markup)).text == (
+        "# 3. Routers\n\nA router decides where a message goes.\n\nThis document was"
+        " generated to show what routers do, and it is used by the tests."
+    )
+
+
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n", "\u200b"])
 @pytest.mark.parametrize("mime", ["text/plain", "text/markdown"])
 def test_empty_text_is_an_empty_document(text: str, mime: str) -> None:

@@ -4,7 +4,9 @@ element's tag, role, class and id (see :mod:`tether.ingest.html`, rules 2 and 3)
 A class name is read in parts, split at anything but letters and digits ("md-nav__link"
 holds "nav"); an id only whole, since generators make ids from headings. A class that
 names a state ("sidebar-visible") names nothing, and what holds the page (``<html>``,
-``<body>``, ``<main>``, ``<article>``) is never furniture.
+``<body>``, ``<main>``, ``<article>``) is never furniture. A link classed as the way to
+the previous or next page ("previous_page", "next-page") is furniture, as is Bootstrap's
+"pager" or "pagination" (whole: "pagination-centered" only centres text).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ _NOT_CONTENT_IDS = frozenset(
     " cookie-banner searchbox"
     # The page's own contents list, with its label (Node's "Table of contents"); MediaWiki's
     # tagline ("From cppreference.com") and the line under its title (a breadcrumb).
-    " toc table-of-contents sitesub contentsub".split()
+    " toc table-of-contents sitesub contentsub"
+    # Bootstrap's "Previous | Next" links (whole: "pagination-centered" only centres text).
+    " pager pagination".split()
 )
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
 #: Elements that are the page, or an article in it: content, whatever their class says.
@@ -50,6 +54,9 @@ _STATE_PARTS = frozenset(
 #: "navigationbar" (Qt's breadcrumb), "navpath", "menutrigger", "printfooter".
 _AFFIXED = ("navigation", "nav", "menu", "sidebar", "footer", "breadcrumbs", "breadcrumb")
 _LISTS = {"ul", "ol", "dl"}
+#: Class parts that make a link a way to the page before or after ("previous_page",
+#: "next-page", "left-prev"): on a link only, as "next-steps" may name a section.
+_PAGING = frozenset({"prev", "previous", "next"})
 #: The words of navigation itself: a bar of "Next", "Up" and "Contents" has none of its own.
 NAVIGATION_WORDS = frozenset(
     "next previous prev up home top contents index back forward go to return skip main"
@@ -86,6 +93,8 @@ def is_not_content(
     if not sectioned and values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
     parts = {part for name in classes for part in _NAME_PARTS.split(name)}
+    if tag == "a" and not _PAGING.isdisjoint(parts):
+        return True  # xfpt's "<-previous next->", Furo's "next-page"
     if in_section and parts & _NOT_CONTENT_NAMES == {"sidebar"}:
         return False  # reStructuredText's ".. sidebar::" (and its title): part of the text
     if tag in _LISTS and parts & _NOT_CONTENT_NAMES <= {"toc"} and "toc" in classes:

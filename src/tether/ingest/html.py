@@ -47,7 +47,9 @@ page's own markup, in the order a screen reader would find the main content:
    header, masthead or tagline (a banner: "Small. Fast. Reliable."). A list whose class
    is "toc" is judged so too, not hidden (texi2html classes every list so). The text of form
    controls (``<select>`` options, ``<button>`` labels, anything whose ``role`` is
-   button, a link that runs a script: ``href="javascript:..."``) is never content.
+   button, a link that runs a script: ``href="javascript:..."``) is never content, nor
+   is a paragraph that credits the program that made the page ("This document was
+   generated on ... using texi2any.").
 
 Headings become section titles (``#`` lines), list items ``- `` lines (a paragraph that
 opens an item stays on its line), a table row one line with its cells apart (`` | ``;
@@ -208,6 +210,12 @@ _SEPARATORS = re.compile(r"[\s\[\]|·»›«‹]+")
 #: share of its words, is prose or data, however many of its words are links.
 _OWN_WORDS, _OWN_SHARE = 3, 0.25
 _PROSE_BLOCKS = {"p", "table"}
+#: A generator's credit line, up to this many characters.
+_CREDIT_CHARS = 200
+_CREDIT = re.compile(
+    r"(?i)(?:this (?:document|page|manual|file) was generated\b|generated (?:on|at) \w.*\bby\b)"
+    r"[^.]*\b(?:using|by|with) [\w-]+(?: v?\d[\w.]*)?\.?$"  # a program, its version
+)
 
 
 class _Block:
@@ -419,7 +427,7 @@ class _HTMLText(HTMLParser):
         while self._blocks:
             block = self._blocks.pop()
             self._prose -= block.tag in _PROSE_BLOCKS
-            if block.furniture(self._counts):
+            if block.furniture(self._counts) or self._credit(block):
                 del self.out[block.at :]
                 # Its text and links no longer count in the blocks around it.
                 for count in _SHOWN:
@@ -429,6 +437,14 @@ class _HTMLText(HTMLParser):
                 self._counts[LINKS] = block.counts[LINKS]
             if block.tag == tag:
                 return
+
+    def _credit(self, block: _Block) -> bool:
+        """Whether a paragraph, now ended, is a generator's credit ("This document was
+        generated on February 5, 2023 using texi2any."): Texinfo's tools end every page
+        with one, outside any footer."""
+        if block.tag != "p" or self._counts[CHARS] - block.counts[CHARS] > _CREDIT_CHARS:
+            return False
+        return bool(_CREDIT.match(" ".join("".join(self.out[block.at :]).split())))
 
     def _close(self, tag: str) -> None:
         if tag == "a" and self._anchor_at is not None:

@@ -21,6 +21,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from functools import cached_property
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -460,10 +461,43 @@ def load_pdf(file: FileBytes) -> LoadedDocument:
     )
 
 
+class _Shown(HTMLParser):
+    """Whether a page shows any text outside its title, scripts and styles, menus
+    included: what tells a page of navigation alone from a page with nothing to show."""
+
+    _UNSEEN = frozenset({"script", "style", "title", "template"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.unseen = 0
+        self.shown = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.unseen += tag in self._UNSEEN
+
+    def handle_endtag(self, tag: str) -> None:
+        self.unseen -= tag in self._UNSEEN and self.unseen > 0
+
+    def handle_data(self, data: str) -> None:
+        self.shown = self.shown or (not self.unseen and any(c.isalnum() for c in data))
+
+
+def shows_text(markup: str) -> bool:
+    """Whether an HTML page shows any text at all, menus included."""
+    parser = _Shown()
+    parser.feed(markup)
+    parser.close()
+    return parser.shown
+
+
 def load_html(file: FileBytes) -> LoadedDocument:
-    title, text, headings = html_document(decode_text(file, declared_charset(file.data)))
+    markup = decode_text(file, declared_charset(file.data))
+    title, text, headings = html_document(markup)
     if not text:
-        raise EmptyDocument(str(file.path), "the page has no visible text")
+        why = "the page has no visible text"
+        if shows_text(markup):  # a contents page, an index, a search page
+            why = "the page holds only navigation (menus, links, a contents list)"
+        raise EmptyDocument(str(file.path), why)
     if not title:
         h1 = next((h.title for h in headings if h.level == 1), None)
         title = h1 or file.stem
