@@ -272,6 +272,27 @@ def test_a_path_is_held_by_a_scope_that_names_its_item(tmp_path: Path) -> None:
     assert absent.debug["grounding"]["distinctive_absent"] == ["diagnostic::do_not_recommend"]
 
 
+def test_names_joined_by_a_slash_are_held_by_a_scope_that_names_each(tmp_path: Path) -> None:
+    """Names joined by a slash stand side by side: a scope that speaks of "GNU
+    platforms" and of Linux holds it. A pair one of whose names the scope lacks
+    ("GNU/Hurd") is absent, and so is "PDF/A-1b", a standard's name, looked up whole."""
+    reference = TextSource(
+        "The target_env option names the ABI or libc. On many GNU platforms, this value"
+        " is empty. On Linux with musl it is musl. The PDF output follows the FO input.",
+        "Conditional compilation",
+    )
+    present, absent, standard = asked(
+        tmp_path,
+        [reference],
+        "What is target_env set to on a typical GNU/Linux target?",
+        "What is target_env set to on a GNU/Hurd target?",
+        "Can the PDF output follow PDF/A-1b?",
+    )
+    assert present.debug["grounding"]["distinctive_absent"] == []
+    assert "GNU/Hurd" in absent.debug["grounding"]["distinctive_absent"]
+    assert standard.debug["grounding"]["distinctive_absent"] == ["PDF/A-1b"]
+
+
 def test_a_misspelt_rare_word_is_not_absent() -> None:
     from tether.retrieve.distinctive import misspelt
 

@@ -132,11 +132,14 @@ def code_cores(code: str) -> list[str]:
 
     A path joined by ``::`` (Rust, C++, Ruby, PHP) names its last part in the namespace
     of the others, and documentation names the item by itself as often as by its path
-    ("NaN" for ``f64::NAN``): the last part is what is looked up. A word of the path
+    ("NaN" for ``f64::NAN``): the last part is what is looked up. Names joined by ``/``
+    stand side by side ("GNU/Linux", "TCP/IP"): each is looked up. A word of the path
     the scope never names is still a word the question names, and counts as any other
     (a rare word absent from the scope is distinctive)."""
     if "::" in code.strip(":"):
         return [code.rstrip(":").rpartition("::")[2]]
+    if re.fullmatch(r"[A-Za-z]+(?:/[A-Za-z]+)+", code) and not code.islower():
+        return code.split("/")  # names side by side: "GNU/Linux", "FO/PDF", "TCP/IP"
     parts = [p for p in re.split(r"[-/]", code) if p]
     plain = [p for p in parts if p.isalpha() and p.islower()]
     if not plain or len(plain) == len(parts):
