@@ -950,6 +950,21 @@ def test_html_a_sentence_or_a_table_of_links_with_words_of_its_own_is_content(
     )
 
 
+def test_html_a_declaration_whose_types_are_links_is_content(tmp_path: Path) -> None:
+    """Haddock writes a signature as ``<p class="src">`` with every type a link: it is the
+    declaration's code, not a menu, though its words are nearly all link text."""
+    markup = (
+        "<h1>Data.Aeson</h1><div class='top'><p class='src'><a href='#v:toConstr'>toConstr"
+        "</a> :: <a href='t.html#Value'>Value</a> -&gt; <a href='d.html#Constr'>Constr</a>"
+        " <a href='src/Data.html' class='link'>Source</a></p><div class='doc'><p>The"
+        " constructor of a value.</p></div></div>"
+        "<p><a href='a.html'>Contents</a> <a href='i.html'>Index</a></p>"
+    )
+    assert load_path(write(tmp_path / "Data-Aeson.html", markup)).text == (
+        "# Data.Aeson\n\ntoConstr :: Value -> Constr Source\n\nThe constructor of a value."
+    )
+
+
 def test_html_a_sidebar_inside_a_section_and_a_title_without_its_hidden_link(
     tmp_path: Path,
 ) -> None:

@@ -139,6 +139,20 @@ def is_main(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
     )
 
 
+#: Class parts that name a declaration's code: Haddock's ``<p class="src">`` signature
+#: ("decode :: FromJSON a => ByteString -> Maybe a"), whose types are all links.
+_CODE_NAMES = frozenset({"src", "signature", "synopsis", "decl", "declaration", "prototype"})
+
+
+def code_named(attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element's class names it a declaration's code: a block holding it is
+    content, however many of its words are links."""
+    return any(
+        n == "class" and not _CODE_NAMES.isdisjoint(_NAME_PARTS.split((v or "").lower()))
+        for n, v in attrs
+    )
+
+
 def title_named(attrs: list[tuple[str, str | None]]) -> bool:
     """Whether an element's class names it a title: a block holding it is no banner."""
     return any(n == "class" and "title" in _NAME_PARTS.split((v or "").lower()) for n, v in attrs)

@@ -36,20 +36,21 @@ page's own markup, in the order a screen reader would find the main content:
    (``aria-hidden``: a "TOC" link) is no part of the title;
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
    heading, no element whose class names a title (Doxygen's ``<div class="title">``) and
-   no code block: a block that is mostly links, two or more (a breadcrumb
-   "Apache > HTTP Server > Documentation", a menu, a page's own table of contents), or
-   links with nothing but brackets and bars between them ("[ << ] | [ >> ] | [Top]"),
-   unless it is a paragraph or a table with words of its own outside its links (three
-   or more, a quarter of its words, not navigation's own "next" or "index"): a sentence
-   that names its cross-references, a table of linked parameters and what they do; a
-   language list (two links or more, one of them to a translation: ``hreflang``); and,
-   outside any article or section, a ``<header>`` or a block whose class or id names a
-   header, masthead or tagline (a banner: "Small. Fast. Reliable."). A list whose class
-   is "toc" is judged so too, not hidden (texi2html classes every list so). The text of form
-   controls (``<select>`` options, ``<button>`` labels, anything whose ``role`` is
-   button, a link that runs a script: ``href="javascript:..."``) is never content, nor
-   is a paragraph that credits the program that made the page ("This document was
-   generated on ... using texi2any.").
+   no code block (a ``<pre>``, or an element whose class names a declaration: Haddock's
+   ``<p class="src">`` signature, its types all links): a block that is mostly links, two
+   or more (a breadcrumb "Apache > HTTP Server > Documentation", a menu, a page's own
+   table of contents), or links with nothing but brackets and bars between them ("[ << ]
+   | [ >> ] | [Top]"), unless it is a paragraph or a table with words of its own outside
+   its links (three or more, a quarter of its words, not navigation's own "next" or
+   "index"): a sentence that names its cross-references, a table of linked parameters and
+   what they do; a language list (two links or more, one of them to a translation:
+   ``hreflang``); and, outside any article or section, a ``<header>`` or a block whose
+   class or id names a header, masthead or tagline (a banner: "Small. Fast. Reliable.").
+   A list whose class is "toc" is judged so too, not hidden (texi2html classes every list
+   so). The text of form controls (``<select>`` options, ``<button>`` labels, anything
+   whose ``role`` is button, a link that runs a script: ``href="javascript:..."``) is
+   never content, nor is a paragraph that credits the program that made the page ("This
+   document was generated on ... using texi2any.").
 
 Headings become section titles (``#`` lines), list items ``- `` lines (a paragraph that
 opens an item stays on its line), a table row one line with its cells apart (`` | ``;
@@ -69,6 +70,7 @@ from html.parser import HTMLParser
 from tether.ingest.chunking import Heading
 from tether.ingest.furniture import (
     NAVIGATION_WORDS,
+    code_named,
     header_named,
     is_main,
     is_not_content,
@@ -321,6 +323,8 @@ class _HTMLText(HTMLParser):
             self._open(tag)
             if tag not in _HEADINGS and not self._links and title_named(attrs):
                 self._counts[HEADINGS] += 1  # a page's title (Doxygen's <div class="title">)
+            elif tag != "a" and not self._links and code_named(attrs):
+                self._counts[CODE] += 1  # a declaration (Haddock's <p class="src">)
 
     def _judge_later(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._links or (tag == "a" and any(n == "href" for n, _ in attrs)):
