@@ -39,8 +39,8 @@ page's own markup, in the order a screen reader would find the main content:
    no code block (a ``<pre>``, or an element whose class names a declaration: Haddock's
    ``<p class="src">`` signature, its types all links): a block that is mostly links, two
    or more (a breadcrumb "Apache > HTTP Server > Documentation", a menu, a page's own
-   table of contents), or links with nothing but brackets and bars between them ("[ << ]
-   | [ >> ] | [Top]"), unless it is a paragraph or a table with words of its own outside
+   table of contents), or links with nothing but brackets and bars between them
+   ("[ << ] | [ >> ] | [Top]"), unless it is a paragraph or a table with words of its own outside
    its links (three or more, a quarter of its words, not navigation's own "next" or
    "index"): a sentence that names its cross-references, a table of linked parameters and
    what they do; a language list (two links or more, one of them to a translation:
