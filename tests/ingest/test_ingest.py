@@ -965,6 +965,23 @@ def test_html_a_declaration_whose_types_are_links_is_content(tmp_path: Path) -> 
     )
 
 
+def test_html_the_sites_name_above_the_page_is_no_heading(tmp_path: Path) -> None:
+    """Django's and Exim's pages open with the site's name, a heading that is one link to
+    the front page ("../../index.html", "http://www.exim.org"): not a section of the page.
+    A heading that links to a page of its own (a mailing list's archive) stays."""
+    for link in ("../../index.html", "http://www.exim.org", "../"):
+        markup = (
+            f"<div id='hd'><h1><a href='{link}'>Django 3.2 documentation</a></h1></div>"
+            "<h1>Writing your first app</h1><p>Create a project.</p>"
+            "<h4><a href='https://groups.google.com/forum/#!forum/git-mentoring'>"
+            "git-mentoring@googlegroups.com</a></h4><p>Ask here.</p>"
+        )
+        assert load_path(write(tmp_path / "intro.html", markup)).text == (
+            "# Writing your first app\n\nCreate a project.\n\n"
+            "#### git-mentoring@googlegroups.com\n\nAsk here."
+        )
+
+
 def test_html_a_sidebar_inside_a_section_and_a_title_without_its_hidden_link(
     tmp_path: Path,
 ) -> None:

@@ -12,6 +12,7 @@ the previous or next page ("previous_page", "next-page") is furniture, as is Boo
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 #: Class or id parts that name a page's header, outside any article or section: dropped
 #: when the block ends, unless it held a heading (a simple page's title is in it).
@@ -151,6 +152,26 @@ def code_named(attrs: list[tuple[str, str | None]]) -> bool:
         n == "class" and not _CODE_NAMES.isdisjoint(_NAME_PARTS.split((v or "").lower()))
         for n, v in attrs
     )
+
+
+#: A site's front page, as a link names it: an index file or nothing after the folders.
+_FRONT_PAGE = re.compile(r"(?:\.{1,2}/)*(?:index\.(?:html?|php|shtml))?", re.IGNORECASE)
+
+
+def front_page(href: str | None) -> bool:
+    """Whether a link leads to a site's front page: its root ("http://www.exim.org",
+    "/") or the index file of a folder above ("../../index.html", "../"), not a page of
+    its own ("/forum/", "intro.html") or a place on the same page."""
+    try:
+        url = urlsplit((href or "").strip())
+    except ValueError:
+        return False
+    if url.scheme not in {"", "http", "https"}:
+        return False
+    path = url.path
+    if url.netloc or path.startswith("/"):
+        return _FRONT_PAGE.fullmatch(path.lstrip("/")) is not None
+    return bool(path) and _FRONT_PAGE.fullmatch(path) is not None
 
 
 def title_named(attrs: list[tuple[str, str | None]]) -> bool:

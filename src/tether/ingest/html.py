@@ -33,7 +33,9 @@ page's own markup, in the order a screen reader would find the main content:
    Apache manual ``<body class="no-sidebar">``, pages that used to come out empty. A
    sidebar inside a section of the text (reStructuredText's ``.. sidebar::``) is text:
    a site's sidebar sits beside the sections. In a heading, what a screen reader skips
-   (``aria-hidden``: a "TOC" link) is no part of the title;
+   (``aria-hidden``: a "TOC" link) is no part of the title, and a first heading outside
+   any article, section or landmark that is one link to the site's front page is the
+   site's name ("Django 3.2 documentation"), not a section of the page;
 4. when a block ends (a ``<div>``, ``<p>``, list, table or ``<header>``) holding no
    heading, no element whose class names a title (Doxygen's ``<div class="title">``) and
    no code block (a ``<pre>``, or an element whose class names a declaration: Haddock's
@@ -71,6 +73,7 @@ from tether.ingest.chunking import Heading
 from tether.ingest.furniture import (
     NAVIGATION_WORDS,
     code_named,
+    front_page,
     header_named,
     is_main,
     is_not_content,
@@ -269,6 +272,8 @@ class _HTMLText(HTMLParser):
         self._title_done = False
         self._heading: int | None = None
         self._heading_at = 0  # index in ``out`` where the open heading starts
+        self._heading_counts: list[int] = []  # the running counts when it opened
+        self._heading_home = False  # whether a link in it leads to a site's front page
         # Each open list item: where it starts in ``out``, and the characters shown then.
         self._items: list[tuple[int, int]] = []
         # Where a list item's marker or a definition's start was written, while nothing
@@ -329,6 +334,8 @@ class _HTMLText(HTMLParser):
     def _judge_later(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._links or (tag == "a" and any(n == "href" for n, _ in attrs)):
             if tag == "a":
+                if self._heading is not None:
+                    self._heading_home = any(n == "href" and front_page(v) for n, v in attrs)
                 self._counts[LINKS] += 1
                 self._counts[TRANSLATIONS] += any(n == "hreflang" for n, _ in attrs)
                 if any(n == "href" and (v or "").startswith("#") for n, v in attrs):
@@ -343,6 +350,7 @@ class _HTMLText(HTMLParser):
         if tag in _HEADINGS:
             self._heading = _HEADINGS[tag]
             self._heading_at = len(self.out)
+            self._heading_counts, self._heading_home = list(self._counts), False
             self.out.append("\n\n" + _HEADING_MARK + "#" * self._heading + " ")
         elif tag == "br" and self._heading is not None:
             self.out.append(" ")  # a heading stays on one line
@@ -442,6 +450,34 @@ class _HTMLText(HTMLParser):
             if block.tag == tag:
                 return
 
+    def _end_heading(self) -> None:
+        """Close the open heading: an empty one is no heading, and neither is the site's
+        name outside the page's text (a heading that is one link to the site's front
+        page: Django's "Django 3.2 documentation", Exim's "Exim Internet Mailer")."""
+        if self._heading is not None and self._site_name():
+            del self.out[self._heading_at :]
+            for count in _SHOWN:
+                self._counts[count] = self._heading_counts[count]
+            self._heading = None
+            return
+        self._counts[HEADINGS] += 1
+        if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
+            del self.out[self._heading_at :]
+        self._heading = None
+        self.out.append("\n\n")
+
+    def _site_name(self) -> bool:
+        """Whether the open heading, the page's first, outside any article, section or
+        main landmark, is one link to the site's front page and nothing else."""
+        if not self._heading_home or self._articles or self._sections or self._main:
+            return False
+        if self._heading_counts[HEADINGS]:
+            return False  # the site's name comes before the page's first heading
+        chars, link_chars, links = (
+            self._counts[i] - self._heading_counts[i] for i in (CHARS, LINK_CHARS, LINKS)
+        )
+        return links == 1 and 0 < chars == link_chars
+
     def _credit(self, block: _Block) -> bool:
         """Whether a paragraph, now ended, is a generator's credit ("This document was
         generated on February 5, 2023 using texi2any."): Texinfo's tools end every page
@@ -469,11 +505,7 @@ class _HTMLText(HTMLParser):
             if self._counts[CHARS] == shown:  # (furniture dropped inside gave its count back)
                 del self.out[at:]  # an item whose text was all furniture (a menu's links)
         if tag in _HEADINGS:
-            self._counts[HEADINGS] += 1
-            if self._heading is not None and not "".join(self.out[self._heading_at + 1 :]).strip():
-                del self.out[self._heading_at :]  # an empty heading is no heading
-            self._heading = None
-            self.out.append("\n\n")
+            self._end_heading()
         elif tag == "pre":
             self._pre = max(0, self._pre - 1)
             fenced = self._fenced.pop() if self._fenced else False
