@@ -4,7 +4,9 @@ element's tag, role, class and id (see :mod:`tether.ingest.html`, rules 2 and 3)
 A class name is read in parts, split at anything but letters and digits ("md-nav__link"
 holds "nav"); an id only whole, since generators make ids from headings. A class that
 names a state ("sidebar-visible") names nothing, and what holds the page (``<html>``,
-``<body>``, ``<main>``, ``<article>``) is never furniture. A link classed as the way to
+``<body>``, ``<main>``, ``<article>``) is never furniture. A block is judged when it ends
+by what it showed (:class:`Block`: mostly links, or links between bars, and no words of
+its own). A link classed as the way to
 the previous or next page ("previous_page", "next-page") is furniture, as is Bootstrap's
 "pager" or "pagination" (whole: "pagination-centered" only centres text).
 """
@@ -184,3 +186,54 @@ def header_named(attrs: list[tuple[str, str | None]]) -> bool:
     values = {name: (value or "").lower() for name, value in attrs}
     parts = {*_NAME_PARTS.split(values.get("class", "")), *_NAME_PARTS.split(values.get("id", ""))}
     return not _HEADER_NAMES.isdisjoint(parts)
+
+
+#: A block whose text is at least this share link text, with two links or more, is
+#: navigation (jusText and boilerpipe call a paragraph with a third of its text in links
+#: boilerplate; this asks for more, so that a "see also" sentence stays).
+_LINK_DENSITY = 0.7
+#: What the HTML parser counts as it shows text (indexes into its running counts): visible
+#: characters, those inside links, links, headings, links to translations, code blocks,
+#: words outside links that are not navigation's own ("next", "up", "index"), all words,
+#: and separators outside links ("[", "|", "»").
+CHARS, LINK_CHARS, LINKS, HEADINGS, TRANSLATIONS, CODE = range(6)
+OWN_WORDS, WORDS, SEPARATORS = range(6, 9)
+#: Counts that a dropped block gives back: what it showed no longer counts around it.
+SHOWN = (CHARS, LINK_CHARS, LINKS, TRANSLATIONS, OWN_WORDS, WORDS, SEPARATORS)
+WORD = re.compile(r"[^\W\d_]{2,}")
+SEPARATOR_RUN = re.compile(r"[\s\[\]|·»›«‹]+")
+#: A paragraph or a table with this many words of its own outside links, making this
+#: share of its words, is prose or data, however many of its words are links.
+_OWN_WORDS, _OWN_SHARE = 3, 0.25
+PROSE_BLOCKS = {"p", "table"}
+
+
+class Block:
+    """A block the HTML parser judges when it ends (:mod:`tether.ingest.html`, rule 4):
+    where its text starts in the output, and the parser's running counts when it opened."""
+
+    __slots__ = ("at", "counts", "header", "prose", "tag")
+
+    def __init__(self, tag: str, at: int, counts: list[int], header: bool) -> None:
+        self.tag, self.at, self.header = tag, at, header
+        self.counts = list(counts)
+        self.prose = False  # kept for words of its own: its links are text around it
+
+    def furniture(self, counts: list[int]) -> bool:
+        """Whether the block, now ended, is navigation or a page header (never when it
+        held a heading)."""
+        n = [now - then for now, then in zip(counts, self.counts, strict=True)]
+        if n[HEADINGS] or n[CODE]:  # a title or a code block (linked identifiers) is content
+            return False
+        if self.header or (n[TRANSLATIONS] and n[LINKS] >= 2):
+            return True
+        if self.tag in PROSE_BLOCKS and n[OWN_WORDS] >= max(_OWN_WORDS, _OWN_SHARE * n[WORDS]):
+            # A sentence that names its cross-references ("See Section 3.8.1"), a table
+            # of linked parameters and what they do: its words of its own make it text.
+            self.prose = True
+            return False
+        # Mostly links, or links between brackets and bars ("[ << ] | [ >> ] | [Top]").
+        links, chars = n[LINK_CHARS], n[CHARS]
+        if n[LINKS] < 2 or not chars:
+            return False
+        return links >= _LINK_DENSITY * chars or links + n[SEPARATORS] >= chars

@@ -71,7 +71,21 @@ from html.parser import HTMLParser
 
 from tether.ingest.chunking import Heading
 from tether.ingest.furniture import (
+    CHARS,
+    CODE,
+    HEADINGS,
+    LINK_CHARS,
+    LINKS,
     NAVIGATION_WORDS,
+    OWN_WORDS,
+    PROSE_BLOCKS,
+    SEPARATOR_RUN,
+    SEPARATORS,
+    SHOWN,
+    TRANSLATIONS,
+    WORD,
+    WORDS,
+    Block,
     code_named,
     front_page,
     header_named,
@@ -130,12 +144,8 @@ _SKIP_TAGS = {
 #: A table cell with up to this many characters, no heading, list, code or table, is one line
 #: of its row whatever paragraphs it holds (Sphinx writes every cell as <td><p>...</p>).
 _CELL_CHARS = 400
-#: Blocks judged when they end (see :class:`_Block`).
+#: Blocks judged when they end (see :class:`~tether.ingest.furniture.Block`).
 _JUDGED_BLOCKS = {"div", "p", "ul", "ol", "dl", "table", "header"}
-#: A block whose text is at least this share link text, with two links or more, is
-#: navigation (jusText and boilerpipe call a paragraph with a third of its text in links
-#: boilerplate; this asks for more, so that a "see also" sentence stays).
-_LINK_DENSITY = 0.7
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 #: Elements without an end tag: never pushed on a nesting stack.
 _VOID = {
@@ -201,57 +211,12 @@ class _Nesting:
             del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
 
 
-#: What ``_HTMLText`` counts as it shows text (indexes into its running counts): visible
-#: characters, those inside links, links, headings, links to translations, code blocks,
-#: words outside links that are not navigation's own ("next", "up", "index"), all words,
-#: and separators outside links ("[", "|", "»").
-CHARS, LINK_CHARS, LINKS, HEADINGS, TRANSLATIONS, CODE = range(6)
-OWN_WORDS, WORDS, SEPARATORS = range(6, 9)
-#: Counts that a dropped block gives back: what it showed no longer counts around it.
-_SHOWN = (CHARS, LINK_CHARS, LINKS, TRANSLATIONS, OWN_WORDS, WORDS, SEPARATORS)
-_WORD = re.compile(r"[^\W\d_]{2,}")
-_SEPARATORS = re.compile(r"[\s\[\]|·»›«‹]+")
-#: A paragraph or a table with this many words of its own outside links, making this
-#: share of its words, is prose or data, however many of its words are links.
-_OWN_WORDS, _OWN_SHARE = 3, 0.25
-_PROSE_BLOCKS = {"p", "table"}
 #: A generator's credit line, up to this many characters.
 _CREDIT_CHARS = 200
 _CREDIT = re.compile(
     r"(?i)(?:this (?:document|page|manual|file) was generated\b|generated (?:on|at) \w.*\bby\b)"
     r"[^.]*\b(?:using|by|with) [\w-]+(?: v?\d[\w.]*)?\.?$"  # a program, its version
 )
-
-
-class _Block:
-    """A block judged when it ends: where its text starts in the output, and the running
-    counts (see ``_HTMLText._counts``) when it opened."""
-
-    __slots__ = ("at", "counts", "header", "prose", "tag")
-
-    def __init__(self, tag: str, at: int, counts: list[int], header: bool) -> None:
-        self.tag, self.at, self.header = tag, at, header
-        self.counts = list(counts)
-        self.prose = False  # kept for words of its own: its links are text around it
-
-    def furniture(self, counts: list[int]) -> bool:
-        """Whether the block, now ended, is navigation or a page header (never when it
-        held a heading)."""
-        n = [now - then for now, then in zip(counts, self.counts, strict=True)]
-        if n[HEADINGS] or n[CODE]:  # a title or a code block (linked identifiers) is content
-            return False
-        if self.header or (n[TRANSLATIONS] and n[LINKS] >= 2):
-            return True
-        if self.tag in _PROSE_BLOCKS and n[OWN_WORDS] >= max(_OWN_WORDS, _OWN_SHARE * n[WORDS]):
-            # A sentence that names its cross-references ("See Section 3.8.1"), a table
-            # of linked parameters and what they do: its words of its own make it text.
-            self.prose = True
-            return False
-        # Mostly links, or links between brackets and bars ("[ << ] | [ >> ] | [Top]").
-        links, chars = n[LINK_CHARS], n[CHARS]
-        if n[LINKS] < 2 or not chars:
-            return False
-        return links >= _LINK_DENSITY * chars or links + n[SEPARATORS] >= chars
 
 
 class _HTMLText(HTMLParser):
@@ -285,7 +250,7 @@ class _HTMLText(HTMLParser):
         self._anchor_at: int | None = None  # where an open link to the same page starts
         self._pre = 0
         self._fenced: list[bool] = []  # per open <pre>: whether it is fenced
-        self._blocks: list[_Block] = []  # open blocks judged when they end
+        self._blocks: list[Block] = []  # open blocks judged when they end
         self._prose = 0  # of which paragraphs and tables
         self._counts = [0] * 9  # shown so far: see CHARS ... SEPARATORS
         self._links = _Nesting()  # open <a href> elements
@@ -343,8 +308,8 @@ class _HTMLText(HTMLParser):
             self._links.start(tag)
         if tag in _JUDGED_BLOCKS and not self._pre:
             header = not self._articles and (tag == "header" or header_named(attrs))
-            self._blocks.append(_Block(tag, len(self.out), list(self._counts), header))
-            self._prose += tag in _PROSE_BLOCKS
+            self._blocks.append(Block(tag, len(self.out), list(self._counts), header))
+            self._prose += tag in PROSE_BLOCKS
 
     def _open(self, tag: str) -> None:
         if tag in _HEADINGS:
@@ -438,11 +403,11 @@ class _HTMLText(HTMLParser):
             return
         while self._blocks:
             block = self._blocks.pop()
-            self._prose -= block.tag in _PROSE_BLOCKS
+            self._prose -= block.tag in PROSE_BLOCKS
             if block.furniture(self._counts) or self._credit(block):
                 del self.out[block.at :]
                 # Its text and links no longer count in the blocks around it.
-                for count in _SHOWN:
+                for count in SHOWN:
                     self._counts[count] = block.counts[count]
             elif block.prose:  # its links are words of a sentence to the blocks around it
                 self._counts[LINK_CHARS] = block.counts[LINK_CHARS]
@@ -456,7 +421,7 @@ class _HTMLText(HTMLParser):
         page: Django's "Django 3.2 documentation", Exim's "Exim Internet Mailer")."""
         if self._heading is not None and self._site_name():
             del self.out[self._heading_at :]
-            for count in _SHOWN:
+            for count in SHOWN:
                 self._counts[count] = self._heading_counts[count]
             self._heading = None
             return
@@ -478,7 +443,7 @@ class _HTMLText(HTMLParser):
         )
         return links == 1 and 0 < chars == link_chars
 
-    def _credit(self, block: _Block) -> bool:
+    def _credit(self, block: Block) -> bool:
         """Whether a paragraph, now ended, is a generator's credit ("This document was
         generated on February 5, 2023 using texi2any."): Texinfo's tools end every page
         with one, outside any footer."""
@@ -536,13 +501,13 @@ class _HTMLText(HTMLParser):
         counts = self._counts
         counts[CHARS] += visible
         # Words matter to a paragraph or a table judged when it ends (see _Block.furniture).
-        words = _WORD.findall(data) if self._prose and not self._pre else ()
+        words = WORD.findall(data) if self._prose and not self._pre else ()
         counts[WORDS] += len(words)
         if self._links:
             counts[LINK_CHARS] += visible
             return
         counts[OWN_WORDS] += sum(1 for word in words if word.lower() not in NAVIGATION_WORDS)
-        if _SEPARATORS.fullmatch(data):
+        if SEPARATOR_RUN.fullmatch(data):
             counts[SEPARATORS] += visible
 
 
