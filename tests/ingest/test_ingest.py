@@ -1319,20 +1319,31 @@ def test_a_text_that_cannot_go_where_it_is_sent_fails_alone(tether: Tether) -> N
 def test_a_document_that_fails_to_store_fails_alone(
     tether: Tether, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The documents of a group share one write transaction; each is a savepoint of it, so
-    a store failure in one (injected here) rolls back that document only."""
+    """The documents of a group share one write transaction. New ones are stored together;
+    when the store refuses them (a failure injected here, after the rows are written) they
+    are written again one by one, each a savepoint, so the one that fails rolls back
+    alone."""
     from tether import StoreError
 
     files = [write(tmp_path / f"f{i}.md", f"# F{i}\n\nThe gyroscope note {i}.\n") for i in range(3)]
-    real_insert = tether.store.insert_document
+    real_insert, real_insert_all = tether.store.insert_document, tether.store.insert_documents
+    together: list[list[str]] = []
 
     def insert(record, chunks, vectors=None):  # type: ignore[no-untyped-def]
         real_insert(record, chunks, vectors)  # the rows are written, then it fails
         if record.title == "F1":
             raise StoreError("disk said no")
 
+    def insert_all(documents):  # type: ignore[no-untyped-def]
+        together.append([record.title for record, _, _ in documents])
+        real_insert_all(documents)
+        if "F1" in together[-1]:
+            raise StoreError("disk said no")
+
     monkeypatch.setattr(tether.store, "insert_document", insert)
+    monkeypatch.setattr(tether.store, "insert_documents", insert_all)
     results = tether.add(files, on_error="collect")
+    assert together == [["F0", "F1", "F2"]]
     assert [r.status for r in results] == ["indexed", "failed", "indexed"]
     assert isinstance(results[1].error, StoreError)
     assert sorted(d.title for d in tether.documents()) == ["F0", "F2"]
@@ -2005,3 +2016,59 @@ def test_html_marker_like_characters_in_a_page_open_no_fence(tmp_path: Path) -> 
     assert "```\nmake install  now\n```" in text
     assert "## Setup" in text and "\ue002" not in text and "\ue003" not in text
     assert text.rstrip().endswith("make test") and text.count("```") == 2
+
+
+def test_one_add_that_names_a_document_twice_keeps_the_later_version(tether: Tether) -> None:
+    """New documents of a group are stored together; one that names the same id, source or
+    content as an earlier one of the same call is stored after it, as a later add would."""
+    results = tether.add(
+        [
+            TextSource("Version one about thermostats.", "Note", document_id="note-1"),
+            TextSource("A note about barometers.", "Barometers"),
+            TextSource("Version two about hygrometers.", "Note", document_id="note-1"),
+            TextSource("A note about barometers.", "Barometers"),
+            TextSource("Anemometers measure wind.", "Wind", source="wind.txt"),
+            TextSource("Anemometers measure wind speed.", "Wind", source="wind.txt"),
+            TextSource("   ", "Empty"),
+            TextSource("A note about pluviometers.", "Rain"),
+        ],
+        on_error="collect",
+    )
+    statuses = ["indexed", "indexed", "replaced", "skipped", "indexed", "replaced", "failed"]
+    assert [r.status for r in results] == [*statuses, "indexed"]
+    assert results[3].document_id == results[1].document_id
+    assert [c.content for c in tether.chunks("note-1")] == ["Version two about hygrometers."]
+    [wind] = [d for d in tether.documents() if d.title == "Wind"]
+    assert [c.content for c in tether.chunks(wind.id)] == ["Anemometers measure wind speed."]
+    assert sorted(d.title for d in tether.documents()) == ["Barometers", "Note", "Rain", "Wind"]
+    tether.store.fts_integrity_check()
+
+
+def test_documents_stored_together_keep_each_chunk_with_its_own_vector(tmp_path: Path) -> None:
+    """The chunks of a group are numbered in one go and their vectors stored beside them:
+    each stored vector is the embedding of its own chunk's text."""
+    import numpy as np
+
+    from tether.testing import HashEmbedder
+
+    embedder = HashEmbedder()
+    with Tether(db=tmp_path / "t.db", embedder=embedder) as t:
+        t.add(text="An old note about sextants.", title="Old")
+        t.delete_document(t.documents()[0].id)  # a freed chunk id: numbering goes past it
+        words = ["astrolabe", "bathyscaphe", "chronometer", "dirigible", "ephemeris"]
+        sources = [
+            TextSource(" ".join([f"The {w} {i}."] * 40 * (1 + i % 3)), f"{w.title()} {i}")
+            for i, w in enumerate(words * 6)
+        ]
+        assert all(r.status == "indexed" for r in t.add(sources))
+        with t.store.db.read() as conn:
+            rows = conn.execute(
+                "SELECT c.content, c.section_title, d.title, e.vector FROM rag_chunks c"
+                " JOIN rag_documents d ON d.id = c.document_id"
+                " JOIN rag_embeddings e ON e.chunk_id = c.id ORDER BY c.id"
+            ).fetchall()
+        assert len(rows) == t.store.counts()["rag_chunks"] > len(sources)
+        for content, section, title, blob in rows:
+            expected = embedder.embed_batch([embedding_text(title, section, content)])[0]
+            stored = np.frombuffer(blob, dtype="<f4")
+            assert np.allclose(stored / np.linalg.norm(stored), expected / np.linalg.norm(expected))

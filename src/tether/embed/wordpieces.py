@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-from array import array
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, overload
 
 #: Where any BERT pre-tokenizer cuts, whatever the normalizer did: the four ASCII white
 #: space characters, and each ASCII punctuation character (a token of its own).
@@ -71,6 +71,51 @@ def read_word_local(path: str) -> bool:
         return False
 
 
+class TokenStarts(Sequence[int]):
+    """A text's token starts, read like a list of them (its length, an item, iteration)
+    but kept as its words: where each word starts and its tokens' offsets in it, most
+    words sharing one value. Building it costs a step per word, not a Python int per
+    token; :meth:`bisect` finds a point among the tokens in two binary searches."""
+
+    __slots__ = ("_at", "_before", "_pieces")
+
+    def __init__(self, at: list[int], pieces: list[tuple[int, ...]]) -> None:
+        self._at = at
+        self._pieces = pieces
+        #: Tokens before each word, then the total.
+        self._before = list(accumulate(map(len, pieces), initial=0))
+
+    def __len__(self) -> int:
+        return self._before[-1]
+
+    @overload
+    def __getitem__(self, k: int) -> int: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[int]: ...
+
+    def __getitem__(self, k: int | slice) -> int | list[int]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError("token index out of range")
+        word = bisect_right(self._before, k) - 1
+        return self._at[word] + self._pieces[word][k - self._before[word]]
+
+    def __iter__(self) -> Iterator[int]:
+        return (a + r for a, rs in zip(self._at, self._pieces, strict=True) for r in rs)
+
+    def bisect(self, pos: int) -> int:
+        """How many tokens start before ``pos`` (``bisect_left`` over the starts)."""
+        word = bisect_left(self._at, pos) - 1  # the last word that starts before pos
+        if word < 0:
+            return 0
+        at, count = self._at[word], self._before[word]
+        return count + sum(1 for r in self._pieces[word] if at + r < pos)
+
+
 class WordPieces:
     """Token start offsets and counts of texts, each distinct word tokenized once.
 
@@ -85,15 +130,14 @@ class WordPieces:
     def __len__(self) -> int:
         return len(self._starts)
 
-    def starts(self, text: str, start: int = 0, end: int | None = None) -> array[int]:
+    def starts(self, text: str, start: int = 0, end: int | None = None) -> TokenStarts:
         """Where each token of ``text[start:end]`` starts in ``text``, as the tokenizer
         would say of that slice."""
         parts = _SPLIT.split(text[start:end])  # white space, a word, white space, ...
         words = parts[1::2]
         known = self._learned(words)
-        relative = map(known.__getitem__, words)
         at = list(accumulate(map(len, parts), initial=start))[1:-1:2]  # where each word starts
-        return array("q", [a + r for a, rs in zip(at, relative, strict=True) for r in rs])
+        return TokenStarts(at, list(map(known.__getitem__, words)))
 
     def count(self, text: str) -> int:
         """How many tokens ``text`` has."""

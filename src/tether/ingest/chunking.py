@@ -8,6 +8,7 @@ chunk, under its context header, then fits the window whole), else in characters
 
 from __future__ import annotations
 
+import functools
 import re
 from array import array
 from bisect import bisect_left
@@ -272,9 +273,14 @@ class _TokenStarts:
 
     def __init__(self, starts: Sequence[int]) -> None:
         self.starts = starts
+        #: How many tokens start before a point: the starts' own search when they have
+        #: one (:class:`~tether.embed.wordpieces.TokenStarts`), else a binary search.
+        self.before: Callable[[int], int] = getattr(
+            starts, "bisect", functools.partial(bisect_left, starts)
+        )
 
     def reach(self, pos: int, n: int, limit: int) -> int:
-        after = bisect_left(self.starts, pos) + n
+        after = self.before(pos) + n
         if after >= len(self.starts):
             return limit
         # Never short of one character: byte-level tokens of one character share a start.
@@ -283,11 +289,11 @@ class _TokenStarts:
     def back(self, pos: int, cut: int, n: int) -> int:
         if n == 0 or not self.starts:
             return cut
-        return self.starts[max(bisect_left(self.starts, cut) - n, 0)]
+        return self.starts[max(self.before(cut) - n, 0)]
 
     def between(self, start: int, end: int) -> int:
         """How many tokens start in ``[start, end)``."""
-        return bisect_left(self.starts, end) - bisect_left(self.starts, start)
+        return self.before(end) - self.before(start)
 
 
 class _TokenCounts:

@@ -4,17 +4,25 @@ of prepared documents embedded in one call and stored in one transaction (up to
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tether.errors import DocumentNotFound
+from tether.errors import DocumentNotFound, TetherError
 from tether.ingest.loaders import LoadedDocument
-from tether.models import IndexResult, Tags
-from tether.store import NewChunk, Store, StoredChunk
+from tether.models import Document, IndexResult, Tags
+from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
+
+logger = logging.getLogger(__name__)
 
 #: Chunks of prepared documents gathered before they are embedded and stored together.
 GROUP_CHUNKS = 512
+#: The same without an embedder: a group is then a second or so of work, not minutes, and
+#: each commit's share of the full-text index costs less in fewer, larger groups (SciFact's
+#: lexical add: 3.1 s in groups of 512 chunks, 2.8 s in groups of 4,096).
+LEXICAL_GROUP_CHUNKS = 4096
 
 
 @dataclass(frozen=True)
@@ -42,10 +50,153 @@ class Prepared:
 class Indexes(Protocol):
     """What a group asks of the indexer (:class:`tether.ingest.indexer.Indexer`)."""
 
+    store: Store
+
     def store_group(self, group: list[Prepared], placement: Placement) -> list[IndexResult]:
         """Embed ``group`` in one call and store it in one transaction: a result per
         document, in order."""
         ...
+
+    def existing(self, lookup: dict[str, Any], placement: Placement) -> Document | None:
+        """The stored document a source updates (checked: it may)."""
+        ...
+
+    @property
+    def chunking(self) -> str:
+        """How documents are chunked (stored with each)."""
+        ...
+
+    def write(
+        self,
+        prepared: Prepared,
+        placement: Placement,
+        vectors: ChunkVectors | None,
+        warning: str | None,
+    ) -> IndexResult:
+        """Store one prepared document on its own (a savepoint of the transaction)."""
+        ...
+
+    def attach(self, document_id: str, placement: Placement) -> None:
+        """Attach a stored document to the placement's session, if it has one."""
+        ...
+
+
+#: A prepared document with its vectors (None: none, or embedding failed) and the
+#: warning that says why it has none.
+Embedded = tuple[Prepared, ChunkVectors | None, str | None]
+
+
+def new_record(
+    prepared: Prepared, placement: Placement, existing: Document | None, chunking: str
+) -> NewDocument:
+    """The row a prepared document is stored as (new content keeps the document's
+    tags, metadata and id unless new ones are given)."""
+    tags = prepared.tags or (existing.tags if existing else None) or Tags()
+    document_id = prepared.lookup["document_id"]
+    return NewDocument(
+        id=existing.id if existing else (document_id or uuid.uuid4().hex[:16]),
+        workspace_id=placement.workspace_id,
+        title=prepared.loaded.title,
+        source_path=prepared.lookup["source_path"],
+        source_type=tags.source_type,
+        mime=prepared.loaded.mime,
+        content_hash=prepared.digest,
+        file_size=prepared.loaded.file_size,
+        metadata={**(existing.metadata if existing else {}), **prepared.metadata},
+        project_id=tags.project_id,
+        domain=tags.domain,
+        version=tags.version,
+        last_verified=tags.last_verified,
+        status=prepared.status,
+        chunking=chunking,
+    )
+
+
+def write_group(
+    indexer: Indexes, embedded: list[Embedded], placement: Placement
+) -> list[IndexResult]:
+    """Store a group inside the caller's write transaction: a result per document, in
+    order.
+
+    New documents are stored in runs, a run in a few statements
+    (:meth:`~tether.store.Store.insert_documents`), not a savepoint and a statement per
+    row each. A document that replaces or repeats a stored one is written on its own, as
+    is a document that names the same id, source or content as one earlier in the run
+    (after the run, so the later one wins). A run the store refuses is written again one
+    document at a time, so that a document that cannot be stored fails alone.
+    """
+    results: list[IndexResult | None] = [None] * len(embedded)
+    run: list[tuple[int, NewDocument]] = []
+    keys: set[tuple[str, str]] = set()
+
+    def flush() -> None:
+        if run:
+            _write_run(indexer, embedded, placement, run, results)
+            run.clear()
+            keys.clear()
+
+    for i, (prepared, vectors, warning) in enumerate(embedded):
+        mine = _keys(prepared)
+        if keys & mine:
+            flush()
+        try:
+            existing = indexer.existing(prepared.lookup, placement)
+        except TetherError as exc:
+            logger.error("%s: not indexed: %s", prepared.label, exc)
+            results[i] = IndexResult(prepared.label, "failed", error=exc)
+            continue
+        if existing is not None:
+            flush()
+            results[i] = indexer.write(prepared, placement, vectors, warning)
+            continue
+        record = new_record(prepared, placement, None, indexer.chunking)
+        run.append((i, record))
+        keys |= mine | {("id", record.id)}
+    flush()
+    return [r for r in results if r is not None]
+
+
+def _keys(prepared: Prepared) -> set[tuple[str, str]]:
+    """What finds the stored document a prepared one updates: its id, its source, and
+    (text without a source) its content."""
+    lookup = prepared.lookup
+    keys = set()
+    if lookup["document_id"] is not None:
+        keys.add(("id", lookup["document_id"]))
+    if lookup["source_path"] is not None:
+        keys.add(("source", lookup["source_path"]))
+    else:
+        keys.add(("content", prepared.digest))
+    return keys
+
+
+def _write_run(
+    indexer: Indexes,
+    embedded: list[Embedded],
+    placement: Placement,
+    run: list[tuple[int, NewDocument]],
+    results: list[IndexResult | None],
+) -> None:
+    """Store a run of new documents together, else (refused) one by one."""
+    store = indexer.store
+    try:
+        with store.write():
+            store.insert_documents(
+                [(record, embedded[i][0].chunks, embedded[i][1]) for i, record in run]
+            )
+            for _, record in run:
+                indexer.attach(record.id, placement)
+    except TetherError:
+        for i, _ in run:
+            prepared, vectors, warning = embedded[i]
+            results[i] = indexer.write(prepared, placement, vectors, warning)
+        return
+    for i, record in run:
+        prepared, _, warning = embedded[i]
+        warnings = (warning,) if warning else ()
+        results[i] = IndexResult(
+            prepared.label, "indexed", record.id, len(prepared.chunks), warnings=warnings
+        )
 
 
 class Group:
@@ -58,8 +209,10 @@ class Group:
         placement: Placement,
         size: int,
         progress: Callable[[IndexResult], None] | None,
+        limit: int = GROUP_CHUNKS,
     ) -> None:
         self.indexer = indexer
+        self.limit = limit
         self.placement = placement
         self.progress = progress
         self.results: list[IndexResult | None] = [None] * size
@@ -74,7 +227,7 @@ class Group:
     def add(self, slot: int, prepared: Prepared) -> None:
         self.group.append((slot, prepared))
         self.chunks += len(prepared.chunks)
-        if self.chunks >= GROUP_CHUNKS:
+        if self.chunks >= self.limit:
             self.flush()
 
     def flush(self) -> None:

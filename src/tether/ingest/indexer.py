@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -26,7 +25,16 @@ from tether.errors import (
     UnreadableFile,
 )
 from tether.ingest.chunking import chunk_sections, embedding_text
-from tether.ingest.groups import Group, Placement, Prepared, reembed_groups
+from tether.ingest.groups import (
+    GROUP_CHUNKS,
+    LEXICAL_GROUP_CHUNKS,
+    Group,
+    Placement,
+    Prepared,
+    new_record,
+    reembed_groups,
+    write_group,
+)
 from tether.ingest.loaders import (
     LoadedDocument,
     load_text,
@@ -41,9 +49,9 @@ from tether.ingest.workers import (
     loads_in_worker,
     timed_out,
 )
-from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
+from tether.models import GLOBAL_WORKSPACE, Document, IndexResult
 from tether.settings import PolicySettings, RagSettings
-from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
+from tether.store import ChunkVectors, NewChunk, Store, StoredChunk
 from tether.tags import DOCUMENT_STATUSES, validate_tags
 from tether.text import check_identifier, content_hash, valid_text
 
@@ -105,7 +113,7 @@ class Indexer:
         return min(window, rag.chunk_tokens)
 
     @cached_property
-    def _chunking(self) -> str:
+    def chunking(self) -> str:
         """How documents are chunked, stored with each: a document chunked otherwise is
         chunked again when it is next added."""
         tokens = self._chunk_tokens
@@ -197,7 +205,8 @@ class Indexer:
         are indexed after every source, their results after the sources'.
         """
         items = list(sources)
-        batch = Group(self, placement, len(items), progress)
+        limit = GROUP_CHUNKS if self.embedder is not None else LEXICAL_GROUP_CHUNKS
+        batch = Group(self, placement, len(items), progress, limit)
         inside: list[Source] = []
         for slot, outcome in self._loaded(items, placement, cancelled):
             if isinstance(outcome, IndexResult):
@@ -311,9 +320,9 @@ class Indexer:
             "source_path": source_path,
             "content_hash": digest,
         }
-        existing = self._existing(lookup, placement)
-        if existing is not None and _unchanged(existing, digest, loaded, self._chunking):
-            self._attach(existing.id, placement)
+        existing = self.existing(lookup, placement)
+        if existing is not None and _unchanged(existing, digest, loaded, self.chunking):
+            self.attach(existing.id, placement)
             status = source.status or existing.status
             retitled = loaded.title != existing.title
             if (
@@ -379,10 +388,7 @@ class Indexer:
 
         def store() -> list[IndexResult]:
             with self.store.write():
-                return [
-                    self._write(prepared, placement, vectors, warning)
-                    for prepared, vectors, warning in embedded
-                ]
+                return write_group(self, embedded, placement)
 
         try:
             return self.committed(store)
@@ -411,7 +417,7 @@ class Indexer:
             out.append((prepared, vectors, problem))
         return out
 
-    def _write(
+    def write(
         self,
         prepared: Prepared,
         placement: Placement,
@@ -423,37 +429,18 @@ class Indexer:
         try:
             with self.store.write():
                 # Look again inside the transaction: another writer may have got here first.
-                existing = self._existing(prepared.lookup, placement)
+                existing = self.existing(prepared.lookup, placement)
                 if existing is not None and _unchanged(
-                    existing, prepared.digest, prepared.loaded, self._chunking
+                    existing, prepared.digest, prepared.loaded, self.chunking
                 ):
-                    self._attach(existing.id, placement)
+                    self.attach(existing.id, placement)
                     return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
-                document_id = prepared.lookup["document_id"]
-                # New content keeps the document's tags unless new ones are given.
-                tags = prepared.tags or (existing.tags if existing else None) or Tags()
-                record = NewDocument(
-                    id=existing.id if existing else (document_id or uuid.uuid4().hex[:16]),
-                    workspace_id=placement.workspace_id,
-                    title=prepared.loaded.title,
-                    source_path=prepared.lookup["source_path"],
-                    source_type=tags.source_type,
-                    mime=prepared.loaded.mime,
-                    content_hash=prepared.digest,
-                    file_size=prepared.loaded.file_size,
-                    metadata={**(existing.metadata if existing else {}), **prepared.metadata},
-                    project_id=tags.project_id,
-                    domain=tags.domain,
-                    version=tags.version,
-                    last_verified=tags.last_verified,
-                    status=prepared.status,
-                    chunking=self._chunking,
-                )
+                record = new_record(prepared, placement, existing, self.chunking)
                 if existing is None:
                     self.store.insert_document(record, prepared.chunks, vectors)
                 else:
                     self.store.replace_document(record, prepared.chunks, vectors)
-                self._attach(record.id, placement)
+                self.attach(record.id, placement)
             status = "indexed" if existing is None else "replaced"
             warnings = (warning,) if warning else ()
             return IndexResult(
@@ -463,7 +450,7 @@ class Indexer:
             logger.error("%s: not indexed: %s", prepared.label, exc)
             return IndexResult(prepared.label, "failed", error=exc)
 
-    def _existing(self, lookup: dict[str, Any], placement: Placement) -> Document | None:
+    def existing(self, lookup: dict[str, Any], placement: Placement) -> Document | None:
         """The stored document a source updates, after checking that it may: it is in the
         placement's workspace, and a ``source`` key is not another document's."""
         existing = self.store.find_document(**lookup)
@@ -569,7 +556,7 @@ class Indexer:
         blobs = [known[c.content_hash][1] for c in chunks]
         return ChunkVectors(self.embedder.model, dims.pop(), blobs), None
 
-    def _attach(self, document_id: str, placement: Placement) -> None:
+    def attach(self, document_id: str, placement: Placement) -> None:
         if placement.session_id is not None:
             self.store.attach_document_to_session(document_id, placement.session_id)
 

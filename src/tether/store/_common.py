@@ -89,12 +89,12 @@ class StorePart(Store):
 
     def _select(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """Every row of one SELECT."""
-        with self.db.read() as conn:
+        with self.db.read(single=True) as conn:
             return conn.execute(sql, params).fetchall()
 
     def _select_one(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
         """The first row of one SELECT, or None."""
-        with self.db.read() as conn:
+        with self.db.read(single=True) as conn:
             return conn.execute(sql, params).fetchone()
 
     def _select_in_batches(

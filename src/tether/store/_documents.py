@@ -47,6 +47,14 @@ def _document_params(document: NewDocument) -> dict[str, Any]:
     }
 
 
+_INSERT_NUMBERED_CHUNK = (
+    "INSERT INTO rag_chunks (id, document_id, ordinal, content, section_title,"
+    " token_count, char_start, char_end, page, content_hash, page_label)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_EMBEDDING = "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, ?, ?, ?)"
+
+
 def _insert_chunks(
     conn: sqlite3.Connection,
     document_id: str,
@@ -63,7 +71,7 @@ def _insert_chunks(
         ids.append(cur.lastrowid)
     if vectors is not None:
         conn.executemany(
-            "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, ?, ?, ?)",
+            _INSERT_EMBEDDING,
             [
                 (i, vectors.model, vectors.dims, blob)
                 for i, blob in zip(ids, vectors.blobs, strict=True)
@@ -133,6 +141,39 @@ class DocumentsMixin(StorePart):
         with self.db.write() as conn:
             conn.execute(_INSERT_DOCUMENT, _document_params(document))
             self._insert_chunks(conn, document, chunks, vectors)
+
+    def insert_documents(
+        self,
+        documents: Sequence[tuple[NewDocument, Sequence[NewChunk], ChunkVectors | None]],
+    ) -> None:
+        with self.db.write() as conn:
+            self._insert_all(conn, documents)
+
+    def _insert_all(
+        self,
+        conn: Any,
+        documents: Sequence[tuple[NewDocument, Sequence[NewChunk], ChunkVectors | None]],
+    ) -> None:
+        """New documents, their chunks and vectors in three statements (the chunks
+        numbered here, after the highest id, inside the caller's write transaction)."""
+        for _, chunks, vectors in documents:
+            if vectors is not None and len(vectors.blobs) != len(chunks):
+                raise ValueError(f"{len(vectors.blobs)} vectors for {len(chunks)} chunks")
+        conn.executemany(_INSERT_DOCUMENT, [_document_params(d) for d, _, _ in documents])
+        last = conn.execute("SELECT coalesce(max(id), 0) FROM rag_chunks").fetchone()[0]
+        rows: list[tuple[Any, ...]] = []
+        embedded: list[tuple[int, str, int, bytes]] = []
+        for document, chunks, vectors in documents:
+            first = last + len(rows) + 1
+            rows += [(first + n, *_rows.new_chunk(document.id, c)) for n, c in enumerate(chunks)]
+            if vectors is not None:
+                embedded += [
+                    (first + n, vectors.model, vectors.dims, blob)
+                    for n, blob in enumerate(vectors.blobs)
+                ]
+        conn.executemany(_INSERT_NUMBERED_CHUNK, rows)
+        if embedded:
+            conn.executemany(_INSERT_EMBEDDING, embedded)
 
     def replace_document(
         self,

@@ -244,6 +244,16 @@ class Documents(ABC):
         """Store a new document with its chunks, their search-index rows and, when given,
         one vector per chunk (``ValueError`` if the counts differ): all or nothing."""
 
+    def insert_documents(
+        self,
+        documents: Sequence[tuple[NewDocument, Sequence[NewChunk], ChunkVectors | None]],
+    ) -> None:
+        """Store several new documents, each as :meth:`insert_document` would, all or
+        nothing (a store may take them in fewer statements than one call each)."""
+        with self.write():
+            for document, chunks, vectors in documents:
+                self.insert_document(document, chunks, vectors)
+
     @abstractmethod
     def replace_document(
         self,

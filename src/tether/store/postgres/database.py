@@ -203,8 +203,9 @@ class PgDatabase:
                 raw.close()
 
     @contextmanager
-    def read(self) -> Iterator[PgConnection]:
-        """A consistent snapshot for several SELECTs."""
+    def read(self, *, single: bool = False) -> Iterator[PgConnection]:
+        """A consistent snapshot for several SELECTs (``single``, for one statement, is
+        taken as the same here: one read-only transaction)."""
         conn = self.connection()
         if conn.in_transaction:
             yield conn

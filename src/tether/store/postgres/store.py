@@ -18,7 +18,7 @@ import numpy as np
 from tether.models import Exclusions, Filters, Scope, Tags
 from tether.store import _rows
 from tether.store._audit import AuditMixin
-from tether.store._documents import DocumentsMixin
+from tether.store._documents import _INSERT_DOCUMENT, DocumentsMixin, _document_params
 from tether.store._embeddings import (
     EmbeddingsMixin,
     changes_since,
@@ -142,6 +142,15 @@ class PostgresStore(
         vectors: ChunkVectors | None,
     ) -> None:
         _insert_chunks(conn, document, chunks, vectors)
+
+    def _insert_all(
+        self,
+        conn: PgConnection,
+        documents: Sequence[tuple[NewDocument, Sequence[NewChunk], ChunkVectors | None]],
+    ) -> None:
+        for document, chunks, vectors in documents:
+            conn.execute(_INSERT_DOCUMENT, _document_params(document))
+            _insert_chunks(conn, document, chunks, vectors)
 
     def set_tags_and_status(
         self, document_id: str, tags: Tags | None, status: str, *, title: str | None = None

@@ -188,14 +188,19 @@ class SQLiteDatabase:
                 conn.close()
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A consistent snapshot for several SELECTs (a deferred transaction). A damaged
-        page met on the way is :class:`~tether.errors.StoreCorrupt`."""
+    def read(self, *, single: bool = False) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several SELECTs (a deferred transaction); with
+        ``single``, for one statement, which is a snapshot of its own (no BEGIN and COMMIT
+        around it). A damaged page met on the way is :class:`~tether.errors.StoreCorrupt`."""
         with self._shared_lock if self._shared is not None else _nullcontext():
             conn = self.connection()
             with damage_as_corrupt(self.path):
                 if conn.in_transaction:
                     with _unstorable_text():
+                        yield conn
+                    return
+                if single:
+                    with self._in_use(conn), _unstorable_text():
                         yield conn
                     return
                 with self._in_use(conn):
