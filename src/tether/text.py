@@ -93,8 +93,19 @@ def _normalized_lines(text: str) -> str:
     text = unicodedata.normalize("NFC", valid_text(text))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
-    text = _TRAILING_SPACE.sub("", text)
-    return _BLANK_RUN.sub("\n\n", text)
+    # The two searches below are slow regular expressions; plain substring tests say
+    # first whether there is anything for them to find (most text has nothing).
+    if _trailing_space(text):
+        text = _TRAILING_SPACE.sub("", text)
+    return _BLANK_RUN.sub("\n\n", text) if "\n\n\n" in text else text
+
+
+def _trailing_space(text: str) -> bool:
+    """Whether a line of ``text`` ends in white space that :data:`_TRAILING_SPACE` takes."""
+    return text.endswith(_SPACES) or any(c + "\n" in text for c in _SPACES)
+
+
+_SPACES = (" ", "\t", "\u00a0")
 
 
 def content_hash(normalized_text: str) -> str:
