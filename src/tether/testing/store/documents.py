@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import struct
 import threading
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tether.errors import DocumentNotFound, ScopeError, SessionNotFound, WorkspaceNotFound
 from tether.models import GLOBAL_WORKSPACE, Scope, Tags
 from tether.store import (
+    ChunkVectors,
     Store,
 )
 from tether.testing.store._kit import BEACON, chunk, new_document, put, sha, vectors
@@ -204,6 +206,34 @@ class DocumentsContract:
         assert store.chunks_of("nope") == []
         with pytest.raises(DocumentNotFound):
             store.get_document("nope")
+
+    def test_insert_documents_stores_each_whole_and_all_or_none(self, store: Store) -> None:
+        """Several new documents at once, each as :meth:`insert_document` stores it (chunks,
+        index rows, one vector per chunk); a batch the store refuses stores nothing."""
+        put(store, "old", "an old beacon")
+        one, two = (struct.pack("<2f", 1.0, 0.0), struct.pack("<2f", 0.0, 1.0))
+        store.insert_documents(
+            [
+                (new_document("d1"), [chunk(0, "first beacon"), chunk(1, "second")],
+                 ChunkVectors("m", 2, [one, two])),
+                (new_document("d2", title="Two"), [chunk(0, "third beacon")], None),
+            ]
+        )  # fmt: skip
+        assert [c.content for c in store.chunks_of("d1")] == ["first beacon", "second"]
+        assert store.get_document("d2").title == "Two"
+        hits = store.search_lexical(Scope.global_(), BEACON, 10)
+        assert sorted(h.text for h in hits) == ["an old beacon", "first beacon", "third beacon"]
+        held = store.vectors_for_hashes("m", [sha("first beacon"), sha("second"), sha("x")])
+        assert held == {sha("first beacon"): (2, one), sha("second"): (2, two)}
+        with pytest.raises(Exception):  # noqa: B017 (each backend's own constraint error)
+            store.insert_documents(
+                [(new_document("d3"), [chunk(0, "lost beacon")], None),
+                 (new_document("d1"), [chunk(0, "a second d1")], None)]
+            )  # fmt: skip
+        with pytest.raises(ValueError):
+            store.insert_documents([(new_document("d4"), [chunk(0, "x")], vectors("m", 2))])
+        assert sorted(d.id for d in store.list_documents()) == ["d1", "d2", "old"]
+        assert store.counts()["rag_chunks"] == 4
 
     def test_find_document_by_id_then_path_then_content(self, store: Store) -> None:
         put(store, "by-path", workspace_id="ws", source_path="/a.md")
