@@ -1184,6 +1184,21 @@ def test_html_paging_links_and_a_generators_credit_go(tmp_path: Path) -> None:
     )
 
 
+def test_html_a_row_of_empty_cells_and_mediawikis_furniture_go(tmp_path: Path) -> None:
+    """A table row whose cells hold no text (a layout or spacer row) prints no "|" line;
+    MediaWiki's "Jump to" links and category links are not the page's text."""
+    markup = (
+        "<h1>printf</h1><div id='jump-to-nav'>Jump to: <a href='#nav'>navigation</a>,"
+        " <a href='#search'>search</a></div><p>Prints formatted output.</p><table>"
+        "<tr><td></td><td>&nbsp;</td></tr><tr><td>%d</td><td>a decimal integer</td></tr>"
+        "<tr><td> </td><td></td><td></td></tr><tr><td></td><td>no specifier</td></tr>"
+        "</table><div id='catlinks'><a href='/Category:io'>Category: io</a></div>"
+    )
+    assert load_path(write(tmp_path / "printf.html", markup)).text == (
+        "# printf\n\nPrints formatted output.\n\n%d | a decimal integer\n\n| no specifier"
+    )
+
+
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n", "\u200b"])
 @pytest.mark.parametrize("mime", ["text/plain", "text/markdown"])
 def test_empty_text_is_an_empty_document(text: str, mime: str) -> None:

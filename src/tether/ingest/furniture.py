@@ -38,8 +38,10 @@ _NOT_CONTENT_IDS = frozenset(
     "nav navbar navigation menu sidebar breadcrumb breadcrumbs footer site-footer site-header"
     " cookie-banner searchbox"
     # The page's own contents list, with its label (Node's "Table of contents"); MediaWiki's
-    # tagline ("From cppreference.com") and the line under its title (a breadcrumb).
-    " toc table-of-contents sitesub contentsub"
+    # tagline ("From cppreference.com"), the line under its title (a breadcrumb), its
+    # "Jump to: navigation, search", its category links and its side and top menus.
+    " toc table-of-contents sitesub contentsub jump-to-nav catlinks mw-navigation mw-panel"
+    " mw-head"
     # Bootstrap's "Previous | Next" links (whole: "pagination-centered" only centres text).
     " pager pagination".split()
 )

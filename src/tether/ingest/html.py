@@ -549,6 +549,13 @@ def _reads_as_prose(text: str) -> bool:
     return plain >= _PROSE_SHARE * len(words)
 
 
+def _line(line: str) -> str:
+    """A line of text, its white space collapsed; a table row with no text in its cells
+    ("|", "| |": a layout row, a spacer) is no line."""
+    words = line.split()
+    return "" if words and all(w == "|" for w in words) else " ".join(words)
+
+
 def html_document(markup: str) -> tuple[str, str, list[Heading]]:
     """(title, text, headings) of an HTML page: the visible text of its main content (see
     the module's docstring), headings as ``#`` lines."""
@@ -559,7 +566,7 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
         if kept >= _MAIN_CHARS or kept >= _MAIN_SHARE * whole:
             parser = main
     lines = [  # a <pre> line keeps its indentation; any other collapses its white space
-        _pre_line(line) if line.startswith(_PRE_LINE) else " ".join(line.split())
+        _pre_line(line) if line.startswith(_PRE_LINE) else _line(line)
         for line in "".join(parser.out).split("\n")
     ]
     fenced = _PRE_BLOCK.sub(_fenced, "\n".join(lines))
