@@ -71,6 +71,36 @@ def test_xlsx_is_a_section_per_sheet_of_header_named_rows(tmp_path: Path) -> Non
     assert doc.metadata == {}
 
 
+def test_notes_written_across_the_cells_above_a_sheets_table_are_not_its_header(
+    tmp_path: Path,
+) -> None:
+    """A note spread over the cells above a table is nearly as wide as the table, but leaves
+    one of its columns unnamed: the header is the row that names every column its rows
+    fill, and the note stays a line of its own."""
+    sheet = [
+        ["Notes:", None, None],
+        ["written", "across", None, "cells"],  # as wide as three quarters of the table
+        ["Name", "Role", "Born", "Died"],
+        ["Vera Rubin", "scientist", "1928-07-23", "2016-12-25"],
+        ["Harper Lee", "author", "1926-04-28", "2016-02-19"],
+        ["John Glenn", "astronaut", None, "2016-12-08"],
+    ]
+    doc = load_path(make_xlsx(tmp_path / "people.xlsx", {"People": sheet}))
+    assert doc.text.split("\n\n") == [
+        "People",
+        "Notes:",
+        "written | across | cells",
+        "Name: Vera Rubin; Role: scientist; Born: 1928-07-23; Died: 2016-12-25",
+        "Name: Harper Lee; Role: author; Born: 1926-04-28; Died: 2016-02-19",
+        "Name: John Glenn; Role: astronaut; Died: 2016-12-08",
+    ]
+    # A header that leaves a column unnamed (pandas writes its index so) is still the
+    # header: the rows below it hold numbers, and are no header.
+    rows = [["", "name", "age", "city"], ["0", "Ann", "31", "Oslo"], ["1", "Bo", "45", "Rome"]]
+    assert tables.header_row(rows) == 0
+    assert tables.header_row([["a", "b", "c"], ["1", "2", None], ["3", "4", None]]) == 0
+
+
 def test_xlsx_title_is_the_workbook_s_own(tmp_path: Path) -> None:
     path = make_xlsx(tmp_path / "c.xlsx", {"S": [["A", "B"], [1, 2]]}, title="Price List")
     assert load_path(path).title == "Price List"

@@ -23,6 +23,7 @@ import logging
 import math
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -195,17 +196,14 @@ HEADER_LOOKAHEAD = 20
 
 def record_lines(rows: Iterable[Sequence[str]], budget: RowBudget) -> Iterator[str]:
     """A sheet's rows as lines: the rows above its header as they are (a title, notes),
-    the header, then each later row a :func:`record_line`. The header is the first of
-    the first :data:`HEADER_LOOKAHEAD` rows with at least three quarters as many cells as
-    the widest of them (and two); a sheet of one column has its first row as the header.
-    Stops when ``budget`` runs out."""
+    the header, then each later row a :func:`record_line`. The header is found among the
+    first :data:`HEADER_LOOKAHEAD` rows (:func:`header_row`); a sheet of one column has
+    its first row as the header. Stops when ``budget`` runs out."""
     rows = (cells for cells in rows if any(cells))
     ahead = list(itertools.islice(rows, HEADER_LOOKAHEAD))
     if not ahead:
         return
-    widths = [sum(1 for cell in cells if cell) for cells in ahead]
-    wide = max(2, math.ceil(0.75 * max(widths))) if max(widths) > 1 else 1
-    at = next(i for i, width in enumerate(widths) if width >= wide)
+    at = header_row(ahead)
     yield from (plain_line(cells) for cells in ahead[:at])
     header, records = ahead[at], 0
     for cells in itertools.chain(ahead[at + 1 :], rows):
@@ -215,6 +213,27 @@ def record_lines(rows: Iterable[Sequence[str]], budget: RowBudget) -> Iterator[s
         yield record_line(header, cells)
     if not records:
         yield plain_line(header)
+
+
+def header_row(rows: Sequence[Sequence[str]]) -> int:
+    """Which of a sheet's first rows is its header: the first with at least three quarters
+    as many filled cells as the widest (and two) that names every column most rows below
+    it fill. Notes written across the cells above a table ("at | the | top | of | their
+    spreadsheets") are as wide as a header, but leave a column of the table unnamed.
+    A later row is taken over the first that wide only when no cell of it is a number or
+    a date: a header that leaves a column unnamed (pandas' index) is still the header,
+    not the first row of data under it."""
+    filled = [{i for i, cell in enumerate(cells) if cell} for cells in rows]
+    widths = [len(columns) for columns in filled]
+    wide = max(2, math.ceil(0.75 * max(widths))) if max(widths) > 1 else 1
+    candidates = [i for i, width in enumerate(widths) if width >= wide]
+    for i in candidates:
+        below = Counter(column for columns in filled[i + 1 :] for column in columns)
+        most = {column for column, n in below.items() if 2 * n > len(filled) - i - 1}
+        named = i == candidates[0] or not any(_NUMBER.fullmatch(cell) for cell in rows[i] if cell)
+        if most <= filled[i] and named:
+            return i
+    return candidates[0]
 
 
 def _limit_warning(file: FileBytes, where: str) -> str:
