@@ -606,6 +606,36 @@ def test_markdown_html_comments_are_not_text(tmp_path: Path) -> None:
     assert "<!-- a comment in code stays -->" in doc.text
 
 
+def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Path) -> None:
+    """Heading ids, attribute lists, Liquid's raw and include tags, Hugo's shortcodes, MDX
+    imports and components and admonitions are the site generator's, never shown as
+    written: they leave the section titles and the text, and a tab's label, an
+    admonition's kind and title and the text inside stay. In code nothing changes."""
+    markup = (
+        "import Tabs from '@theme/Tabs';\n\n# Install the widget {#install}\n\n"
+        "Read this first.{: .lead}\n\n"
+        "## On Linux {#linux .tab}\n\n"
+        '{{< tabs >}}\n{{< tab name="Debian" >}}\nRun `apt install widget`.\n{{< /tab >}}\n'
+        '{{< /tabs >}}\n\n<Tabs>\n<TabItem value="arch" label="Arch Linux">\n\n'
+        "Run pacman.\n\n</TabItem>\n</Tabs>\n\n"
+        '!!! warning "Root needed"\n    Every command runs as root.\n\n'
+        ":::tip[Faster]\nPass `--yes`.\n:::\n\n> [!NOTE]\n> Logs go to the journal.\n\n"
+        "The format is {% raw %}{{ .Name }}{% endraw %}.\n"
+        "{% include links.html %}\n\n"
+        "```md\n## Kept {#kept}\n{{< tabs >}}\n!!! note\n```\n"
+    )
+    doc = load_path(write(tmp_path / "install.md", markup))
+    assert section_titles(doc) == ["Install the widget", "Install the widget > On Linux"]
+    assert doc.title == "Install the widget"
+    assert doc.text == (
+        "# Install the widget\n\nRead this first.\n\n## On Linux\n\nDebian\n"
+        "Run `apt install widget`.\n\nArch Linux\n\nRun pacman.\n\n"
+        "Warning: Root needed\nEvery command runs as root.\n\nTip: Faster\nPass `--yes`."
+        "\n\n> Note:\n> Logs go to the journal.\n\nThe format is {{ .Name }}.\n\n"
+        "```md\n## Kept {#kept}\n{{< tabs >}}\n!!! note\n```"
+    )
+
+
 def test_markdown_empty_anchors_are_not_text(tmp_path: Path) -> None:
     """An empty link (the anchor a heading is linked to by, as Docker's reference writes
     them) renders nothing, so it is neither in the section title nor in the text; in code

@@ -33,6 +33,7 @@ from tether.ingest.chunking import (
     markdown_title,
 )
 from tether.ingest.html import html_document
+from tether.ingest.markup import rendered_markdown
 from tether.ingest.pdf import read_pdf
 from tether.text import normalize_text
 
@@ -419,7 +420,7 @@ def _html_blocks_as_text(text: str) -> str:
 def load_markdown(file: FileBytes) -> LoadedDocument:
     whole = normalize_text(decode_text(file))
     meta_title, body = _front_matter_title(whole)
-    body = _html_blocks_as_text(_without_unseen(body))
+    body = _html_blocks_as_text(rendered_markdown(_without_unseen(body)))
     text = body if body is whole else normalize_text(body)  # (without front matter: done)
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")

@@ -1,0 +1,132 @@
+"""Markdown as its reader sees it: what site generators add to Markdown and take out
+again when they render a page.
+
+Documentation written in Markdown is rarely plain CommonMark. Its site generator reads
+markup of its own that never reaches the reader as written: heading ids
+(``## Install {#install}``: Docusaurus, Hugo, Pandoc, MkDocs' attribute lists), kramdown's
+attribute lists (``{: .note}``), Jekyll's Liquid tags (``{% raw %}``, ``{% include %}``),
+Hugo's shortcodes (``{{< tabs >}}``), MDX's imports and components (``import Tabs from
+'@theme/Tabs';``, ``<TabItem value="linux" label="Linux">``) and admonitions (MkDocs'
+``!!! note "Title"``, Docusaurus' ``:::tip``, GitHub's ``> [!WARNING]``). Indexed as they
+are, they put "install", "theme", "tabs" and "include" into a section's title and its
+chunks, and a reader's citation shows them.
+
+:func:`rendered_markdown` takes them out and keeps what the reader sees: the text inside
+a shortcode or a component, a tab's label, an admonition's kind and title ("Tip: Pro
+tip"). Code blocks and code spans are left as written: they show such markup as the
+example it is. Templates that print a value (``{{ site.title }}``, Go's ``{{.ID}}``) are
+left too: what they print is not in the file, and documentation about templates shows
+them as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+#: An id or classes after an ATX heading's text: ``## Install {#install}``, ``{#id .tab}``.
+_HEADING_ATTRIBUTES = re.compile(r"^(#{1,6}\s.*?)\s*\{\s*[#.][^{}]*\}\s*$")
+#: kramdown's inline attribute list: ``{: .lead}``, ``{:#id}``, ``{: title="x"}``.
+_ATTRIBUTE_LIST = re.compile(r"\s*\{:[^{}\n]*\}")
+#: Liquid (Jekyll) tags that never print as written: raw and its end, an include.
+_LIQUID = re.compile(r"\{%-?\s*(?:end)?(?:raw|include|include_relative)\b[^%]*-?%\}")
+#: A Hugo shortcode, opening or closing (not one escaped as an example: ``{{</* x */>}}``).
+_SHORTCODE = re.compile(r"\{\{([<%])\s*(?!/\*)(/?)\s*[\w-]+((?:[^<>%}]|\}(?!\}))*?)\s*\1?[>%]\}\}")
+#: The attributes of a shortcode or a component that a reader sees as a label.
+_LABEL = re.compile(r"\b(?:name|title|label|text|header)\s*=\s*(\"[^\"]*\"|'[^']*'|\{[^{}]*\})")
+#: MDX: a module import or export, alone on its line.
+_MDX_STATEMENT = re.compile(
+    r"(?:import\s[^;\n]*?\sfrom\s+['\"][^'\"]+['\"]|export\s+(?:const|default|function)\s.*);?\s*"
+)
+#: MDX: a line that is only a component's tag (a capitalized name: HTML's are lower case).
+_COMPONENT = re.compile(r"\s*</?[A-Z][\w.]*(?:\s[^<>]*)?/?>\s*")
+#: Admonitions: MkDocs (``!!! note "Title"``, ``???+ tip``), Docusaurus / VitePress
+#: (``:::tip Title`` ... ``:::``), GitHub (``> [!WARNING]``).
+_BANG_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+\"([^\"]*)\")?\s*")
+_COLON_ADMONITION = re.compile(r" {0,3}:{3,}\s*([\w-]*)\s*(.*?)\s*")
+_GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
+
+
+def rendered_markdown(text: str) -> str:
+    """``text`` without the site-generator markup a reader never sees (see the module)."""
+    if not any(mark in text for mark in ("{", "!!!", "???", ":::", "[!", "import ", "<")):
+        return text
+    out: list[str] = []
+    fence: str | None = None
+    indented = False  # inside an admonition's indented body (MkDocs)
+    for line in text.split("\n"):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            out.append(line)
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = None
+            continue
+        if indented and (line.startswith("    ") or not line.strip()):
+            line = line[4:]
+        else:
+            indented = False
+        if opened:
+            fence = opened.group(1)
+            out.append(line)
+            continue
+        shown = _shown_line(line)
+        if shown is None:
+            continue
+        indented = indented or _BANG_ADMONITION.fullmatch(line) is not None
+        out.append(shown)
+    return "\n".join(out)
+
+
+def _shown_line(line: str) -> str | None:
+    """What a reader sees of one line outside code (None: nothing, not even a blank)."""
+    if _MDX_STATEMENT.fullmatch(line) or _COMPONENT.fullmatch(line):
+        label = _label(line)
+        return label if label else None
+    bang = _BANG_ADMONITION.fullmatch(line)
+    if bang:
+        return _admonition(bang.group(1), bang.group(2))
+    colon = _COLON_ADMONITION.fullmatch(line)
+    if colon:
+        title = colon.group(2).removeprefix("[").removesuffix("]")  # (":::note[Title]")
+        return _admonition(colon.group(1), title) if colon.group(1) else None
+    alert = _GITHUB_ALERT.fullmatch(line)
+    if alert:
+        return f"{alert.group(1)}{alert.group(2).capitalize()}:"
+    heading = _HEADING_ATTRIBUTES.match(line)
+    if heading:
+        line = heading.group(1)
+    shown = _outside_code(line, _inline)
+    if shown.strip() or not line.strip():
+        return shown
+    return None  # a line that held only markup
+
+
+def _inline(part: str) -> str:
+    part = _SHORTCODE.sub(lambda m: _label(m.group(3)) if not m.group(2) else "", part)
+    return _LIQUID.sub("", _ATTRIBUTE_LIST.sub("", part))
+
+
+def _label(attributes: str) -> str:
+    """The label a shortcode's or a component's attributes show (a tab's name), or ""."""
+    found = _LABEL.search(attributes)
+    return found.group(1)[1:-1].strip() if found else ""
+
+
+def _admonition(kind: str, title: str | None) -> str:
+    """An admonition's first line as rendered: its title after its kind ("Tip: Pro tip"),
+    or its kind alone ("Note:")."""
+    name = kind.replace("-", " ").replace("_", " ").capitalize()
+    return f"{name}: {title.strip()}" if title and title.strip() else f"{name}:"
+
+
+def _outside_code(text: str, change: Callable[[str], str]) -> str:
+    """``change`` applied to ``text`` outside its code spans."""
+    parts: list[str] = []
+    at = 0
+    for span in _CODE_SPAN.finditer(text):
+        parts += [change(text[at : span.start()]), span.group(0)]
+        at = span.end()
+    parts.append(change(text[at:]))
+    return "".join(parts)
