@@ -620,6 +620,7 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
         "Run pacman.\n\n</TabItem>\n</Tabs>\n\n"
         '!!! warning "Root needed"\n    Every command runs as root.\n\n'
         ":::tip[Faster]\nPass `--yes`.\n:::\n\n> [!NOTE]\n> Logs go to the journal.\n\n"
+        '/// info | Offline\nNo network is needed.\n///\n\n--8<-- "includes/abbreviations.md"\n\n'
         "The format is {% raw %}{{ .Name }}{% endraw %}.\n"
         "{% include links.html %}\n\n"
         "```md\n## Kept {#kept}\n{{< tabs >}}\n!!! note\n```\n"
@@ -631,7 +632,8 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
         "# Install the widget\n\nRead this first.\n\n## On Linux\n\nDebian\n"
         "Run `apt install widget`.\n\nArch Linux\n\nRun pacman.\n\n"
         "Warning: Root needed\nEvery command runs as root.\n\nTip: Faster\nPass `--yes`."
-        "\n\n> Note:\n> Logs go to the journal.\n\nThe format is {{ .Name }}.\n\n"
+        "\n\n> Note:\n> Logs go to the journal.\n\nInfo: Offline\nNo network is needed.\n\n"
+        "The format is {{ .Name }}.\n\n"
         "```md\n## Kept {#kept}\n{{< tabs >}}\n!!! note\n```"
     )
 

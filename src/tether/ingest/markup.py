@@ -7,7 +7,8 @@ markup of its own that never reaches the reader as written: heading ids
 attribute lists (``{: .note}``), Jekyll's Liquid tags (``{% raw %}``, ``{% include %}``),
 Hugo's shortcodes (``{{< tabs >}}``), MDX's imports and components (``import Tabs from
 '@theme/Tabs';``, ``<TabItem value="linux" label="Linux">``) and admonitions (MkDocs'
-``!!! note "Title"``, Docusaurus' ``:::tip``, GitHub's ``> [!WARNING]``). Indexed as they
+``!!! note "Title"``, PyMdown's ``/// tip``, Docusaurus' ``:::tip``, GitHub's
+``> [!WARNING]``) and PyMdown's snippets (``--8<-- "other.md"``). Indexed as they
 are, they put "install", "theme", "tabs" and "include" into a section's title and its
 chunks, and a reader's citation shows them.
 
@@ -47,11 +48,15 @@ _COMPONENT = re.compile(r"\s*</?[A-Z][\w.]*(?:\s[^<>]*)?/?>\s*")
 _BANG_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+\"([^\"]*)\")?\s*")
 _COLON_ADMONITION = re.compile(r" {0,3}:{3,}\s*([\w-]*)\s*(.*?)\s*")
 _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
+#: PyMdown's blocks (``/// tip | Title`` ... ``///``) and snippets (``--8<-- "file.md"``:
+#: another file's text goes there, not this line).
+_SLASH_BLOCK = re.compile(r" {0,3}/{3,}\s*([\w-]*)\s*(?:\|\s*(.*?))?\s*")
+_SNIPPET = re.compile(r"\s*-{1,2}8<-{1,2}\s*(?:\"[^\"]*\"|'[^']*')?\s*")
 
 
 def rendered_markdown(text: str) -> str:
     """``text`` without the site-generator markup a reader never sees (see the module)."""
-    if not any(mark in text for mark in ("{", "!!!", "???", ":::", "[!", "import ", "<")):
+    if not any(m in text for m in ("{", "!!!", "???", ":::", "[!", "import ", "<", "///", "8<")):
         return text
     out: list[str] = []
     fence: str | None = None
@@ -91,6 +96,11 @@ def _shown_line(line: str) -> str | None:
     if colon:
         title = colon.group(2).removeprefix("[").removesuffix("]")  # (":::note[Title]")
         return _admonition(colon.group(1), title) if colon.group(1) else None
+    slash = _SLASH_BLOCK.fullmatch(line)
+    if slash:
+        return _admonition(slash.group(1), slash.group(2)) if slash.group(1) else None
+    if _SNIPPET.fullmatch(line):
+        return None
     alert = _GITHUB_ALERT.fullmatch(line)
     if alert:
         return f"{alert.group(1)}{alert.group(2).capitalize()}:"
