@@ -638,6 +638,20 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
     )
 
 
+def test_markdown_given_as_text_reads_as_the_same_file_does(tmp_path: Path) -> None:
+    """Markdown given in memory (``mime="text/markdown"``) is read as a Markdown file is:
+    its front matter, comments and heading ids are not its text; its title is the
+    caller's."""
+    markdown = "---\ntitle: Front\n---\n# Setup {#setup}\n\n<!-- draft -->\nRun it.\n"
+    given = load_text(markdown, title="My note", mime="text/markdown")
+    read = load_path(write(tmp_path / "setup.md", markdown))
+    assert given.text == read.text == "# Setup\n\nRun it."
+    assert section_titles(given) == section_titles(read) == ["Setup"]
+    assert (given.title, read.title) == ("My note", "Front")
+    with pytest.raises(EmptyDocument):
+        load_text("---\ntitle: Only front matter\n---\n", title="t", mime="text/markdown")
+
+
 def test_markdown_empty_anchors_are_not_text(tmp_path: Path) -> None:
     """An empty link (the anchor a heading is linked to by, as Docker's reference writes
     them) renders nothing, so it is neither in the section title nor in the text; in code

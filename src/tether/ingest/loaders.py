@@ -117,8 +117,12 @@ class FileBytes:
 
 
 def load_text(text: str, *, title: str, mime: str = "text/plain") -> LoadedDocument:
-    """Text given directly. ``text/markdown`` is split at headings; anything else is one section."""
+    """Text given directly. ``text/markdown`` is read as a Markdown file is (without its
+    front matter, comments and site-generator markup) and split at headings; anything
+    else is one section."""
     normalized = normalize_text(text)
+    if mime == "text/markdown":
+        normalized = read_markdown(normalized)[1]
     if not normalized.strip():
         raise EmptyDocument(title, "the text is empty")
     if mime == "text/markdown":
@@ -417,11 +421,18 @@ def _html_blocks_as_text(text: str) -> str:
     return "\n".join(out) if rendered else text  # (the same text: not normalized again)
 
 
-def load_markdown(file: FileBytes) -> LoadedDocument:
-    whole = normalize_text(decode_text(file))
-    meta_title, body = _front_matter_title(whole)
+def read_markdown(text: str) -> tuple[str | None, str]:
+    """The title in the front matter of normalized Markdown ``text``, if any, and its text
+    as a reader sees it: without the front matter, comments and empty anchors, and the
+    markup of site generators (:mod:`tether.ingest.markup`), its HTML blocks as their
+    text."""
+    meta_title, body = _front_matter_title(text)
     body = _html_blocks_as_text(rendered_markdown(_without_unseen(body)))
-    text = body if body is whole else normalize_text(body)  # (without front matter: done)
+    return meta_title, body if body is text else normalize_text(body)
+
+
+def load_markdown(file: FileBytes) -> LoadedDocument:
+    meta_title, text = read_markdown(normalize_text(decode_text(file)))
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
     title = meta_title or markdown_title(text) or file.stem
