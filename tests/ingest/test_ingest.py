@@ -621,6 +621,7 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
         '!!! warning "Root needed"\n    Every command runs as root.\n\n'
         ":::tip[Faster]\nPass `--yes`.\n:::\n\n> [!NOTE]\n> Logs go to the journal.\n\n"
         '/// info | Offline\nNo network is needed.\n///\n\n--8<-- "includes/abbreviations.md"\n\n'
+        '[journal]: https://example.org/journal "The journal"\n[^1]: A footnote stays.\n\n'
         "The format is {% raw %}{{ .Name }}{% endraw %}.\n"
         "{% include links.html %}\n\n"
         "```md\n## Kept {#kept}\n{{< tabs >}}\n!!! note\n```\n"
@@ -633,6 +634,7 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
         "Run `apt install widget`.\n\nArch Linux\n\nRun pacman.\n\n"
         "Warning: Root needed\nEvery command runs as root.\n\nTip: Faster\nPass `--yes`."
         "\n\n> Note:\n> Logs go to the journal.\n\nInfo: Offline\nNo network is needed.\n\n"
+        "[^1]: A footnote stays.\n\n"
         "The format is {{ .Name }}.\n\n"
         "```md\n## Kept {#kept}\n{{< tabs >}}\n!!! note\n```"
     )

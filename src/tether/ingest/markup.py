@@ -8,9 +8,10 @@ attribute lists (``{: .note}``), Jekyll's Liquid tags (``{% raw %}``, ``{% inclu
 Hugo's shortcodes (``{{< tabs >}}``), MDX's imports and components (``import Tabs from
 '@theme/Tabs';``, ``<TabItem value="linux" label="Linux">``) and admonitions (MkDocs'
 ``!!! note "Title"``, PyMdown's ``/// tip``, Docusaurus' ``:::tip``, GitHub's
-``> [!WARNING]``) and PyMdown's snippets (``--8<-- "other.md"``). Indexed as they
-are, they put "install", "theme", "tabs" and "include" into a section's title and its
-chunks, and a reader's citation shows them.
+``> [!WARNING]``), PyMdown's snippets (``--8<-- "other.md"``) and the definitions of
+reference links (``[docs]: https://example.org/docs``), which CommonMark never shows.
+Indexed as they are, they put "install", "theme", "tabs" and "include" into a section's
+title and its chunks, and a reader's citation shows them.
 
 :func:`rendered_markdown` takes them out and keeps what the reader sees: the text inside
 a shortcode or a component, a tab's label, an admonition's kind and title ("Tip: Pro
@@ -52,11 +53,16 @@ _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
 #: another file's text goes there, not this line).
 _SLASH_BLOCK = re.compile(r" {0,3}/{3,}\s*([\w-]*)\s*(?:\|\s*(.*?))?\s*")
 _SNIPPET = re.compile(r"\s*-{1,2}8<-{1,2}\s*(?:\"[^\"]*\"|'[^']*')?\s*")
+#: A link reference definition (``[docs]: https://example.org/docs "Docs"``): where a
+#: ``[text][docs]`` link goes, never shown (a footnote, ``[^1]: ...``, is shown).
+_LINK_DEFINITION = re.compile(
+    r" {0,3}\[(?!\^)[^\]\n]+\]:\s*\S+(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*"
+)
 
 
 def rendered_markdown(text: str) -> str:
     """``text`` without the site-generator markup a reader never sees (see the module)."""
-    if not any(m in text for m in ("{", "!!!", "???", ":::", "[!", "import ", "<", "///", "8<")):
+    if not any(m in text for m in ("{", "!!!", "???", ":::", "[", "import ", "<", "///", "8<")):
         return text
     out: list[str] = []
     fence: str | None = None
@@ -99,7 +105,7 @@ def _shown_line(line: str) -> str | None:
     slash = _SLASH_BLOCK.fullmatch(line)
     if slash:
         return _admonition(slash.group(1), slash.group(2)) if slash.group(1) else None
-    if _SNIPPET.fullmatch(line):
+    if _SNIPPET.fullmatch(line) or _LINK_DEFINITION.fullmatch(line):
         return None
     alert = _GITHUB_ALERT.fullmatch(line)
     if alert:
