@@ -247,6 +247,60 @@ def test_rst_cannot_include_files_or_raw_markup(tmp_path: Path) -> None:
     assert "Before." in doc.text and "After." in doc.text
 
 
+SPHINX = """\
+Lamps
+=====
+
+.. py:function:: light(lamp, wick=3)
+   :noindex:
+
+   Light *lamp* at dusk.
+
+   .. versionadded:: 2.1
+      The *wick* argument.
+
+   .. deprecated:: 3.0
+
+.. py:data:: MAX_LAMPS
+
+   How many lamps one keeper tends. Default: ``12``.
+
+.. toctree::
+   :maxdepth: 2
+
+   weather
+
+.. only:: html
+
+   See :func:`~keeper.lamps.light`, :class:`Lamp`, :ref:`the weather <weather>` and
+   :confval:`lamp_colour`.
+
+.. seealso:: :mod:`keeper.weather`
+"""
+
+
+def test_rst_sphinx_directives_and_roles_read_as_sphinx_renders_them(tmp_path: Path) -> None:
+    """A Sphinx project's sources: an object's description is its signature and its text,
+    version notes say what Sphinx prints, build-steering directives are nothing and roles
+    are their text. docutils alone dropped each of these directives with its content."""
+    doc = load_path(write(tmp_path / "lamps.rst", SPHINX))
+    assert doc.text.split("\n\n") == [
+        "Lamps",
+        "light(lamp, wick=3)",
+        "Light lamp at dusk.",
+        "Added in version 2.1.",
+        "The wick argument.",
+        "Deprecated since version 3.0.",
+        "MAX_LAMPS",
+        "How many lamps one keeper tends. Default: 12.",
+        "See light(), Lamp, the weather and\nlamp_colour.",
+        "See also: keeper.weather",
+    ]
+    from docutils.parsers.rst import directives, roles
+
+    assert "py:function" not in directives._directives and "func" not in roles._roles
+
+
 # -- RTF ----------------------------------------------------------------------------------
 
 

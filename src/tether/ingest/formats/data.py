@@ -352,7 +352,8 @@ _RST_SETTINGS = {
 
 def load_rst(file: FileBytes) -> LoadedDocument:
     """A reStructuredText document: section titles as nested headings, paragraphs,
-    literal blocks as written, list items and table rows as lines."""
+    literal blocks as written, list items and table rows as lines; Sphinx's directives
+    and roles as Sphinx renders them (:mod:`tether.ingest.formats.sphinx`)."""
     source = str(file.path)
     try:
         from docutils import ApplicationError
@@ -360,8 +361,11 @@ def load_rst(file: FileBytes) -> LoadedDocument:
         from docutils.utils import SystemMessage
     except ImportError as exc:
         raise missing_reader(source, "reStructuredText", "docutils") from exc
+    from tether.ingest.formats.sphinx import sphinx_markup
+
     try:
-        document = publish_doctree(decode_text(file), settings_overrides=_RST_SETTINGS)
+        with sphinx_markup():
+            document = publish_doctree(decode_text(file), settings_overrides=_RST_SETTINGS)
     except (ApplicationError, SystemMessage, RecursionError, ValueError) as exc:
         raise UnreadableFile(source, f"is reStructuredText docutils cannot read ({exc})") from exc
     builder = TextBuilder()
