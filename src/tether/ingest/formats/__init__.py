@@ -141,6 +141,12 @@ def _rtf(file: FileBytes) -> LoadedDocument:
     return load_rtf(file)
 
 
+def _notebook(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.notebook import load_notebook
+
+    return load_notebook(file)
+
+
 def _image(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.ocr import load_image
 
@@ -195,6 +201,8 @@ FORMATS: tuple[Format, ...] = (
            _json, "file (section per record)", "Python's json"),
     Format("XML", (".xml",), "application/xml", _xml, "file",
            "defusedxml"),
+    Format("Jupyter notebook", (".ipynb",), "application/x-ipynb+json", _notebook,
+           "section (heading path)", "Python's json"),
     Format("reStructuredText", (".rst",), "text/x-rst", _rst,
            "section (heading path)", "docutils", extra="formats"),
     Format("RTF", (".rtf",), "application/rtf", _rtf, "file",
