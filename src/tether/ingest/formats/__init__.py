@@ -147,6 +147,12 @@ def _notebook(file: FileBytes) -> LoadedDocument:
     return load_notebook(file)
 
 
+def _asciidoc(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.asciidoc import load_asciidoc
+
+    return load_asciidoc(file)
+
+
 def _image(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.ocr import load_image
 
@@ -201,6 +207,8 @@ FORMATS: tuple[Format, ...] = (
            _json, "file (section per record)", "Python's json"),
     Format("XML", (".xml",), "application/xml", _xml, "file",
            "defusedxml"),
+    Format("AsciiDoc", (".adoc", ".asciidoc"), "text/asciidoc", _asciidoc,
+           "section (heading path)", "tether", inline=True),
     Format("Jupyter notebook", (".ipynb",), "application/x-ipynb+json", _notebook,
            "section (heading path)", "Python's json"),
     Format("reStructuredText", (".rst",), "text/x-rst", _rst,

@@ -1,0 +1,90 @@
+"""AsciiDoc: documents written in the tests, loaded through the format table, and indexed
+and searched through the real library."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tether import Tether
+from tether.ingest import load_path
+
+GUIDE = """\
+= Widget Guide
+:toc: left
+:icons: font
+
+// a maintainer's note
+This guide covers https://example.org/widget[the widget], link:https://example.org/docs[]
+and <<install,installing it>>.
+
+[[install]]
+== Installation
+
+NOTE: You need root.
+
+[source,bash]
+----
+sudo apt install widget
+// in code, not a comment
+----
+
+.Options
+[cols="1,2"]
+|===
+|Option |Meaning
+
+|--fast
+|Skip the checks.
+
+|--size
+|Size of the
+widget.
+|===
+
+====
+An example block.
+====
+
+////
+A hidden block.
+////
+
+include::partials/footer.adoc[]
+image::diagram.png[Diagram]
+ifdef::env-github[]
+
+=== On Debian
+
+See xref:debian.adoc[the Debian page].
+"""
+
+
+def test_asciidoc_is_read_as_its_rendered_page(tmp_path: Path) -> None:
+    """Section titles are headings (the sections); listings are fenced code in their
+    language; tables are a line per row; block delimiters, comments, attributes,
+    includes and images go; links and cross references are their text."""
+    path = tmp_path / "guide.adoc"
+    path.write_text(GUIDE, encoding="utf-8")
+    doc = load_path(path)
+    assert (doc.title, doc.mime) == ("Widget Guide", "text/asciidoc")
+    assert [s.title for s in doc.sections] == [
+        "Widget Guide",
+        "Widget Guide > Installation",
+        "Widget Guide > Installation > On Debian",
+    ]
+    assert doc.text == (
+        "# Widget Guide\n\nThis guide covers the widget, https://example.org/docs\n"
+        "and installing it.\n\n## Installation\n\nNOTE: You need root.\n\n"
+        "```bash\nsudo apt install widget\n// in code, not a comment\n```\n\nOptions\n\n"
+        "Option | Meaning\n--fast | Skip the checks.\n--size | Size of the widget.\n\n"
+        "An example block.\n\n### On Debian\n\nSee the Debian page."
+    )
+
+
+def test_an_indexed_asciidoc_file_is_cited_by_its_section(tmp_path: Path) -> None:
+    path = tmp_path / "guide.asciidoc"
+    path.write_text(GUIDE, encoding="utf-8")
+    with Tether(db=tmp_path / "t.db") as t:
+        assert [r.status for r in t.add(path)] == ["indexed"]
+        hits = t.search("skip the checks fast", scope="global", mode="lexical")
+        assert hits and hits[0].section_title == "Widget Guide > Installation"
