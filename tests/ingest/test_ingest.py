@@ -640,6 +640,26 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
     )
 
 
+def test_myst_directives_roles_and_targets_are_read_as_sphinx_renders_them(
+    tmp_path: Path,
+) -> None:
+    """MyST (Sphinx's Markdown): an admonition written as a fenced block is prose (its
+    option lines go), a toctree is nothing, a role is its text and a target line goes;
+    other fenced directives (a code block) stay code, as written."""
+    markup = (
+        "(config)=\n# Config\n\n```{warning} Hot plates\n:class: tip\n"
+        "See {ref}`the setup <setup>` and {func}`~keeper.lamps.light`.\n```\n\n"
+        "```{toctree}\n:maxdepth: 2\n\ninstall\nusage\n```\n\n"
+        ":::{note}\nKeep the wick short.\n:::\n\n"
+        "```{code-block} python\nlight({ref}`x`)\n```\n"
+    )
+    doc = load_path(write(tmp_path / "config.md", markup))
+    assert doc.text == (
+        "# Config\n\nWarning: Hot plates\nSee the setup and light.\n\n"
+        "Note:\nKeep the wick short.\n\n```{code-block} python\nlight({ref}`x`)\n```"
+    )
+
+
 def test_markdown_given_as_text_reads_as_the_same_file_does(tmp_path: Path) -> None:
     """Markdown given in memory (``mime="text/markdown"``) is read as a Markdown file is:
     its front matter, comments and heading ids are not its text; its title is the

@@ -9,7 +9,10 @@ Hugo's shortcodes (``{{< tabs >}}``), MDX's imports and components (``import Tab
 '@theme/Tabs';``, ``<TabItem value="linux" label="Linux">``) and admonitions (MkDocs'
 ``!!! note "Title"``, PyMdown's ``/// tip``, Docusaurus' ``:::tip``, GitHub's
 ``> [!WARNING]``), PyMdown's snippets (``--8<-- "other.md"``) and the definitions of
-reference links (``[docs]: https://example.org/docs``), which CommonMark never shows.
+reference links (``[docs]: https://example.org/docs``), which CommonMark never shows;
+and MyST's (Sphinx's Markdown) directives, roles and targets: ```` ```{note} ````
+is an admonition whose text is prose, not code, ```` ```{toctree} ```` is nothing,
+``{ref}`the config <config>``` is "the config", and ``(config)=`` is nothing.
 Indexed as they are, they put "install", "theme", "tabs" and "include" into a section's
 title and its chunks, and a reader's citation shows them.
 
@@ -47,7 +50,19 @@ _COMPONENT = re.compile(r"\s*</?[A-Z][\w.]*(?:\s[^<>]*)?/?>\s*")
 #: Admonitions: MkDocs (``!!! note "Title"``, ``???+ tip``), Docusaurus / VitePress
 #: (``:::tip Title`` ... ``:::``), GitHub (``> [!WARNING]``).
 _BANG_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+\"([^\"]*)\")?\s*")
-_COLON_ADMONITION = re.compile(r" {0,3}:{3,}\s*([\w-]*)\s*(.*?)\s*")
+_COLON_ADMONITION = re.compile(r" {0,3}:{3,}\s*\{?([\w-]*)\}?\s*(.*?)\s*")
+#: MyST (Sphinx's Markdown): a directive as a fenced block (```` ```{note} Title ````), its
+#: option lines (``:class: tip``), a role (``{ref}`the config <config>```) and a target
+#: line (``(config)=``).
+_MYST_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})\{([\w:-]+)\}\s*(.*?)\s*$")
+_MYST_OPTION = re.compile(r"\s*:[\w-]+:(?:\s.*)?")
+_MYST_ROLE = re.compile(r"\{[\w:+-]+\}`([^`]+)`")
+_MYST_TARGET = re.compile(r"\s*\([\w:.-]+\)=\s*")
+_MYST_ADMONITIONS = frozenset(
+    "note tip hint important warning caution attention danger error seealso admonition"
+    " versionadded versionchanged deprecated margin sidebar topic dropdown".split()
+)
+_MYST_STEERING = frozenset("toctree tableofcontents contents index include".split())
 _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
 #: PyMdown's blocks (``/// tip | Title`` ... ``///``) and snippets (``--8<-- "file.md"``:
 #: another file's text goes there, not this line).
@@ -65,29 +80,46 @@ def rendered_markdown(text: str) -> str:
     if not any(m in text for m in ("{", "!!!", "???", ":::", "[", "import ", "<", "///", "8<")):
         return text
     out: list[str] = []
-    fence: str | None = None
+    fence: str | None = None  # an open code block: as written
+    skipped: str | None = None  # an open MyST directive that steers the build: nothing
+    prose: str | None = None  # an open MyST admonition: its text is prose
     indented = False  # inside an admonition's indented body (MkDocs)
     for line in text.split("\n"):
         opened = _FENCE.match(line)
-        if fence is not None:
-            out.append(line)
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                fence = None
+        if fence is not None or skipped is not None:
+            if fence is not None:
+                out.append(line)
+            if opened and _closes(line, fence or skipped or ""):
+                fence = skipped = None
+            continue
+        if prose is not None and opened and _closes(line, prose):
+            prose = None
             continue
         if indented and (line.startswith("    ") or not line.strip()):
             line = line[4:]
         else:
             indented = False
-        if opened:
+        myst = _MYST_FENCE.match(line) if opened else None
+        if myst and myst.group(2) in _MYST_STEERING:
+            skipped = myst.group(1)
+        elif myst and myst.group(2) in _MYST_ADMONITIONS:
+            prose = myst.group(1)
+            out.append(_admonition(myst.group(2), myst.group(3)))
+        elif opened:
             fence = opened.group(1)
             out.append(line)
-            continue
-        shown = _shown_line(line)
-        if shown is None:
-            continue
-        indented = indented or _BANG_ADMONITION.fullmatch(line) is not None
-        out.append(shown)
+        elif not (prose is not None and _MYST_OPTION.fullmatch(line)):
+            shown = _shown_line(line)
+            indented = indented or _BANG_ADMONITION.fullmatch(line) is not None
+            out += [] if shown is None else [shown]
     return "\n".join(out)
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes the code block ``fence`` opened (as long, no info string)."""
+    run = line.strip()
+    marks = len(run) - len(run.lstrip(fence[0]))
+    return bool(fence) and marks >= len(fence) and not run[marks:].strip()
 
 
 def _shown_line(line: str) -> str | None:
@@ -107,12 +139,16 @@ def _shown_line(line: str) -> str | None:
         return _admonition(slash.group(1), slash.group(2)) if slash.group(1) else None
     if _SNIPPET.fullmatch(line) or _LINK_DEFINITION.fullmatch(line):
         return None
+    if _MYST_TARGET.fullmatch(line):
+        return None
     alert = _GITHUB_ALERT.fullmatch(line)
     if alert:
         return f"{alert.group(1)}{alert.group(2).capitalize()}:"
     heading = _HEADING_ATTRIBUTES.match(line)
     if heading:
         line = heading.group(1)
+    # A MyST role's text is in backticks, as a code span's is: read before code spans.
+    line = _MYST_ROLE.sub(lambda m: _role_text(m.group(1)), line)
     shown = _outside_code(line, _inline)
     if shown.strip() or not line.strip():
         return shown
@@ -122,6 +158,16 @@ def _shown_line(line: str) -> str | None:
 def _inline(part: str) -> str:
     part = _SHORTCODE.sub(lambda m: _label(m.group(3)) if not m.group(2) else "", part)
     return _LIQUID.sub("", _ATTRIBUTE_LIST.sub("", part))
+
+
+def _role_text(text: str) -> str:
+    """What a role shows: the title of ``title <target>``, else the target, its last
+    name when it starts with ``~``."""
+    titled = re.fullmatch(r"(.+?)\s*<[^<>]+>", text.strip(), re.S)
+    if titled:
+        return titled.group(1)
+    target = text.strip().lstrip("!")
+    return target.rpartition(".")[2] if target.startswith("~") else target
 
 
 def _label(attributes: str) -> str:
