@@ -30,15 +30,16 @@ import re
 from collections.abc import Callable
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_BACKTICKS = re.compile(r"`+")
 #: An id or classes after an ATX heading's text: ``## Install {#install}``, ``{#id .tab}``.
-_HEADING_ATTRIBUTES = re.compile(r"^(#{1,6}\s.*?)\s*\{\s*[#.][^{}]*\}\s*$")
+_ATX_HEADING = re.compile(r"#{1,6}\s")
+_HEADING_ATTRIBUTES = re.compile(r"\{\s*[#.][^{}]*\}")
 #: kramdown's inline attribute list: ``{: .lead}``, ``{:#id}``, ``{: title="x"}``.
-_ATTRIBUTE_LIST = re.compile(r"\s*\{:[^{}\n]*\}")
+_ATTRIBUTE_LIST = re.compile(r"\{:[^{}\n]*\}")
 #: Liquid (Jekyll) tags that never print as written: raw and its end, an include.
 _LIQUID = re.compile(r"\{%-?\s*(?:end)?(?:raw|include|include_relative)\b[^%]*-?%\}")
 #: A Hugo shortcode, opening or closing (not one escaped as an example: ``{{</* x */>}}``).
-_SHORTCODE = re.compile(r"\{\{([<%])\s*(?!/\*)(/?)\s*[\w-]+((?:[^<>%}]|\}(?!\}))*?)\s*\1?[>%]\}\}")
+_SHORTCODE = re.compile(r"\{\{([<%])[ \t]*(?!/\*)(/?)[ \t]*[\w-]+((?:[^<>%}]|\}(?!\}))*)[>%]\}\}")
 #: The attributes of a shortcode or a component that a reader sees as a label.
 _LABEL = re.compile(r"\b(?:name|title|label|text|header)\s*=\s*(\"[^\"]*\"|'[^']*'|\{[^{}]*\})")
 #: MDX: a module import or export, alone on its line.
@@ -50,11 +51,11 @@ _COMPONENT = re.compile(r"\s*</?[A-Z][\w.]*(?:\s[^<>]*)?/?>\s*")
 #: Admonitions: MkDocs (``!!! note "Title"``, ``???+ tip``), Docusaurus / VitePress
 #: (``:::tip Title`` ... ``:::``), GitHub (``> [!WARNING]``).
 _BANG_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+\"([^\"]*)\")?\s*")
-_COLON_ADMONITION = re.compile(r" {0,3}:{3,}\s*\{?([\w-]*)\}?\s*(.*?)\s*")
+_COLON_ADMONITION = re.compile(r" {0,3}:{3,}[ \t]*\{?([\w-]*)\}?(.*)")
 #: MyST (Sphinx's Markdown): a directive as a fenced block (```` ```{note} Title ````), its
 #: option lines (``:class: tip``), a role (``{ref}`the config <config>```) and a target
 #: line (``(config)=``).
-_MYST_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})\{([\w:-]+)\}\s*(.*?)\s*$")
+_MYST_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})\{([\w:-]+)\}(.*)")
 _MYST_OPTION = re.compile(r"\s*:[\w-]+:(?:\s.*)?")
 _MYST_ROLE = re.compile(r"\{[\w:+-]+\}`([^`]+)`")
 _MYST_TARGET = re.compile(r"\s*\([\w:.-]+\)=\s*")
@@ -66,7 +67,7 @@ _MYST_STEERING = frozenset("toctree tableofcontents contents index include".spli
 _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
 #: PyMdown's blocks (``/// tip | Title`` ... ``///``) and snippets (``--8<-- "file.md"``:
 #: another file's text goes there, not this line).
-_SLASH_BLOCK = re.compile(r" {0,3}/{3,}\s*([\w-]*)\s*(?:\|\s*(.*?))?\s*")
+_SLASH_BLOCK = re.compile(r" {0,3}/{3,}[ \t]*([\w-]*)[ \t]*(?:\|(.*))?")
 _SNIPPET = re.compile(r"\s*-{1,2}8<-{1,2}\s*(?:\"[^\"]*\"|'[^']*')?\s*")
 #: A link reference definition (``[docs]: https://example.org/docs "Docs"``): where a
 #: ``[text][docs]`` link goes, never shown (a footnote, ``[^1]: ...``, is shown).
@@ -132,7 +133,7 @@ def _shown_line(line: str) -> str | None:
         return _admonition(bang.group(1), bang.group(2))
     colon = _COLON_ADMONITION.fullmatch(line)
     if colon:
-        title = colon.group(2).removeprefix("[").removesuffix("]")  # (":::note[Title]")
+        title = colon.group(2).strip().removeprefix("[").removesuffix("]")  # (":::note[T]")
         return _admonition(colon.group(1), title) if colon.group(1) else None
     slash = _SLASH_BLOCK.fullmatch(line)
     if slash:
@@ -144,15 +145,26 @@ def _shown_line(line: str) -> str | None:
     alert = _GITHUB_ALERT.fullmatch(line)
     if alert:
         return f"{alert.group(1)}{alert.group(2).capitalize()}:"
-    heading = _HEADING_ATTRIBUTES.match(line)
-    if heading:
-        line = heading.group(1)
+    line = _without_heading_attributes(line)
     # A MyST role's text is in backticks, as a code span's is: read before code spans.
     line = _MYST_ROLE.sub(lambda m: _role_text(m.group(1)), line)
     shown = _outside_code(line, _inline)
     if shown.strip() or not line.strip():
         return shown
     return None  # a line that held only markup
+
+
+def _without_heading_attributes(line: str) -> str:
+    """An ATX heading without the id or classes after its text (``{#install}``); any
+    other line as it is. (No regular expression runs over the title: a title of many
+    spaces costs no more than its length.)"""
+    if not _ATX_HEADING.match(line) or not line.endswith("}"):
+        return line
+    at = line.rfind("{")
+    head = line[:at].rstrip()
+    if _HEADING_ATTRIBUTES.fullmatch(line[at:]) and _ATX_HEADING.match(head + " "):
+        return head
+    return line
 
 
 def _inline(part: str) -> str:
@@ -184,11 +196,27 @@ def _admonition(kind: str, title: str | None) -> str:
 
 
 def _outside_code(text: str, change: Callable[[str], str]) -> str:
-    """``change`` applied to ``text`` outside its code spans."""
+    """``change`` applied to ``text`` outside its code spans (a run of backticks to the
+    next run of as many: CommonMark's rule, found in one pass over the runs)."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
+    if len(runs) < 2:
+        return change(text)
+    by_length: dict[int, list[int]] = {}
+    for i, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(i)
+    taken = dict.fromkeys(by_length, 0)  # how far each length's runs have been paired
     parts: list[str] = []
-    at = 0
-    for span in _CODE_SPAN.finditer(text):
-        parts += [change(text[at : span.start()]), span.group(0)]
-        at = span.end()
+    at = i = 0
+    while i < len(runs):
+        start, end = runs[i]
+        same = by_length[end - start]
+        while taken[end - start] < len(same) and same[taken[end - start]] <= i:
+            taken[end - start] += 1
+        if taken[end - start] == len(same):
+            i += 1  # no closing run: these backticks are text
+            continue
+        close = same[taken[end - start]]
+        parts += [change(text[at:start]), text[start : runs[close][1]]]
+        at, i = runs[close][1], close + 1
     parts.append(change(text[at:]))
     return "".join(parts)

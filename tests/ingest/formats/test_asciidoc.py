@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tether import Tether
 from tether.ingest import load_path
 
@@ -88,3 +90,37 @@ def test_an_indexed_asciidoc_file_is_cited_by_its_section(tmp_path: Path) -> Non
         assert [r.status for r in t.add(path)] == ["indexed"]
         hits = t.search("skip the checks fast", scope="global", mode="lexical")
         assert hits and hits[0].section_title == "Widget Guide > Installation"
+
+
+HOSTILE_LINES = [
+    "## a" + " " * 200_000 + "b",
+    "## a {" + " " * 200_000 + "}",
+    ":::note a" + " " * 200_000 + "b",
+    "/// tip | a" + " " * 200_000 + "b",
+    "```{note} a" + " " * 200_000 + "b",
+    "{{< a" + " " * 200_000 + "b",
+    "{{<" * 60_000,
+    "a" + " " * 200_000 + "{: .x}",
+    "`" * 200_000,
+    "`a " * 60_000,
+    "``a`" * 50_000,
+    "[a]: b" + " " * 200_000 + "c",
+    "== a" + " " * 200_000 + "==",
+    "<<a,b" * 40_000,
+    "[[" * 100_000,
+    "include::" + "[" * 200_000,
+    "https://x[" * 20_000,
+]
+
+
+@pytest.mark.timeout(120)
+def test_markup_rewriting_costs_a_pass_over_a_hostile_line(tmp_path: Path) -> None:
+    """Markdown and AsciiDoc load in the indexing process, with no worker to kill them:
+    each rewriting rule must cost a pass over the line, never a search from every place
+    in it. Each line here took hours (or longer) with the first, backtracking rules."""
+    from tether.ingest.formats.asciidoc import asciidoc_as_markdown
+    from tether.ingest.markup import rendered_markdown
+
+    for line in HOSTILE_LINES:
+        assert rendered_markdown(f"# T {{x}}\n{line}\n").startswith("# T")
+        assert asciidoc_as_markdown(f"= T\n{line}\n").startswith("# T")

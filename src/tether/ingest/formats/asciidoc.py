@@ -29,19 +29,19 @@ from tether.ingest.loaders import FileBytes, LoadedDocument, decode_text
 from tether.text import normalize_text
 
 MIME = "text/asciidoc"
-_TITLE = re.compile(r"(={1,6}|#{1,6})\s+(\S.*?)\s*(?:\1)?\s*$")
+_TITLE = re.compile(r"(={1,6}|#{1,6})[ \t]+(\S.*)")
 _ATTRIBUTE_ENTRY = re.compile(r":!?[\w-]+!?:(?:\s.*)?$")
 _BLOCK_ATTRIBUTES = re.compile(r"\[(?:\[[^\]]*\]|[^\[\]]*)\]\s*$")
 _SOURCE_LANGUAGE = re.compile(r"\[(?:source|listing)?,\s*([\w+#.-]+)")
-_DIRECTIVE = re.compile(r"(?:ifn?def|ifeval|endif|include|image|toc)::.*\[.*\]\s*$")
+_DIRECTIVE = re.compile(r"(?:ifn?def|ifeval|endif|include|image|toc)::")
 _BLOCK_TITLE = re.compile(r"\.([^\s.].*)$")
 _VERBATIM = {"----": "", "....": "text"}
 _PLAIN_DELIMITERS = re.compile(r"(?:={4,}|\*{4,}|_{4,}|--|\+{4,})\s*$")
 _TABLE = re.compile(r"[|!,:]===\s*$")
 #: Inline: a URL or a macro with link text, a cross reference, an anchor.
-_LINK = re.compile(r"((?:https?|ftp|mailto|link|xref):[^\s\[]*)\[([^\]]*)\]")
-_CROSS_REFERENCE = re.compile(r"<<[^,>]+,\s*([^>]+)>>|<<([^>]+)>>")
-_INLINE_ANCHOR = re.compile(r"\[\[[^\]]*\]\]|\[#[\w-]+\]")
+_LINK = re.compile(r"((?:https?|ftp|mailto|link|xref):[^\s\[]*)\[([^\[\]]*)\]")
+_CROSS_REFERENCE = re.compile(r"<<[^,<>]+,[ \t]*([^<>]+)>>|<<([^<>]+)>>")
+_INLINE_ANCHOR = re.compile(r"\[\[[^\[\]]*\]\]|\[#[\w-]+\]")
 
 
 def load_asciidoc(file: FileBytes) -> LoadedDocument:
@@ -105,11 +105,16 @@ def _shown(line: str, stripped: str) -> str | None:
     nothing)."""
     if stripped.startswith("//") or _ATTRIBUTE_ENTRY.match(stripped):
         return None
-    if _DIRECTIVE.match(stripped) or _PLAIN_DELIMITERS.fullmatch(stripped):
+    if (_DIRECTIVE.match(stripped) and stripped.endswith("]")) or _PLAIN_DELIMITERS.fullmatch(
+        stripped
+    ):
         return None
     title = _TITLE.match(line)
     if title:
-        return f"{'#' * len(title.group(1))} {_inline(title.group(2))}"
+        marks, text = title.group(1), title.group(2).rstrip()
+        if text.endswith(" " + marks):  # a closing run of marks ("== Install ==")
+            text = text[: -len(marks)].rstrip()
+        return f"{'#' * len(marks)} {_inline(text)}"
     caption = _BLOCK_TITLE.match(line)  # (a block's title is its caption: shown)
     return _inline(caption.group(1) if caption else line)
 
