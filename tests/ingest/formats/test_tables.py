@@ -101,6 +101,50 @@ def test_notes_written_across_the_cells_above_a_sheets_table_are_not_its_header(
     assert tables.header_row([["a", "b", "c"], ["1", "2", None], ["3", "4", None]]) == 0
 
 
+def make_xls(path: Path, sheets: dict[str, list[list[object]]]) -> Path:
+    """An Excel 97-2003 workbook written by xlwt (dates with a date format, as Excel
+    stores them: numbers that the format makes dates)."""
+    import xlwt
+
+    workbook = xlwt.Workbook()
+    day, moment = (
+        xlwt.easyxf(num_format_str="YYYY-MM-DD"),
+        xlwt.easyxf(num_format_str="YYYY-MM-DD HH:MM"),
+    )
+    for name, rows in sheets.items():
+        sheet = workbook.add_sheet(name)
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                if isinstance(value, datetime):
+                    sheet.write(r, c, value, day if value.hour == value.minute == 0 else moment)
+                elif isinstance(value, date):
+                    sheet.write(r, c, datetime(value.year, value.month, value.day), day)
+                elif value is not None:
+                    sheet.write(r, c, value)
+    workbook.save(str(path))
+    return path
+
+
+def test_xls_reads_as_the_same_workbook_saved_as_xlsx(tmp_path: Path) -> None:
+    """An Excel 97-2003 file is read as its newer form is: a section per sheet, records
+    named by the header, dates as dates, booleans as TRUE/FALSE."""
+    old = load_path(make_xls(tmp_path / "catalogue.xls", CATALOGUE))
+    new = load_path(make_xlsx(tmp_path / "catalogue.xlsx", CATALOGUE))
+    assert old.mime == "application/vnd.ms-excel" and old.title == "catalogue"
+    assert old.text == new.text
+    assert titled(old) == titled(new)
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"not a workbook at all", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600]
+)
+def test_a_damaged_xls_fails_typed(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "damaged.xls"
+    path.write_bytes(data)
+    with pytest.raises((UnreadableFile, EmptyDocument)):
+        load_path(path)
+
+
 def test_xlsx_title_is_the_workbook_s_own(tmp_path: Path) -> None:
     path = make_xlsx(tmp_path / "c.xlsx", {"S": [["A", "B"], [1, 2]]}, title="Price List")
     assert load_path(path).title == "Price List"

@@ -147,6 +147,12 @@ def _notebook(file: FileBytes) -> LoadedDocument:
     return load_notebook(file)
 
 
+def _xls(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.tables import load_xls
+
+    return load_xls(file)
+
+
 def _asciidoc(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.asciidoc import load_asciidoc
 
@@ -191,6 +197,7 @@ FORMATS: tuple[Format, ...] = (
     Format("Excel", (".xlsx",),
            _mimes.XLSX,
            _xlsx, "sheet", "openpyxl", extra="formats"),
+    Format("Excel 97-2003", (".xls",), _mimes.XLS, _xls, "sheet", "xlrd", extra="formats"),
     Format("OpenDocument spreadsheet", (".ods",), _mimes.ODS,
            _ods, "sheet", "odfpy", extra="formats"),
     Format("CSV", (".csv",), _mimes.CSV, _csv, "file (rows)",

@@ -22,6 +22,7 @@ import itertools
 import logging
 import math
 import re
+import struct
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -357,6 +358,81 @@ def load_xlsx(file: FileBytes) -> LoadedDocument:
         sections=tuple(blocks.sections(text)),
         metadata={"warnings": [_limit_warning(file, where)]} if budget.exhausted else {},
     )
+
+
+def load_xls(file: FileBytes) -> LoadedDocument:
+    """An Excel 97-2003 workbook (``.xls``), read as :func:`load_xlsx` reads a newer one:
+    a section per sheet of :func:`record_lines`, dates as dates."""
+    source = str(file.path)
+    try:
+        import xlrd
+    except ImportError as exc:
+        raise UnsupportedFileType(
+            source, f"reading Excel 97-2003 files needs xlrd: pip install 'tether[formats]' ({exc})"
+        ) from exc
+    if not file.data:
+        raise EmptyDocument(source, "the file is empty")
+    budget = RowBudget(MAX_ROWS)
+    blocks = TextBlocks()
+    # A damaged file breaks xlrd's parser in many ways, each its own exception.
+    errors = (xlrd.XLRDError, xlrd.compdoc.CompDocError, struct.error, AssertionError)
+    errors += (ValueError, KeyError, IndexError, TypeError, EOFError, OSError)
+    try:  # (xlrd writes its warnings to a log file: not to this process's stdout)
+        book = xlrd.open_workbook(file_contents=file.data, on_demand=True, logfile=io.StringIO())
+        try:
+            stopped_in = _read_xls_sheets(book, xlrd, blocks, budget)
+        finally:
+            book.release_resources()
+    except errors as exc:
+        raise UnreadableFile(source, f"is not a readable Excel 97-2003 workbook ({exc})") from exc
+    text = blocks.text()
+    if not text:
+        raise EmptyDocument(source, "the workbook's sheets are empty")
+    where = f" (from sheet {stopped_in!r} on)" if stopped_in else ""
+    return LoadedDocument(
+        title=file.stem,
+        text=text,
+        mime=_mimes.XLS,
+        sections=tuple(blocks.sections(text)),
+        metadata={"warnings": [_limit_warning(file, where)]} if budget.exhausted else {},
+    )
+
+
+def _read_xls_sheets(
+    book: Any, xlrd: ModuleType, blocks: TextBlocks, budget: RowBudget
+) -> str | None:
+    """:func:`_read_sheets` for an xlrd workbook."""
+    for index in range(book.nsheets):
+        sheet = book.sheet_by_index(index)
+        mode = book.datemode
+        rows = (
+            [cell_text(_xls_value(c, mode, xlrd)) for c in sheet.row(r)[:MAX_COLUMNS]]
+            for r in range(sheet.nrows)
+        )
+        named = False
+        for line in record_lines(rows, budget):
+            if not named:
+                named = blocks.heading(1, sheet.name or "Sheet") is not None
+            blocks.add(line)
+        if budget.exhausted:
+            return str(sheet.name)
+        book.unload_sheet(index)
+    return None
+
+
+def _xls_value(cell: Any, datemode: int, xlrd: ModuleType) -> Any:
+    """A cell's value as openpyxl would give it: a date as a datetime, a boolean as a
+    bool, an error or a blank as nothing."""
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate_as_datetime(cell.value, datemode)
+        except (xlrd.xldate.XLDateError, OverflowError, ValueError):
+            return cell.value
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    if cell.ctype in (xlrd.XL_CELL_ERROR, xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
+        return None
+    return cell.value
 
 
 def _read_sheets(workbook: Any, blocks: TextBlocks, budget: RowBudget) -> str | None:
