@@ -347,17 +347,7 @@ def load_xlsx(file: FileBytes) -> LoadedDocument:
             workbook.close()
     except errors as exc:
         raise UnreadableFile(source, f"is not a readable Excel workbook ({exc})") from exc
-    text = blocks.text()
-    if not text:
-        raise EmptyDocument(source, "the workbook's sheets are empty")
-    where = f" (from sheet {stopped_in!r} on)" if stopped_in else ""
-    return LoadedDocument(
-        title=" ".join((title or "").split()) or file.stem,
-        text=text,
-        mime=_mimes.XLSX,
-        sections=tuple(blocks.sections(text)),
-        metadata={"warnings": [_limit_warning(file, where)]} if budget.exhausted else {},
-    )
+    return _workbook(file, blocks, budget, stopped_in, title, _mimes.XLSX)
 
 
 def load_xls(file: FileBytes) -> LoadedDocument:
@@ -385,14 +375,27 @@ def load_xls(file: FileBytes) -> LoadedDocument:
             book.release_resources()
     except errors as exc:
         raise UnreadableFile(source, f"is not a readable Excel 97-2003 workbook ({exc})") from exc
+    return _workbook(file, blocks, budget, stopped_in, None, _mimes.XLS)
+
+
+def _workbook(
+    file: FileBytes,
+    blocks: TextBlocks,
+    budget: RowBudget,
+    stopped_in: str | None,
+    title: str | None,
+    mime: str,
+) -> LoadedDocument:
+    """A workbook read into ``blocks``: its document, with a warning when the rows ran
+    out (from the sheet ``stopped_in`` on)."""
     text = blocks.text()
     if not text:
-        raise EmptyDocument(source, "the workbook's sheets are empty")
+        raise EmptyDocument(str(file.path), "the workbook's sheets are empty")
     where = f" (from sheet {stopped_in!r} on)" if stopped_in else ""
     return LoadedDocument(
-        title=file.stem,
+        title=" ".join((title or "").split()) or file.stem,
         text=text,
-        mime=_mimes.XLS,
+        mime=mime,
         sections=tuple(blocks.sections(text)),
         metadata={"warnings": [_limit_warning(file, where)]} if budget.exhausted else {},
     )
