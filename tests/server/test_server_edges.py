@@ -486,3 +486,38 @@ def test_an_upload_job_reads_ended_only_once_its_end_is_recorded(tmp_path: Path)
     assert entry.status == "running" and not entry.done()
     entry.ended = {"status": "succeeded", "results": [], "ended_at": 0.0}
     assert entry.status == "succeeded" and entry.done()
+
+
+def test_the_spool_deletes_an_ended_jobs_files_before_the_job_reads_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spool.end writes the manifest, deletes the files, and only then lets the job read
+    as ended; a start that finds an ended job's files (the process stopped between the
+    two) deletes them."""
+    from tether.server._spool import MANIFEST, Spool
+
+    folder = tmp_path / "job-1"
+    folder.mkdir()
+    for name in ("a.md", "b.md"):
+        (folder / name).write_text("# A\n\nText.\n")
+    names = {"a.md": "a.md", "b.md": "b.md"}
+    entry = SpooledJob(id="job-1", folder=folder, workspace_id="w", session_id=None,
+                       tags=None, names=names, asked_by=None)  # fmt: skip
+    entry.job = SimpleNamespace(status="succeeded")  # type: ignore[assignment]
+    seen: list[str] = []
+    real_unlink = Path.unlink
+
+    def unlink(path: Path, missing_ok: bool = False) -> None:
+        seen.append(entry.status)
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    spool = Spool(tmp_path, max_bytes=1 << 20)
+    spool.end(entry, "succeeded", [])
+    monkeypatch.undo()
+    assert seen == ["running", "running"] and entry.status == "succeeded"
+    assert sorted(p.name for p in folder.iterdir()) == [MANIFEST]
+    # The process stopped after the manifest was written, before the files went:
+    (folder / "a.md").write_text("left behind")
+    assert Spool(tmp_path, max_bytes=1 << 20).recover() == []
+    assert sorted(p.name for p in folder.iterdir()) == [MANIFEST]

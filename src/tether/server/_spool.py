@@ -244,17 +244,20 @@ class Spool:
     # -- ending --------------------------------------------------------------------------
 
     def end(self, job: SpooledJob, status: str, results: list[dict[str, Any]]) -> None:
-        """Record how a job ended, then delete its files (the manifest stays a while)."""
+        """Record how a job ended, then delete its files (the manifest stays a while).
+        Only then does the job read as ended: a client that sees it end and stops the
+        server leaves no file behind."""
         if job.ended is None:
             with self._lock:
                 self._queued = max(0, self._queued - job.bytes)
-        job.ended = {"status": status, "results": results, "ended_at": time.time()}
+        ended = {"status": status, "results": results, "ended_at": time.time()}
         try:
-            _write_json(job.folder / MANIFEST, job.manifest())
+            _write_json(job.folder / MANIFEST, {**job.manifest(), "ended": ended})
         except OSError as exc:  # a full disk: the outcome is still known in memory
             logger.warning("could not record the end of upload job %s: %s", job.id, exc)
         for path in job.paths():
             path.unlink(missing_ok=True)
+        job.ended = ended
 
     # -- starting ------------------------------------------------------------------------
 
@@ -282,6 +285,9 @@ class Spool:
             if job.ended is None:
                 self._queued += job.bytes
                 pending.append(job)
+            else:  # ended, and the process stopped before its files were deleted
+                for path in job.paths():
+                    path.unlink(missing_ok=True)
         return pending
 
     @classmethod
