@@ -25,6 +25,7 @@ A name the document's own project registered differently is never replaced.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterator
@@ -102,6 +103,7 @@ def _in_domains(names: list[str]) -> list[str]:
     return names + [f"{domain}:{name}" for domain in _DOMAINS for name in names]
 
 
+@functools.cache
 def _roles() -> dict[str, Any]:
     from docutils import nodes
 
@@ -122,6 +124,7 @@ def _roles() -> dict[str, Any]:
     return {name: role for name in _in_domains(_CODE_ROLES + _TEXT_ROLES)}
 
 
+@functools.cache
 def _directives() -> dict[str, Any]:
     from docutils import nodes
     from docutils.parsers.rst import Directive
