@@ -147,7 +147,7 @@ def _shown_line(line: str) -> str | None:
         return f"{alert.group(1)}{alert.group(2).capitalize()}:"
     line = _without_heading_attributes(line)
     # A MyST role's text is in backticks, as a code span's is: read before code spans.
-    line = _MYST_ROLE.sub(lambda m: _role_text(m.group(1)), line)
+    line = _MYST_ROLE.sub(lambda m: role_text(m.group(1)), line)
     shown = _outside_code(line, _inline)
     if shown.strip() or not line.strip():
         return shown
@@ -172,14 +172,20 @@ def _inline(part: str) -> str:
     return _LIQUID.sub("", _ATTRIBUTE_LIST.sub("", part))
 
 
-def _role_text(text: str) -> str:
-    """What a role shows: the title of ``title <target>``, else the target, its last
-    name when it starts with ``~``."""
-    titled = re.fullmatch(r"(.+?)\s*<[^<>]+>", text.strip(), re.S)
-    if titled:
-        return titled.group(1)
-    target = text.strip().lstrip("!")
-    return target.rpartition(".")[2] if target.startswith("~") else target
+def role_text(text: str, *, called: bool = False) -> str:
+    """What a Sphinx or MyST role shows: the title of ``title <target>``, else the
+    target (its last name when it starts with ``~``), with ``()`` after a function's
+    name (``called``)."""
+    text = text.strip()
+    if text.endswith(">") and "<" in text:
+        title = text[: text.rfind("<")].rstrip()
+        if title:
+            return title
+        text = text[text.rfind("<") + 1 : -1].strip()
+    target = text.lstrip("!")
+    shown = target.rpartition(".")[2] if target.startswith("~") else target
+    shown = shown.lstrip("~")
+    return shown + "()" if called and shown and not shown.endswith(")") else shown
 
 
 def _label(attributes: str) -> str:

@@ -26,11 +26,12 @@ A name the document's own project registered differently is never replaced.
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from tether.ingest.markup import role_text
 
 _DOMAINS = ("py", "c", "cpp", "js", "rst", "std")
 #: Roles shown as code, and those of them Sphinx writes with "()" after (functions).
@@ -64,7 +65,6 @@ _STEERING = (
 ).split()
 #: Directives whose argument steers the build, not shown (``.. only:: html``).
 _HIDDEN_ARGUMENTS = {"only"}
-_TITLED = re.compile(r"(.*?)\s*<([^<>]+)>\s*$", re.S)
 _LOCK = threading.Lock()
 
 
@@ -109,15 +109,7 @@ def _roles() -> dict[str, Any]:
 
     def role(name: str, rawtext: str, text: str, *_: Any, **__: Any) -> Any:
         kind = name.rpartition(":")[2]
-        titled = _TITLED.match(text)
-        if titled and titled.group(1):
-            shown = titled.group(1)
-        else:
-            target = (titled.group(2) if titled else text).lstrip("!")
-            shown = target.rpartition(".")[2] if target.startswith("~") else target
-            shown = shown.lstrip("~")
-            if kind in _CALLED and not shown.endswith(")"):
-                shown += "()"
+        shown = role_text(text, called=kind in _CALLED)
         node = nodes.literal if kind in _CODE_ROLES else nodes.inline
         return [node(rawtext, shown)], []
 
