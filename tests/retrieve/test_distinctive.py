@@ -304,6 +304,41 @@ def test_a_misspelt_rare_word_is_not_absent() -> None:
     assert not misspelt("mitochondria", texts)
 
 
+def test_a_clipped_word_is_not_absent() -> None:
+    from tether.retrieve.distinctive import clipped
+
+    texts = ["Commit names are abbreviated to seven hexadecimal digits in the repository."]
+    assert clipped("hex", texts)  # "hexadecimal"
+    assert clipped("repo", texts)  # "repository"
+    assert not clipped("abbreviat", ["abbreviated"])  # an inflection is no full form
+    assert not clipped("he", texts)  # too short to say
+    assert not clipped("zigbee", texts)
+
+
+def test_a_placeholder_name_is_an_example_not_a_name(tmp_path: Path) -> None:
+    """``tool::something`` and ``foo.rs`` are examples of a kind of name: a scope that
+    never writes them still answers the question; a real name it lacks is absent."""
+    from tether.retrieve.distinctive import placeholder
+
+    assert placeholder("tool::something") and placeholder("foo.rs") and placeholder("xyz")
+    assert not placeholder("rustfmt::skip") and not placeholder("config.json")
+    reference = TextSource(
+        "Tool attributes: rustc currently recognizes the tools clippy and rustfmt. A tool"
+        " attribute is written with the tool's name, a path separator and the attribute.",
+        "Attributes",
+    )
+    example, real = asked(
+        tmp_path,
+        [reference],
+        "Which tools does rustc know for tool attributes such as #[tool::something]?",
+        "Which tools does rustc know for tool attributes such as #[miri::skip]?",
+    )
+    assert example.debug["grounding"]["distinctive_absent"] == []
+    assert example.grounded
+    assert "miri::skip" in real.debug["grounding"]["distinctive_absent"]
+    assert not real.grounded
+
+
 def test_a_question_about_a_gene_the_scope_names_in_a_compound_is_grounded(
     tmp_path: Path,
 ) -> None:

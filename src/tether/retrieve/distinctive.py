@@ -25,7 +25,12 @@ of term count:
   "detached"): product and project names, jargon ("zigbee",
   "uvicorn", "alembic", "soname"). Without the packaged model no word counts as rare. A
   rare word one typing slip away from a word of the passages found for the question
-  ("microenviroment") is taken as misspelt, not absent.
+  ("microenviroment") is taken as misspelt, not absent, and one that begins a longer
+  word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped.
+
+A code or word made of placeholders (``tool::something``, ``foo.rs``, ``"abc"xyz``: the
+names examples are written with) stands for any name: the question asks about the kind
+of thing, not about that name, so its absence says nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ _CODE = re.compile(
     r"|[A-Za-z][A-Za-z0-9]*_\w+|[A-Za-z]+\d\w*"
     r")"
 )
+#: The names examples are written with (metasyntactic variables): a code holding one
+#: (``tool::something``, ``#[path = "foo.rs"]``) is an example, not a name to look up.
+PLACEHOLDERS = frozenset("foo bar baz qux quux foobar xyz abc something anything whatever".split())
 #: Abbreviations that look like codes.
 _NOT_CODES = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m", "and/or", "w/o"})
 _SUFFIXES = (
@@ -95,6 +103,12 @@ def code_terms(question: str) -> list[str]:
             continue  # words and numbers joined: "0-dimensional", "anti-interleukin-2"
         found.append(code)
     return found
+
+
+def placeholder(term: str) -> bool:
+    """Whether ``term`` (a code or a word) holds a placeholder name (:data:`PLACEHOLDERS`)
+    as one of its parts: it is an example of a kind of name, not a name."""
+    return any(part in PLACEHOLDERS for part in re.findall(r"[a-z]+", term.lower()))
 
 
 def word_forms(word: str) -> set[str]:
@@ -162,6 +176,24 @@ def misspelt(word: str, texts: Iterable[str]) -> bool:
             if _distance(word, other, limit) <= limit:
                 return True
     return False
+
+
+#: Letters a clipped word keeps at least, and a full word adds to it at least.
+_CLIP_KEPT = 3
+_CLIP_ADDED = 3
+
+
+def clipped(word: str, texts: Iterable[str]) -> bool:
+    """Whether ``word`` is the start of a longer word of ``texts`` ("hex" of
+    "hexadecimal", "repo" of "repository"): a short form, not a term the texts lack. The
+    longer word adds at least three letters, so an inflection ("mistyped" of "mistype")
+    is no full form: those are looked up in the index as the word's forms."""
+    word = word.lower()
+    if len(word) < _CLIP_KEPT or not word.isalpha():
+        return False
+    shortest = len(word) + _CLIP_ADDED
+    pattern = re.compile(rf"\b{re.escape(word)}[^\W\d_]+")
+    return any(len(found) >= shortest for text in texts for found in pattern.findall(text.lower()))
 
 
 def _distance(a: str, b: str, limit: int) -> int:

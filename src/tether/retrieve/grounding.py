@@ -15,9 +15,11 @@ from tether.models import Filters, Scope, ScopeKind
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
 from tether.retrieve.distinctive import (
     CommonWords,
+    clipped,
     code_cores,
     code_terms,
     misspelt,
+    placeholder,
     word_forms,
 )
 from tether.retrieve.evidence import (
@@ -162,7 +164,8 @@ class Grounder:
         """The question's weighted terms in ``scope``, with its distinctive terms (codes,
         rare words) that the scope lacks. A rare word one typing slip away from a word
         of ``candidate_texts`` (the passages found for it) is taken as misspelt, not
-        absent."""
+        absent, and one that begins a longer word of them as clipped; a placeholder name
+        (``tool::something``) as an example, not a name."""
         language = self.settings.rag.language
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
         absence = self.common_words.absence_weight if english else None
@@ -171,6 +174,7 @@ class Grounder:
             for code in code_terms(question)
             # An everyday word in capitals may be emphasis ("does it NOT start?").
             if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
+            and not placeholder(code)
         }
         lookups = [
             *search_terms(question, language),
@@ -186,7 +190,11 @@ class Grounder:
             and not (cores and all(stats.in_scope.get(c, False) for c in cores))
         ]
         rare = self.rare_words_absent(terms.absent, scope, filters)
-        absent += [w for w in rare if not misspelt(w, candidate_texts)]
+        absent += [
+            w
+            for w in rare
+            if not (placeholder(w) or misspelt(w, candidate_texts) or clipped(w, candidate_texts))
+        ]
         return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
 
     def rare_words_absent(
