@@ -7,7 +7,9 @@
 #   RapidOCR from the `ocr` extra;
 # - `tesseract-ocr-deu`, its German model, which a store of rag.language = "german" reads
 #   scans with (the tests read a German scan; French and Spanish have theirs,
-#   tesseract-ocr-fra and tesseract-ocr-spa, which the tests do not use).
+#   tesseract-ocr-fra and tesseract-ocr-spa, which the tests do not use);
+# - `antiword`, Debian's reader of Word 97-2003 files, which the tests of tether's own
+#   reader compare its text with (without it, that comparison is left out).
 #
 # What is already there is left alone (TETHER_CHROMIUM or TETHER_TESSERACT set counts). On
 # Debian or Ubuntu as root (or with password-less sudo): apt-get installs what is missing,
@@ -25,6 +27,9 @@ if [ -z "${TETHER_TESSERACT:-}" ]; then
     elif ! tesseract --list-langs 2>/dev/null | grep -qx deu; then
         missing+=(tesseract-ocr-deu)
     fi
+fi
+if ! command -v antiword >/dev/null 2>&1; then
+    missing+=(antiword)
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

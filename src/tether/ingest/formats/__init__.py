@@ -153,6 +153,12 @@ def _xls(file: FileBytes) -> LoadedDocument:
     return load_xls(file)
 
 
+def _doc(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.word97 import load_doc
+
+    return load_doc(file)
+
+
 def _asciidoc(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.asciidoc import load_asciidoc
 
@@ -186,6 +192,7 @@ FORMATS: tuple[Format, ...] = (
            _mimes.DOCX,
            _docx, "section (heading path)", "python-docx",
            extra="formats"),
+    Format("Word 97-2003", (".doc",), _mimes.DOC, _doc, "file", "olefile", extra="formats"),
     Format("OpenDocument text", (".odt",), _mimes.ODT,
            _odt, "section (heading path)", "odfpy", extra="formats"),
     Format("PowerPoint", (".pptx",),
@@ -281,6 +288,8 @@ def sniff(data: bytes) -> Format | None:
             return _BY_NAME[name]
     if head.startswith(b"PK\x03\x04"):
         return _zipped(data)
+    if head.startswith(_OLE):
+        return _compound(data)
     text = _text_head(head)
     if text is None:
         return None
@@ -308,6 +317,33 @@ _OOXML_PARTS = (
     ("ppt/presentation.xml", "PowerPoint"),
     ("xl/workbook.xml", "Excel"),
 )
+
+
+#: An OLE compound file's first bytes: Word, Excel and PowerPoint 97-2003 files.
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+#: The stream each kind of compound file holds.
+_OLE_STREAMS = (
+    ("WordDocument", "Word 97-2003"),
+    ("Workbook", "Excel 97-2003"),
+    ("Book", "Excel 97-2003"),
+)
+
+
+def _compound(data: bytes) -> Format | None:
+    """The format of an OLE compound file, from the streams it holds (None without
+    olefile, or when it is none tether reads)."""
+    try:
+        import olefile
+    except ImportError:
+        return None
+    try:
+        with olefile.OleFileIO(io.BytesIO(data)) as ole:
+            for stream, name in _OLE_STREAMS:
+                if ole.exists(stream):
+                    return _BY_NAME[name]
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+    return None
 
 
 def _zipped(data: bytes) -> Format | None:
