@@ -640,6 +640,28 @@ def test_markdown_site_generator_markup_is_read_as_a_reader_sees_it(tmp_path: Pa
     )
 
 
+def test_markdown_content_tabs_and_nested_bodies_read_as_rendered(tmp_path: Path) -> None:
+    """PyMdown's content tabs (MkDocs Material, FastAPI's docs) are a label over a body
+    indented by four spaces, as an admonition's: the label stays, the body is text, not
+    an indented code block; bodies nest, a fence inside one is code, and a line indented
+    less ends them. An abbreviation's definition is a tooltip, never a line."""
+    markup = (
+        '# Install\n\n=== "Linux"\n\n    Run the installer.\n\n    ```sh\n'
+        "    sudo ./install.sh \\\n        --yes\n    ```\n\n"
+        '    !!! tip "Faster"\n\n        Pass `--yes` to skip questions.\n\n'
+        '===+ "Windows"\n\n    Double-click `setup.exe`.\n\n'
+        "Back at the top level, in HTML.\n\n    an indented code block\n\n"
+        "*[HTML]: Hyper Text Markup Language\n"
+    )
+    doc = load_path(write(tmp_path / "install.md", markup))
+    assert doc.text == (
+        "# Install\n\nLinux\n\nRun the installer.\n\n```sh\nsudo ./install.sh \\\n"
+        "    --yes\n```\n\nTip: Faster\n\nPass `--yes` to skip questions.\n\nWindows\n\n"
+        "Double-click `setup.exe`.\n\nBack at the top level, in HTML.\n\n"
+        "    an indented code block"
+    )
+
+
 def test_myst_directives_roles_and_targets_are_read_as_sphinx_renders_them(
     tmp_path: Path,
 ) -> None:

@@ -8,8 +8,10 @@ attribute lists (``{: .note}``), Jekyll's Liquid tags (``{% raw %}``, ``{% inclu
 Hugo's shortcodes (``{{< tabs >}}``), MDX's imports and components (``import Tabs from
 '@theme/Tabs';``, ``<TabItem value="linux" label="Linux">``) and admonitions (MkDocs'
 ``!!! note "Title"``, PyMdown's ``/// tip``, Docusaurus' ``:::tip``, GitHub's
-``> [!WARNING]``), PyMdown's snippets (``--8<-- "other.md"``) and the definitions of
-reference links (``[docs]: https://example.org/docs``), which CommonMark never shows;
+``> [!WARNING]``), PyMdown's content tabs (``=== "Linux"``, their bodies indented as an
+admonition's), snippets (``--8<-- "other.md"``) and abbreviations (``*[HTML]: ...``),
+and the definitions of reference links (``[docs]: https://example.org/docs``), which
+CommonMark never shows;
 and MyST's (Sphinx's Markdown) directives, roles and targets: ```` ```{note} ````
 is an admonition whose text is prose, not code, ```` ```{toctree} ```` is nothing,
 ``{ref}`the config <config>``` is "the config", and ``(config)=`` is nothing.
@@ -52,6 +54,13 @@ _COMPONENT = re.compile(r"\s*</?[A-Z][\w.]*(?:\s[^<>]*)?/?>\s*")
 #: (``:::tip Title`` ... ``:::``), GitHub (``> [!WARNING]``).
 _BANG_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+\"([^\"]*)\")?\s*")
 _COLON_ADMONITION = re.compile(r" {0,3}:{3,}[ \t]*\{?([\w-]*)\}?(.*)")
+#: PyMdown's content tabs (``=== "Linux"``, ``===+ "macOS"``): a tab's label, then its
+#: body indented by four spaces, as an admonition's.
+_TAB = re.compile(r"===[+!]?\s+\"([^\"]*)\"\s*")
+_BODY_INDENT = "    "
+#: An abbreviation's definition (``*[HTML]: Hyper Text Markup Language``: PyMdown, PHP
+#: Markdown Extra): shown only as a tooltip over the word, never as a line.
+_ABBREVIATION = re.compile(r" {0,3}\*\[[^\]\n]+\]:.*")
 #: MyST (Sphinx's Markdown): a directive as a fenced block (```` ```{note} Title ````), its
 #: option lines (``:class: tip``), a role (``{ref}`the config <config>```) and a target
 #: line (``(config)=``).
@@ -69,6 +78,8 @@ _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
 #: another file's text goes there, not this line).
 _SLASH_BLOCK = re.compile(r" {0,3}/{3,}[ \t]*([\w-]*)[ \t]*(?:\|(.*))?")
 _SNIPPET = re.compile(r"\s*-{1,2}8<-{1,2}\s*(?:\"[^\"]*\"|'[^']*')?\s*")
+#: What the markup of :func:`rendered_markdown` holds one of (else the text is as it reads).
+_MARKERS = ("{", "!!!", "???", ":::", "[", "import ", "<", "///", "8<", "===")
 #: A link reference definition (``[docs]: https://example.org/docs "Docs"``): where a
 #: ``[text][docs]`` link goes, never shown (a footnote, ``[^1]: ...``, is shown).
 _LINK_DEFINITION = re.compile(
@@ -78,14 +89,15 @@ _LINK_DEFINITION = re.compile(
 
 def rendered_markdown(text: str) -> str:
     """``text`` without the site-generator markup a reader never sees (see the module)."""
-    if not any(m in text for m in ("{", "!!!", "???", ":::", "[", "import ", "<", "///", "8<")):
+    if not any(m in text for m in _MARKERS):
         return text
     out: list[str] = []
     fence: str | None = None  # an open code block: as written
     skipped: str | None = None  # an open MyST directive that steers the build: nothing
     prose: str | None = None  # an open MyST admonition: its text is prose
-    indented = False  # inside an admonition's indented body (MkDocs)
+    depth = 0  # indented bodies open around the line (MkDocs' admonitions and tabs)
     for line in text.split("\n"):
+        line, depth = _in_bodies(line, depth, keep=fence is not None or skipped is not None)
         opened = _FENCE.match(line)
         if fence is not None or skipped is not None:
             if fence is not None:
@@ -96,10 +108,6 @@ def rendered_markdown(text: str) -> str:
         if prose is not None and opened and _closes(line, prose):
             prose = None
             continue
-        if indented and (line.startswith("    ") or not line.strip()):
-            line = line[4:]
-        else:
-            indented = False
         myst = _MYST_FENCE.match(line) if opened else None
         if myst and myst.group(2) in _MYST_STEERING:
             skipped = myst.group(1)
@@ -111,9 +119,21 @@ def rendered_markdown(text: str) -> str:
             out.append(line)
         elif not (prose is not None and _MYST_OPTION.fullmatch(line)):
             shown = _shown_line(line)
-            indented = indented or _BANG_ADMONITION.fullmatch(line) is not None
+            if _BANG_ADMONITION.fullmatch(line) or _TAB.fullmatch(line):
+                depth += 1
             out += [] if shown is None else [shown]
     return "\n".join(out)
+
+
+def _in_bodies(line: str, depth: int, *, keep: bool) -> tuple[str, int]:
+    """``line`` without the indentation of the ``depth`` bodies open around it, and how
+    many of them it is in: a line indented less than a body's four spaces ends that
+    body (a blank line ends none). Inside a code block (``keep``) no body ends: a line of
+    code may be indented less than its block."""
+    if not depth or not line.strip():
+        return ("" if depth else line), depth
+    inside = min(depth, (len(line) - len(line.lstrip(" "))) // len(_BODY_INDENT))
+    return line[len(_BODY_INDENT) * inside :], depth if keep else inside
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -131,6 +151,9 @@ def _shown_line(line: str) -> str | None:
     bang = _BANG_ADMONITION.fullmatch(line)
     if bang:
         return _admonition(bang.group(1), bang.group(2))
+    tab = _TAB.fullmatch(line)
+    if tab:
+        return tab.group(1).strip() or None
     colon = _COLON_ADMONITION.fullmatch(line)
     if colon:
         title = colon.group(2).strip().removeprefix("[").removesuffix("]")  # (":::note[T]")
@@ -139,6 +162,8 @@ def _shown_line(line: str) -> str | None:
     if slash:
         return _admonition(slash.group(1), slash.group(2)) if slash.group(1) else None
     if _SNIPPET.fullmatch(line) or _LINK_DEFINITION.fullmatch(line):
+        return None
+    if _ABBREVIATION.fullmatch(line):
         return None
     if _MYST_TARGET.fullmatch(line):
         return None

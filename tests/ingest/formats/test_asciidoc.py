@@ -110,6 +110,8 @@ HOSTILE_LINES = [
     "[[" * 100_000,
     "include::" + "[" * 200_000,
     "https://x[" * 20_000,
+    '=== "a' + " " * 200_000 + "b",
+    "*[" + "a" * 200_000,
 ]
 
 
@@ -124,3 +126,6 @@ def test_markup_rewriting_costs_a_pass_over_a_hostile_line(tmp_path: Path) -> No
     for line in HOSTILE_LINES:
         assert rendered_markdown(f"# T {{x}}\n{line}\n").startswith("# T")
         assert asciidoc_as_markdown(f"= T\n{line}\n").startswith("# T")
+    # Tabs nested a thousand deep: a line costs its length, not its depth times it.
+    nested = "\n".join(" " * 4 * i + f'=== "t{i}"' for i in range(1_000))
+    assert rendered_markdown(nested + "\n").endswith("t998\nt999\n")
