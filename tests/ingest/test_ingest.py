@@ -651,15 +651,20 @@ def test_markdown_content_tabs_and_nested_bodies_read_as_rendered(tmp_path: Path
         '    !!! tip "Faster"\n\n        Pass `--yes` to skip questions.\n\n'
         '===+ "Windows"\n\n    Double-click `setup.exe`.\n\n'
         "Back at the top level, in HTML.\n\n    an indented code block\n\n"
-        "*[HTML]: Hyper Text Markup Language\n"
+        "*[HTML]: Hyper Text Markup Language\n\n## Keys :material-keyboard:\n\n"
+        "Press ++ctrl+alt+delete++ to restart.\n\n??? warning inline end\n\n"
+        "    Folded.\n\n1. A list item\n\n    /// tab | macOS\n    Run the app.\n    ///\n\n"
+        "    /// html | div.result\n    Rendered.\n    ///\n"
     )
     doc = load_path(write(tmp_path / "install.md", markup))
     assert doc.text == (
         "# Install\n\nLinux\n\nRun the installer.\n\n```sh\nsudo ./install.sh \\\n"
         "    --yes\n```\n\nTip: Faster\n\nPass `--yes` to skip questions.\n\nWindows\n\n"
         "Double-click `setup.exe`.\n\nBack at the top level, in HTML.\n\n"
-        "    an indented code block"
+        "    an indented code block\n\n## Keys\n\nPress ctrl+alt+delete to restart.\n\n"
+        "Warning:\n\nFolded.\n\n1. A list item\n\nmacOS\n    Run the app.\n\n    Rendered."
     )
+    assert section_titles(doc)[-1] == "Install > Keys"
 
 
 def test_myst_directives_roles_and_targets_are_read_as_sphinx_renders_them(

@@ -52,7 +52,9 @@ _MDX_STATEMENT = re.compile(
 _COMPONENT = re.compile(r"\s*</?[A-Z][\w.]*(?:\s[^<>]*)?/?>\s*")
 #: Admonitions: MkDocs (``!!! note "Title"``, ``???+ tip``), Docusaurus / VitePress
 #: (``:::tip Title`` ... ``:::``), GitHub (``> [!WARNING]``).
-_BANG_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+\"([^\"]*)\")?\s*")
+_BANG_ADMONITION = re.compile(
+    r"(?:!!!|\?\?\?\+?)[ \t]+([\w-]+)(?:[ \t]+[\w-]+)*+(?:[ \t]+\"([^\"]*)\")?\s*"
+)
 _COLON_ADMONITION = re.compile(r" {0,3}:{3,}[ \t]*\{?([\w-]*)\}?(.*)")
 #: PyMdown's content tabs (``=== "Linux"``, ``===+ "macOS"``): a tab's label, then its
 #: body indented by four spaces, as an admonition's.
@@ -76,10 +78,21 @@ _MYST_STEERING = frozenset("toctree tableofcontents contents index include".spli
 _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
 #: PyMdown's blocks (``/// tip | Title`` ... ``///``) and snippets (``--8<-- "file.md"``:
 #: another file's text goes there, not this line).
-_SLASH_BLOCK = re.compile(r" {0,3}/{3,}[ \t]*([\w-]*)[ \t]*(?:\|(.*))?")
+_SLASH_BLOCK = re.compile(r"[ \t]*/{3,}[ \t]*([\w-]*)[ \t]*(?:\|(.*))?")
+#: PyMdown blocks that show no label of their own: raw HTML, definitions, attributes and
+#: captions (their text is the caption).
+_UNLABELLED_BLOCKS = frozenset({"html", "define", "attrs", "caption", "figure-caption"})
+#: Material for MkDocs' icons (``:material-bug:``, ``:octicons-heart-fill-16:``), drawn
+#: as pictures: no text.
+_ICON = re.compile(r":(?:material|octicons|fontawesome|simple)-[a-z0-9-]+:")
+#: PyMdown's keys (``++ctrl+alt+delete++``), drawn as key caps: the keys' names.
+_KEYS = re.compile(r"\+\+([\w-]+(?:\+[\w-]+)*+)\+\+")
 _SNIPPET = re.compile(r"\s*-{1,2}8<-{1,2}\s*(?:\"[^\"]*\"|'[^']*')?\s*")
 #: What the markup of :func:`rendered_markdown` holds one of (else the text is as it reads).
-_MARKERS = ("{", "!!!", "???", ":::", "[", "import ", "<", "///", "8<", "===")
+_MARKERS = (
+    *("{", "!!!", "???", ":::", "[", "import ", "<", "///", "8<", "===", "++"),
+    *(":material-", ":octicons-", ":fontawesome-", ":simple-"),
+)
 #: A link reference definition (``[docs]: https://example.org/docs "Docs"``): where a
 #: ``[text][docs]`` link goes, never shown (a footnote, ``[^1]: ...``, is shown).
 _LINK_DEFINITION = re.compile(
@@ -160,7 +173,12 @@ def _shown_line(line: str) -> str | None:
         return _admonition(colon.group(1), title) if colon.group(1) else None
     slash = _SLASH_BLOCK.fullmatch(line)
     if slash:
-        return _admonition(slash.group(1), slash.group(2)) if slash.group(1) else None
+        kind = slash.group(1).lower()
+        if kind == "tab":
+            return (slash.group(2) or "").strip() or None
+        return (
+            _admonition(kind, slash.group(2)) if kind and kind not in _UNLABELLED_BLOCKS else None
+        )
     if _SNIPPET.fullmatch(line) or _LINK_DEFINITION.fullmatch(line):
         return None
     if _ABBREVIATION.fullmatch(line):
@@ -194,6 +212,10 @@ def _without_heading_attributes(line: str) -> str:
 
 def _inline(part: str) -> str:
     part = _SHORTCODE.sub(lambda m: _label(m.group(3)) if not m.group(2) else "", part)
+    if "++" in part:
+        part = _KEYS.sub(lambda m: m.group(1), part)
+    if "-" in part:
+        part = _ICON.sub("", part)
     return _LIQUID.sub("", _ATTRIBUTE_LIST.sub("", part))
 
 
