@@ -667,6 +667,39 @@ def test_markdown_content_tabs_and_nested_bodies_read_as_rendered(tmp_path: Path
     assert section_titles(doc)[-1] == "Install > Keys"
 
 
+def test_markdown_section_titles_are_the_headings_text_without_markup(tmp_path: Path) -> None:
+    """A heading's emphasis, links and escapes are not its title's text (a citation
+    showed "Extensions > **Main API**"), nor a code span's backticks (an HTML heading's
+    text has none); underscores inside a name stay."""
+    markup = (
+        "# Guide\n\n## **Main API**\n\nText.\n\n## [Install](#install) the *widget* \\_now\\_\n\n"
+        "More.\n\nThe `--yes` flag and snake_case_name\n---\n\nLast.\n"
+    )
+    doc = load_path(write(tmp_path / "guide.md", markup))
+    assert section_titles(doc) == [
+        "Guide > Main API",
+        "Guide > Install the widget _now_",
+        "Guide > The --yes flag and snake_case_name",
+    ]
+    assert "## **Main API**" in doc.text  # the text is as written
+
+
+def test_mkdocstrings_and_autorefs_markup_is_read_as_rendered(tmp_path: Path) -> None:
+    """mkdocstrings' ``::: package.Object`` renders the object's documentation under its
+    name (its indented options are configuration); mkdocs-autorefs' ``[](){#id}`` is an
+    anchor; Docusaurus' ``:::note`` stays an admonition."""
+    markup = (
+        "# API\n\n[](){#loading}\n## Loading\n\n::: griffe.load\n    options:\n"
+        "      show_source: false\n\n::: griffe.Extension\n\nAfter.\n\n:::note Heads up\n"
+        "Mind the gap.\n:::\n"
+    )
+    doc = load_path(write(tmp_path / "api.md", markup))
+    assert doc.text == (
+        "# API\n\n## Loading\n\ngriffe.load\n\ngriffe.Extension\n\nAfter.\n\n"
+        "Note: Heads up\nMind the gap."
+    )
+
+
 def test_myst_directives_roles_and_targets_are_read_as_sphinx_renders_them(
     tmp_path: Path,
 ) -> None:

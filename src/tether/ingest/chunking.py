@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tether.ingest.cuts import split_span, split_spans
+from tether.ingest.markup import heading_text
 from tether.store import NewChunk
 from tether.text import content_hash
 
@@ -65,11 +66,13 @@ def markdown_headings(text: str) -> list[Heading]:
             atx = _ATX_HEADING.match(line)
             setext = _SETEXT_UNDERLINE.match(line)
             if atx:
-                headings.append(Heading(offset, line_end, len(atx.group(1)), atx.group(2).strip()))
+                title = heading_text(atx.group(2).strip())
+                headings.append(Heading(offset, line_end, len(atx.group(1)), title))
                 candidate = None
             elif setext and previous is not None and previous[0] + len(previous[1]) + 1 == offset:
                 level = 1 if setext.group(1).startswith("=") else 2
-                headings.append(Heading(previous[0], line_end, level, previous[1].strip()))
+                title = heading_text(previous[1].strip())
+                headings.append(Heading(previous[0], line_end, level, title))
                 candidate = None  # the underline is not the text of a further heading
         previous = candidate
         offset += len(line) + 1

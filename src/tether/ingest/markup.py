@@ -81,6 +81,11 @@ _GITHUB_ALERT = re.compile(r"(\s*>\s*)\[!([A-Za-z]+)\]\s*$")
 _SLASH_BLOCK = re.compile(r"[ \t]*/{3,}[ \t]*([\w-]*)[ \t]*(?:\|(.*))?")
 #: PyMdown blocks that show no label of their own: raw HTML, definitions, attributes and
 #: captions (their text is the caption).
+#: mkdocstrings' insertion of an object's API documentation (``::: griffe.Package``),
+#: which renders under the object's name; the indented lines below it are its options.
+_AUTODOC = re.compile(r" {0,3}:::[ \t]+([A-Za-z_]\w*(?:\.\w+)+)[ \t]*")
+#: mkdocs-autorefs' anchor: an empty link with an id (``[](){#install}``), no text.
+_EMPTY_ANCHOR = re.compile(r"\[\]\(\)\{[^{}\n]*\}")
 _UNLABELLED_BLOCKS = frozenset({"html", "define", "attrs", "caption", "figure-caption"})
 #: Material for MkDocs' icons (``:material-bug:``, ``:octicons-heart-fill-16:``), drawn
 #: as pictures: no text.
@@ -109,7 +114,12 @@ def rendered_markdown(text: str) -> str:
     skipped: str | None = None  # an open MyST directive that steers the build: nothing
     prose: str | None = None  # an open MyST admonition: its text is prose
     depth = 0  # indented bodies open around the line (MkDocs' admonitions and tabs)
+    options = False  # after an autodoc line: its indented options
     for line in text.split("\n"):
+        if options and (not line.strip() or line[:1] in " \t"):
+            out += [] if line.strip() else [""]
+            continue
+        options = False
         line, depth = _in_bodies(line, depth, keep=fence is not None or skipped is not None)
         opened = _FENCE.match(line)
         if fence is not None or skipped is not None:
@@ -130,6 +140,9 @@ def rendered_markdown(text: str) -> str:
         elif opened:
             fence = opened.group(1)
             out.append(line)
+        elif autodoc := _AUTODOC.fullmatch(line):
+            out.append(autodoc.group(1))
+            options = True
         elif not (prose is not None and _MYST_OPTION.fullmatch(line)):
             shown = _shown_line(line)
             if _BANG_ADMONITION.fullmatch(line) or _TAB.fullmatch(line):
@@ -149,6 +162,38 @@ def _in_bodies(line: str, depth: int, *, keep: bool) -> tuple[str, int]:
     return line[len(_BODY_INDENT) * inside :], depth if keep else inside
 
 
+#: Inline markup a heading's reader sees only as its text: images and links (their
+#: text), strong and emphasized text (their words), backslash escapes.
+_TITLE_MARKUP = (
+    (re.compile(r"!?\[([^\[\]\n]*)\](?:\([^()\n]*\)|\[[^\[\]\n]*\])"), r"\1"),
+    (re.compile(r"\*\*([^*\n]+)\*\*|__([^_\n]+)__"), r"\1\2"),
+    (re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])|(?<!\w)_([^_\n]+)_(?!\w)"), r"\1\2"),
+)
+#: A backslash escape (``\_``): the character itself, kept apart from the markup above
+#: (as a private-use character) while that is read.
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_ESCAPED = re.compile("[\ue021-\ue07e]")
+#: A code span in a heading: its text, as an HTML page's heading reads.
+_CODE_SPAN = re.compile(r"(?<!`)(`++)([^`]+)\1(?!`)")
+
+
+def heading_text(title: str) -> str:
+    """A Markdown heading's text as a reader sees it: ``## **Main API**`` is "Main API",
+    ``## [Install](#install) the *widget*`` is "Install the widget", ``\\_`` is "_", and
+    a code span is its text (``## The `--yes` flag`` is "The --yes flag"), as an HTML
+    page's heading reads."""
+    if not any(mark in title for mark in "*_[\\`"):
+        return title
+
+    def plain(part: str) -> str:
+        part = _ESCAPE.sub(lambda m: chr(0xE000 + ord(m.group(1))), part)
+        for pattern, replacement in _TITLE_MARKUP:
+            part = pattern.sub(replacement, part)
+        return _ESCAPED.sub(lambda m: chr(ord(m.group(0)) - 0xE000), part)
+
+    return " ".join(_CODE_SPAN.sub(r"\2", _outside_code(title, plain)).split())
+
+
 def _closes(line: str, fence: str) -> bool:
     """Whether ``line`` closes the code block ``fence`` opened (as long, no info string)."""
     run = line.strip()
@@ -166,7 +211,7 @@ def _shown_line(line: str) -> str | None:
         return _admonition(bang.group(1), bang.group(2))
     tab = _TAB.fullmatch(line)
     if tab:
-        return tab.group(1).strip() or None
+        return _inline(tab.group(1)).strip() or None
     colon = _COLON_ADMONITION.fullmatch(line)
     if colon:
         title = colon.group(2).strip().removeprefix("[").removesuffix("]")  # (":::note[T]")
@@ -216,6 +261,8 @@ def _inline(part: str) -> str:
         part = _KEYS.sub(lambda m: m.group(1), part)
     if "-" in part:
         part = _ICON.sub("", part)
+    if "[]()" in part:
+        part = _EMPTY_ANCHOR.sub("", part)
     return _LIQUID.sub("", _ATTRIBUTE_LIST.sub("", part))
 
 
@@ -245,7 +292,8 @@ def _admonition(kind: str, title: str | None) -> str:
     """An admonition's first line as rendered: its title after its kind ("Tip: Pro tip"),
     or its kind alone ("Note:")."""
     name = kind.replace("-", " ").replace("_", " ").capitalize()
-    return f"{name}: {title.strip()}" if title and title.strip() else f"{name}:"
+    title = _inline(title).strip() if title else ""
+    return f"{name}: {title}" if title else f"{name}:"
 
 
 def _outside_code(text: str, change: Callable[[str], str]) -> str:

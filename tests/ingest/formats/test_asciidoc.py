@@ -130,6 +130,11 @@ def test_markup_rewriting_costs_a_pass_over_a_hostile_line(tmp_path: Path) -> No
     for line in HOSTILE_LINES:
         assert rendered_markdown(f"# T {{x}}\n{line}\n").startswith("# T")
         assert asciidoc_as_markdown(f"= T\n{line}\n").startswith("# T")
+    from tether.ingest.markup import heading_text
+
+    titles = ("**a" * 60_000, "[" * 200_000, "_a " * 60_000, "![a](" * 40_000, "\\*" * 100_000)
+    for title in (*titles, "`" * 200_000, "`a" * 100_000, "``a`" * 50_000):
+        assert isinstance(heading_text(title), str)
     # Tabs nested a thousand deep: a line costs its length, not its depth times it.
     nested = "\n".join(" " * 4 * i + f'=== "t{i}"' for i in range(1_000))
     assert rendered_markdown(nested + "\n").endswith("t998\nt999\n")
