@@ -700,6 +700,22 @@ def test_mkdocstrings_and_autorefs_markup_is_read_as_rendered(tmp_path: Path) ->
     )
 
 
+def test_liquid_block_tags_read_as_jekyll_and_gitbook_render_them(tmp_path: Path) -> None:
+    """Jekyll's ``{% highlight %}`` is a code block; GitBook's hints are admonitions and
+    its tabs keep their labels; other tag lines show nothing. In code nothing changes."""
+    markup = (
+        '# Setup\n\n{% hint style="warning" %}\nYou need admin rights.\n{% endhint %}\n\n'
+        '{% tabs %}\n{% tab title="Linux" %}\nRun `./install.sh`.\n{% endtab %}\n{% endtabs %}\n\n'
+        '{% highlight ruby %}\nputs "{% not a tag %}"\n{% endhighlight %}\n\n'
+        '{% embed url="https://example.com/video" %}\n\n```liquid\n{% if user %}Hi{% endif %}\n```\n'
+    )
+    doc = load_path(write(tmp_path / "setup.md", markup))
+    assert doc.text == (
+        "# Setup\n\nWarning:\nYou need admin rights.\n\nLinux\nRun `./install.sh`.\n\n"
+        '```ruby\nputs "{% not a tag %}"\n```\n\n```liquid\n{% if user %}Hi{% endif %}\n```'
+    )
+
+
 def test_myst_directives_roles_and_targets_are_read_as_sphinx_renders_them(
     tmp_path: Path,
 ) -> None:

@@ -40,6 +40,12 @@ _HEADING_ATTRIBUTES = re.compile(r"\{\s*[#.][^{}]*\}")
 _ATTRIBUTE_LIST = re.compile(r"\{:[^{}\n]*\}")
 #: Liquid (Jekyll) tags that never print as written: raw and its end, an include.
 _LIQUID = re.compile(r"\{%-?\s*(?:end)?(?:raw|include|include_relative)\b[^%]*-?%\}")
+#: A line that is one Liquid tag (Jekyll, GitBook): ``{% highlight ruby %}`` opens code
+#: (``{% endhighlight %}`` closes it), GitBook's ``{% hint style="warning" %}`` is an
+#: admonition and ``{% tab title="Linux" %}`` a tab's label; any other (``{% if %}``,
+#: ``{% embed url="..." %}``, an end tag) shows nothing.
+_LIQUID_LINE = re.compile(r"\s*\{%-?\s*(\w+)([^%]*)%\}\s*")
+_HINT_STYLE = re.compile(r"\bstyle\s*=\s*[\"']?([\w-]+)")
 #: A Hugo shortcode, opening or closing (not one escaped as an example: ``{{</* x */>}}``).
 _SHORTCODE = re.compile(r"\{\{([<%])[ \t]*(?!/\*)(/?)[ \t]*[\w-]+((?:[^<>%}]|\}(?!\}))*)[>%]\}\}")
 #: The attributes of a shortcode or a component that a reader sees as a label.
@@ -115,12 +121,18 @@ def rendered_markdown(text: str) -> str:
     prose: str | None = None  # an open MyST admonition: its text is prose
     depth = 0  # indented bodies open around the line (MkDocs' admonitions and tabs)
     options = False  # after an autodoc line: its indented options
+    highlight = False  # the open code block is Liquid's {% highlight %}
     for line in text.split("\n"):
         if options and (not line.strip() or line[:1] in " \t"):
             out += [] if line.strip() else [""]
             continue
         options = False
         line, depth = _in_bodies(line, depth, keep=fence is not None or skipped is not None)
+        tag = _LIQUID_LINE.fullmatch(line) if "{%" in line and skipped is None else None
+        if tag and (fence is None or (highlight and tag.group(1) == "endhighlight")):
+            line, highlight = _liquid_line(tag.group(1), tag.group(2), highlight)
+            if line is None:
+                continue
         opened = _FENCE.match(line)
         if fence is not None or skipped is not None:
             if fence is not None:
@@ -149,6 +161,22 @@ def rendered_markdown(text: str) -> str:
                 depth += 1
             out += [] if shown is None else [shown]
     return "\n".join(out)
+
+
+def _liquid_line(name: str, arguments: str, highlight: bool) -> tuple[str | None, bool]:
+    """What a line of one Liquid tag reads as (None: nothing), and whether a
+    ``{% highlight %}`` block is open after it."""
+    if name == "highlight" and not highlight:
+        language = arguments.strip(" -").split()
+        return "```" + (language[0] if language else ""), True
+    if name == "endhighlight" and highlight:
+        return "```", False
+    if name == "hint":
+        style = _HINT_STYLE.search(arguments)
+        return _admonition(style.group(1) if style else "note", None), highlight
+    if name == "tab":
+        return _label(arguments) or None, highlight
+    return None, highlight
 
 
 def _in_bodies(line: str, depth: int, *, keep: bool) -> tuple[str, int]:
