@@ -299,6 +299,53 @@ def test_a_slide_table_whose_header_row_is_empty_has_no_header(tmp_path: Path) -
     assert text.split("\n\n")[1:] == ["2023 | 12 | north", "2024 | 15 | south"]
 
 
+def test_a_slide_chart_reads_as_its_data(tmp_path: Path) -> None:
+    """A chart is its title and a line per category naming each series' value, under the
+    category axis's title; dates on a date axis read as dates; a scatter chart reads as
+    its series' values; and the numbers are found by a question about them."""
+    import datetime as dt
+
+    from pptx.chart.data import CategoryChartData, XyChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "Results"
+    data = CategoryChartData()
+    data.categories = ["1st Qtr", "2nd Qtr", "3rd Qtr"]
+    data.add_series("Sales", (8.2, 3.2, 1.4))
+    data.add_series("Costs", (3.1, 2.0, 1.0))
+    chart = slide.shapes.add_chart(
+        XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(2), Inches(6), Inches(3), data
+    ).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Sales by quarter"
+    chart.category_axis.has_title = True
+    chart.category_axis.axis_title.text_frame.text = "Quarter"
+    second = presentation.slides.add_slide(presentation.slide_layouts[5])
+    second.shapes.title.text = "Trend"
+    dated = CategoryChartData()
+    dated.categories = [dt.date(2024, 1, 1), dt.date(2024, 2, 1)]
+    dated.add_series("Visitors", (120, 180))
+    second.shapes.add_chart(XL_CHART_TYPE.LINE, Inches(1), Inches(2), Inches(6), Inches(3), dated)
+    points = XyChartData()
+    points.add_series("Load").add_data_point(1, 0.5)
+    second.shapes.add_chart(
+        XL_CHART_TYPE.XY_SCATTER, Inches(1), Inches(5), Inches(3), Inches(2), points
+    )
+    presentation.save(tmp_path / "results.pptx")
+
+    (_, results), (_, trend) = titled(load_path(tmp_path / "results.pptx"))
+    assert "Chart: Sales by quarter\nQuarter: 1st Qtr; Sales: 8.2; Costs: 3.1\n" in results
+    assert "Quarter: 3rd Qtr; Sales: 1.4; Costs: 1" in results
+    assert "Chart: Visitors\nCategory: 2024-01-01; Visitors: 120\n" in trend
+    assert "Chart: Load\nLoad: 0.5" in trend
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        t.add(tmp_path / "results.pptx", workspace_id="w")
+        hits = t.search("3rd Qtr sales", scope="workspace", workspace_id="w", mode="lexical")
+    assert hits and hits[0].section_title == "Results" and "Sales: 1.4" in hits[0].text
+
+
 def test_a_headerless_slide_table_with_gaps_keeps_each_value_in_its_column(
     tmp_path: Path,
 ) -> None:

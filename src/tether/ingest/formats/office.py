@@ -50,6 +50,7 @@ from tether.errors import EmptyDocument, UnreadableFile
 from tether.ingest.chunking import Section
 from tether.ingest.formats import _mimes
 from tether.ingest.formats._zip import open_zip
+from tether.ingest.formats.charts import chart_blocks
 from tether.ingest.formats.tables import TextBlocks, table_lines
 from tether.ingest.loaders import FileBytes, LoadedDocument, metadata_title
 
@@ -535,6 +536,8 @@ def _shape_blocks(shape: Any) -> Iterator[str]:
         # row below it is data, unless it looks like a header itself).
         marked = table.first_row and bool(rows) and any(rows[0])
         yield from table_lines(rows, header=True if marked else None)
+    elif getattr(shape, "has_chart", False):
+        yield from chart_blocks(shape.chart)
     elif shape.has_text_frame:
         yield _frame_text(shape)
 
