@@ -708,7 +708,8 @@ def test_liquid_block_tags_read_as_jekyll_and_gitbook_render_them(tmp_path: Path
         '# Setup\n\n{% hint style="warning" %}\nYou need admin rights.\n{% endhint %}\n\n'
         '{% tabs %}\n{% tab title="Linux" %}\nRun `./install.sh`.\n{% endtab %}\n{% endtabs %}\n\n'
         '{% highlight ruby %}\nputs "{% not a tag %}"\n{% endhighlight %}\n\n'
-        '{% embed url="https://example.com/video" %}\n\n```liquid\n{% if user %}Hi{% endif %}\n```\n'
+        '{% embed url="https://example.com/video" %}\n\n'
+        "```liquid\n{% if user %}Hi{% endif %}\n```\n"
     )
     doc = load_path(write(tmp_path / "setup.md", markup))
     assert doc.text == (
