@@ -1345,6 +1345,24 @@ def test_html_a_row_of_empty_cells_and_mediawikis_furniture_go(tmp_path: Path) -
     )
 
 
+def test_html_a_heading_named_like_furniture_stays_and_a_banner_goes(tmp_path: Path) -> None:
+    """A heading's id is made from its text (MkDocs: ``<h2 id="footer">Footer</h2>``):
+    a section titled "Footer" or "Navigation" is content. Publican's ``<div id="banner">``
+    ("Download the ebook", on every page of the Debian Administrator's Handbook) is not."""
+    markup = (
+        "<html><body><div id='banner'><a href='/get/'><span class='text'>Download the ebook"
+        "</span></a></div><h1>Theme</h1><p>Intro.</p><h2 id='footer'>Footer</h2><p>The footer"
+        " shows the copyright line.</p><h2 id='navigation'>Navigation</h2><p>Tabs sit at the"
+        " top.</p></body></html>"
+    )
+    doc = load_path(write(tmp_path / "theme.html", markup))
+    assert doc.text == (
+        "# Theme\n\nIntro.\n\n## Footer\n\nThe footer shows the copyright line.\n\n"
+        "## Navigation\n\nTabs sit at the top."
+    )
+    assert section_titles(doc) == ["Theme", "Theme > Footer", "Theme > Navigation"]
+
+
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n", "\u200b"])
 @pytest.mark.parametrize("mime", ["text/plain", "text/markdown"])
 def test_empty_text_is_an_empty_document(text: str, mime: str) -> None:

@@ -36,7 +36,7 @@ _NOT_CONTENT_NAMES = frozenset(
 #: make ids from headings, and a section titled "Cookies" is content).
 _NOT_CONTENT_IDS = frozenset(
     "nav navbar navigation menu sidebar breadcrumb breadcrumbs footer site-footer site-header"
-    " cookie-banner searchbox"
+    " banner cookie-banner searchbox"
     # The page's own contents list, with its label (Node's "Table of contents"); MediaWiki's
     # tagline ("From cppreference.com"), the line under its title (a breadcrumb), its
     # "Jump to: navigation, search", its category links and its side and top menus.
@@ -46,6 +46,7 @@ _NOT_CONTENT_IDS = frozenset(
     " pager pagination".split()
 )
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 #: Elements that are the page, or an article in it: content, whatever their class says.
 _PAGE_TAGS = {"html", "body", "main", "article"}
 #: Parts of a class name that make it a state or a layout flag of the element that holds
@@ -93,8 +94,9 @@ def is_not_content(
         return False  # ("sidebar-visible", "no-sidebar": the page's state, not a sidebar)
     classes = [name for name in values.get("class", "").split() if not _states(name)]
     # A section's id is made from its heading (docutils: <div class="section"
-    # id="sidebar"> holds the section titled "Sidebar").
-    sectioned = tag == "section" or "section" in classes
+    # id="sidebar"> holds the section titled "Sidebar"), and so is a heading's (MkDocs:
+    # <h2 id="footer">Footer</h2>).
+    sectioned = tag in _HEADINGS or tag == "section" or "section" in classes
     if not sectioned and values.get("id", "").strip() in _NOT_CONTENT_IDS:
         return True
     parts = {part for name in classes for part in _NAME_PARTS.split(name)}
