@@ -54,7 +54,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("doc")
     with zipfile.ZipFile(archive) as sdist:
         for member in sdist.namelist():
-            if member.startswith(DATA) and member.endswith(".doc"):
+            if member.startswith(DATA) and member.endswith((".doc", ".ppt")):
                 sdist.extract(member, root)
     return root / DATA
 
@@ -144,6 +144,12 @@ def test_an_extensionless_word_97_document_is_recognised(files: Path) -> None:
     data = (files / "msodde/harmless-clean.doc").read_bytes()
     found = sniff(data)
     assert found is not None and found.name == "Word 97-2003"
+
+
+def test_a_powerpoint_97_presentation_is_refused_saying_what_to_do(files: Path) -> None:
+    """A ``.ppt`` is not read; the error says what it is and how to make it readable."""
+    with pytest.raises(UnsupportedFileType, match=r"PowerPoint 97-2003.*\.pptx"):
+        load_path(files / "oleobj/sample_with_lnk_file.ppt")
 
 
 def test_fields_read_as_their_results_and_table_rows_as_lines() -> None:

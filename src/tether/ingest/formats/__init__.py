@@ -254,6 +254,12 @@ def format_of(path: str | Path, data: bytes) -> Format:
     else the one its content shows (:func:`sniff`); :class:`UnsupportedFileType`
     otherwise."""
     found = by_extension(path) or sniff(data)
+    if found is None and _holds_stream(data, "PowerPoint Document"):
+        raise UnsupportedFileType(
+            str(path),
+            "is a PowerPoint 97-2003 presentation, which tether does not read: save it as"
+            " .pptx (PowerPoint, LibreOffice: Save As) and add that",
+        )
     if found is None:
         suffix = Path(path).suffix
         raise UnsupportedFileType(
@@ -332,18 +338,26 @@ _OLE_STREAMS = (
 def _compound(data: bytes) -> Format | None:
     """The format of an OLE compound file, from the streams it holds (None without
     olefile, or when it is none tether reads)."""
+    for stream, name in _OLE_STREAMS:
+        if _holds_stream(data, stream):
+            return _BY_NAME[name]
+    return None
+
+
+def _holds_stream(data: bytes, stream: str) -> bool:
+    """Whether ``data`` is an OLE compound file holding ``stream`` (False without
+    olefile)."""
+    if not data.startswith(_OLE):
+        return False
     try:
         import olefile
     except ImportError:
-        return None
+        return False
     try:
         with olefile.OleFileIO(io.BytesIO(data)) as ole:
-            for stream, name in _OLE_STREAMS:
-                if ole.exists(stream):
-                    return _BY_NAME[name]
+            return bool(ole.exists(stream))
     except (OSError, ValueError, IndexError, KeyError):
-        return None
-    return None
+        return False
 
 
 def _zipped(data: bytes) -> Format | None:
