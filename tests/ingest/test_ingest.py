@@ -287,6 +287,24 @@ def test_plain_text_is_normalized(tmp_path: Path, raw: bytes, text: str) -> None
     assert doc.sections == (Section(0, len(text)),)
 
 
+def test_a_text_files_underlined_headings_are_its_sections(tmp_path: Path) -> None:
+    """A plain-text document's underlined headings (``====``, ``----``, as READMEs and
+    release notes write them; an overline too) are its sections, ranked by the order
+    their characters first appear. A table's dashed header row, a paragraph's last line
+    over a rule and source code are no headings."""
+    text = (
+        "Read me first.\n\nINSTALL\n=======\n\nRun the installer.\n\nOn Linux\n--------\n\n"
+        "Use the package.\n\nName    Value\n----    -----\nport    8080\n\n"
+        "A paragraph that ends\nwith a line over a rule\n-----------------------\n\n"
+        "=======\nCHANGES\n=======\n\nAll of them.\n"
+    )
+    doc = load_path(write(tmp_path / "README.txt", text))
+    assert section_titles(doc) == [None, "INSTALL", "INSTALL > On Linux", "CHANGES"]
+    assert doc.text.startswith("Read me first.")  # the text is as written
+    code = load_path(write(tmp_path / "setup.py", "# Title\n# =====\nx = 1\n"))
+    assert section_titles(code) == [None]
+
+
 @pytest.mark.parametrize(
     ("raw", "normalized"),
     [

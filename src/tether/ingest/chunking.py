@@ -79,6 +79,41 @@ def markdown_headings(text: str) -> list[Heading]:
     return headings
 
 
+#: A plain-text underline: a run of one punctuation character, three or more.
+_UNDERLINE = re.compile(r"([=\-~*^#+])\1{2,}[ \t]*")
+
+
+def underlined_headings(text: str) -> list[Heading]:
+    """The headings of plain text: a line of words after a blank line (or the start),
+    underlined by a run of ``=``, ``-``, ``~`` (or ``*``, ``^``, ``#``, ``+``) about as
+    long as it (within a third). Each character is a level, in the order it first
+    appears, as reStructuredText ranks its underlines; a line above the title made of the
+    same run (an overline) is part of the heading. A row of dashes under a table's header
+    (``Name    Value`` over ``----    -----``) has spaces in it: no heading."""
+    headings: list[Heading] = []
+    levels: dict[str, int] = {}
+    lines = text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    for i in range(1, len(lines)):
+        under = _UNDERLINE.fullmatch(lines[i])
+        title = lines[i - 1].strip()
+        if not under or not title or _UNDERLINE.fullmatch(title):
+            continue
+        width = len(lines[i].rstrip())
+        if not 0.66 * len(title) <= width <= 1.34 * len(title) + 2:
+            continue
+        over = i >= 2 and lines[i - 2].rstrip() == lines[i].rstrip()
+        first = i - 2 if over else i - 1
+        if first > 0 and lines[first - 1].strip():
+            continue  # a paragraph's last line, not a title
+        level = levels.setdefault(under.group(1), len(levels) + 1)
+        body = min(offsets[i + 1], len(text))
+        headings.append(Heading(offsets[first], body, level, title))
+    return headings
+
+
 def markdown_title(text: str) -> str | None:
     """The text of the first level-1 heading outside fenced code, if any."""
     return next((h.title for h in markdown_headings(text) if h.level == 1), None)

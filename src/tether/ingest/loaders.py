@@ -19,7 +19,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from html.parser import HTMLParser
 from pathlib import Path
@@ -31,6 +31,7 @@ from tether.ingest.chunking import (
     heading_sections,
     markdown_sections,
     markdown_title,
+    underlined_headings,
 )
 from tether.ingest.html import html_document
 from tether.ingest.markup import rendered_markdown
@@ -445,12 +446,23 @@ def load_markdown(file: FileBytes) -> LoadedDocument:
 
 
 def load_plain_text(file: FileBytes) -> LoadedDocument:
+    """A text file (source code too) as it is: one section."""
     text = normalize_text(decode_text(file))
     if not text:
         raise EmptyDocument(str(file.path), "the file has no text")
     return LoadedDocument(
         title=file.stem, text=text, mime="text/plain", sections=(Section(0, len(text)),)
     )
+
+
+def load_text_document(file: FileBytes) -> LoadedDocument:
+    """A plain-text document (``.txt``): split at its underlined headings
+    (:func:`~tether.ingest.chunking.underlined_headings`), when it has them."""
+    loaded = load_plain_text(file)
+    headings = underlined_headings(loaded.text)
+    if not headings:
+        return loaded
+    return replace(loaded, sections=tuple(heading_sections(loaded.text, headings)))
 
 
 def load_pdf(file: FileBytes) -> LoadedDocument:
