@@ -83,6 +83,27 @@ def test_asciidoc_is_read_as_its_rendered_page(tmp_path: Path) -> None:
     )
 
 
+def test_two_line_titles_and_long_delimiters_read_as_asciidoc_renders_them(
+    tmp_path: Path,
+) -> None:
+    """AsciiDoc.py's two-line titles (a man page's ``NAME`` over ``----``), with an anchor
+    line above them or not, are sections; a listing delimited by a longer run of dashes
+    is code (its ``#`` lines are comments, not headings); a rule too long or too short
+    for the line above it is no title."""
+    source = (
+        "A2X(1)\n======\n:doctype: manpage\n\n\nNAME\n----\na2x - a toolchain manager\n\n"
+        "[[X2]]\nCONF FILES\n----------\nThe defaults:\n\n"
+        "-----------------------------\n# Optional environment\nENV = None\n"
+        "-----------------------------\n\nWord\n--------------\n"
+    )
+    path = tmp_path / "a2x.1.adoc"
+    path.write_text(source, "utf-8")
+    doc = load_path(path)
+    assert doc.title == "A2X(1)"
+    assert [s.title for s in doc.sections] == ["A2X(1) > NAME", "A2X(1) > CONF FILES"]
+    assert "```\n# Optional environment\nENV = None\n```" in doc.text
+
+
 def test_an_indexed_asciidoc_file_is_cited_by_its_section(tmp_path: Path) -> None:
     path = tmp_path / "guide.asciidoc"
     path.write_text(GUIDE, encoding="utf-8")

@@ -3,9 +3,11 @@
 The document is rewritten line by line into the Markdown tether reads (its section titles
 as ``#`` headings, so they make the sections and each chunk's heading path):
 
-- section titles (``== Install``, or Markdown's ``## Install``) become headings, the
-  document title (``= Guide``) the first;
-- listing and literal blocks (``----``, ``....``) become fenced code blocks, a
+- section titles (``== Install``, or Markdown's ``## Install``, or a two-line title:
+  ``Install`` after a blank line, underlined by ``-------`` about as long, as AsciiDoc.py
+  documents and man pages written in AsciiDoc have them) become headings, the document
+  title (``= Guide``, or ``=====`` under it) the first;
+- listing and literal blocks (``----``, ``....``, or longer runs) become fenced code blocks, a
   ``[source,python]`` line giving the language; what is inside is left as written;
 - the delimiters of example, sidebar, quote and open blocks (``====``, ``****``,
   ``____``, ``--``) go and their text stays;
@@ -36,8 +38,13 @@ _SOURCE_LANGUAGE = re.compile(r"\[(?:source|listing)?,\s*([\w+#.-]+)")
 _DIRECTIVE = re.compile(r"(?:ifn?def|ifeval|endif|include|image|toc)::")
 _BLOCK_TITLE = re.compile(r"\.([^\s.].*)$")
 _VERBATIM = {"----": "", "....": "text"}
+#: A listing or literal block's delimiter: four or more of ``-`` or ``.``.
+_VERBATIM_DELIMITER = re.compile(r"-{4,}|\.{4,}")
 _PLAIN_DELIMITERS = re.compile(r"(?:={4,}|\*{4,}|_{4,}|--|\+{4,})\s*$")
 _TABLE = re.compile(r"[|!,:]===\s*$")
+#: A two-line title's underline; its character gives the level (``=`` the document's).
+_UNDERLINE = re.compile(r"([=\-~^+])\1+")
+_UNDERLINE_LEVELS = {"=": 1, "-": 2, "~": 3, "^": 4, "+": 5}
 #: Inline: a URL or a macro with link text, a cross reference, an anchor.
 _LINK = re.compile(r"((?:https?|ftp|mailto|link|xref):[^\s\[]*)\[([^\[\]]*)\]")
 _CROSS_REFERENCE = re.compile(r"<<[^,<>]+,[ \t]*([^<>]+)>>|<<([^<>]+)>>")
@@ -60,8 +67,13 @@ def asciidoc_as_markdown(text: str) -> str:
     comment = False
     table: list[list[str]] | None = None  # the open table's lines, as cells
     language = ""
-    for line in text.split("\n"):
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
         stripped = line.strip()
+        if verbatim is None and not comment and table is None and _underlines(lines, i, out):
+            level = _UNDERLINE_LEVELS[stripped[0]]
+            out[-1] = f"{'#' * level} {out[-1]}"
+            continue
         if verbatim is not None:
             if stripped == verbatim:
                 out.append("```")
@@ -75,9 +87,9 @@ def asciidoc_as_markdown(text: str) -> str:
         if stripped.startswith("////"):
             comment = True
             continue
-        if stripped in _VERBATIM:
-            verbatim = stripped
-            out.append("```" + (language or _VERBATIM[stripped]))
+        if _VERBATIM_DELIMITER.fullmatch(stripped):
+            verbatim = stripped  # (closed by the same run, however long)
+            out.append("```" + (language or _VERBATIM[stripped[:4]]))
             language = ""
             continue
         if _TABLE.match(stripped):
@@ -98,6 +110,24 @@ def asciidoc_as_markdown(text: str) -> str:
     if verbatim is not None:
         out.append("```")
     return "\n".join(out + (_table_rows(table) if table else []))
+
+
+def _underlines(lines: list[str], i: int, out: list[str]) -> bool:
+    """Whether line ``i`` underlines the line before it into a two-line title: that line
+    follows a blank line (or starts the text; anchor and attribute lines between do not
+    count), was shown as written, and is about as long (within two characters) as the
+    run of one character under it."""
+    under = _UNDERLINE.fullmatch(lines[i].strip())
+    if under is None or i == 0:
+        return False
+    above = i - 2  # past the title's anchor and attribute lines ("[[install]]")
+    while above >= 0 and _BLOCK_ATTRIBUTES.match(lines[above].strip()):
+        above -= 1
+    if above >= 0 and lines[above].strip():
+        return False
+    title = lines[i - 1].strip()
+    shown = bool(out) and bool(title) and out[-1] == _inline(lines[i - 1])
+    return shown and abs(len(lines[i].strip()) - len(title)) <= 2
 
 
 def _shown(line: str, stripped: str) -> str | None:
