@@ -44,9 +44,9 @@ _TABLE_1 = 0x0200
 _CCP_TEXT = 0x4C
 _CCP_FOOTNOTES = 0x50
 _FC_CLX = 0x01A2
-#: Characters of a piece past which a file is taken as damaged (the text is then longer
-#: than the file could hold).
-_PIECE_BYTES = 2
+#: Bytes of a character in a piece that is not compressed (UTF-16); a compressed piece's
+#: characters (Windows-1252) take one.
+_UTF16_BYTES = 2
 
 _FIELD_BEGIN, _FIELD_SEPARATOR, _FIELD_END = "\x13", "\x14", "\x15"
 #: Characters that are no text: a picture, a drawn object, footnote and comment marks,
@@ -161,7 +161,7 @@ def _characters(stream: bytes, pieces: list[_Piece], wanted: int, source: str) -
         count = min(piece.cp_end, wanted) - piece.cp_start
         if count <= 0:
             continue
-        size = count if piece.compressed else _PIECE_BYTES * count
+        size = count if piece.compressed else _UTF16_BYTES * count
         raw = stream[piece.offset : piece.offset + size]
         if len(raw) < size:
             raise UnreadableFile(source, "has a text piece past the end of its stream (damaged)")
