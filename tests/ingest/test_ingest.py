@@ -1381,6 +1381,28 @@ def test_html_a_heading_named_like_furniture_stays_and_a_banner_goes(tmp_path: P
     assert section_titles(doc) == ["Theme", "Theme > Footer", "Theme > Navigation"]
 
 
+def test_html_a_header_with_words_of_its_own_after_the_first_heading_is_text(
+    tmp_path: Path,
+) -> None:
+    """haproxy's manual writes each keyword's "See also: ..." line as a
+    ``<div class="page-header">``: after the page's first heading, a header with words of
+    its own beside its links is text. A tagline header before the first heading is still
+    a banner, and a "Next: ..., Up: ..." header bar (texi2any) has only navigation's
+    words: both go."""
+    markup = (
+        "<html><body><div class='header'><p>Small. Fast. Reliable.</p></div>"
+        "<div class='page-header'><h1>1. Keywords</h1></div><p>bind listens on an address."
+        "</p><div class='page-header'><b>See also :</b> &quot;<a href='#maxconn'>maxconn"
+        "</a>&quot;, &quot;<a href='#grace'>grace</a>&quot;</div><div class='header'>Next:"
+        " <a href='b.html'>Backends</a>, Up: <a href='index.html'>Top</a></div>"
+        "<p>More text.</p></body></html>"
+    )
+    assert load_path(write(tmp_path / "configuration.html", markup)).text == (
+        '# 1. Keywords\n\nbind listens on an address.\n\nSee also : "maxconn", "grace"\n\n'
+        "More text."
+    )
+
+
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n", "\u200b"])
 @pytest.mark.parametrize("mime", ["text/plain", "text/markdown"])
 def test_empty_text_is_an_empty_document(text: str, mime: str) -> None:

@@ -229,7 +229,12 @@ class Block:
         n = [now - then for now, then in zip(counts, self.counts, strict=True)]
         if n[HEADINGS] or n[CODE]:  # a title or a code block (linked identifiers) is content
             return False
-        if self.header or (n[TRANSLATIONS] and n[LINKS] >= 2):
+        if self.header:
+            # After the page's first heading, a header with words of its own beside its
+            # links ("See also: bind, listen": haproxy's keyword lines) is text; a bar of
+            # "Next: ..., Up: ..." (texi2any) has only navigation's words.
+            return not (self.counts[HEADINGS] and n[OWN_WORDS] >= 2)
+        if n[TRANSLATIONS] and n[LINKS] >= 2:
             return True
         if self.tag in PROSE_BLOCKS and n[OWN_WORDS] >= max(_OWN_WORDS, _OWN_SHARE * n[WORDS]):
             # A sentence that names its cross-references ("See Section 3.8.1"), a table

@@ -47,7 +47,9 @@ page's own markup, in the order a screen reader would find the main content:
    "index"): a sentence that names its cross-references, a table of linked parameters and
    what they do; a language list (two links or more, one of them to a translation:
    ``hreflang``); and, outside any article or section, a ``<header>`` or a block whose
-   class or id names a header, masthead or tagline (a banner: "Small. Fast. Reliable.").
+   class or id names a header, masthead or tagline (a banner: "Small. Fast. Reliable."),
+   unless it follows the page's first heading and has two words of its own beside its
+   links (haproxy's "See also: maxconn, grace"; not texi2any's "Next: ..., Up: ...").
    A list whose class is "toc" is judged so too, not hidden (texi2html classes every list
    so). The text of form controls (``<select>`` options, ``<button>`` labels, anything
    whose ``role`` is button, a link that runs a script: ``href="javascript:..."``) is
@@ -309,7 +311,7 @@ class _HTMLText(HTMLParser):
         if tag in _JUDGED_BLOCKS and not self._pre:
             header = not self._articles and (tag == "header" or header_named(attrs))
             self._blocks.append(Block(tag, len(self.out), list(self._counts), header))
-            self._prose += tag in PROSE_BLOCKS
+            self._prose += tag in PROSE_BLOCKS or header  # (a header's words judge it too)
 
     def _open(self, tag: str) -> None:
         if tag in _HEADINGS:
@@ -403,7 +405,7 @@ class _HTMLText(HTMLParser):
             return
         while self._blocks:
             block = self._blocks.pop()
-            self._prose -= block.tag in PROSE_BLOCKS
+            self._prose -= block.tag in PROSE_BLOCKS or block.header
             if block.furniture(self._counts) or self._credit(block):
                 del self.out[block.at :]
                 # Its text and links no longer count in the blocks around it.
