@@ -254,7 +254,7 @@ def format_of(path: str | Path, data: bytes) -> Format:
     else the one its content shows (:func:`sniff`); :class:`UnsupportedFileType`
     otherwise."""
     found = by_extension(path) or sniff(data)
-    if found is None and _holds_stream(data, "PowerPoint Document"):
+    if found is None and "PowerPoint Document" in _ole_streams(data):
         raise UnsupportedFileType(
             str(path),
             "is a PowerPoint 97-2003 presentation, which tether does not read: save it as"
@@ -338,26 +338,24 @@ _OLE_STREAMS = (
 def _compound(data: bytes) -> Format | None:
     """The format of an OLE compound file, from the streams it holds (None without
     olefile, or when it is none tether reads)."""
-    for stream, name in _OLE_STREAMS:
-        if _holds_stream(data, stream):
-            return _BY_NAME[name]
-    return None
+    streams = _ole_streams(data)
+    return next((_BY_NAME[name] for stream, name in _OLE_STREAMS if stream in streams), None)
 
 
-def _holds_stream(data: bytes, stream: str) -> bool:
-    """Whether ``data`` is an OLE compound file holding ``stream`` (False without
-    olefile)."""
+def _ole_streams(data: bytes) -> set[str]:
+    """The top-level stream names of ``data`` when it is an OLE compound file, read in one
+    pass over its directory (empty without olefile, or for anything else)."""
     if not data.startswith(_OLE):
-        return False
+        return set()
     try:
         import olefile
     except ImportError:
-        return False
+        return set()
     try:
         with olefile.OleFileIO(io.BytesIO(data)) as ole:
-            return bool(ole.exists(stream))
+            return {entry[0] for entry in ole.listdir() if len(entry) == 1}
     except (OSError, ValueError, IndexError, KeyError):
-        return False
+        return set()
 
 
 def _zipped(data: bytes) -> Format | None:
