@@ -10,7 +10,7 @@ import pytest
 from helpers import make_settings
 from tether import RetrievalResult, Settings, Tether, TextSource
 from tether.embed.local import LocalEmbedder
-from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
+from tether.retrieve.distinctive import CommonWords, code_terms, number_terms, word_forms
 
 
 @pytest.mark.parametrize(
@@ -35,6 +35,46 @@ from tether.retrieve.distinctive import CommonWords, code_terms, word_forms
 )
 def test_code_terms(question: str, codes: list[str]) -> None:
     assert code_terms(question) == codes
+
+
+@pytest.mark.parametrize(
+    ("question", "numbers"),
+    [
+        ("What changes for unsafe extern blocks in the 2024 edition?", {"2024": ["2024", "2,024"]}),
+        ("Which Unicode version do libidn2 2.3.3's tables use?", {"2.3.3": ["2.3.3"]}),
+        (
+            "Is the default MTU 1450, and can port 80 be used?",
+            {"1450": ["1450", "1,450"], "80": ["80"]},
+        ),
+        ("Does the cache hold 250000 entries?", {"250000": ["250000", "250,000"]}),
+        # One digit is as often written in words; a number inside a code is the code's.
+        ("Does it make EPUB 3 rather than EPUB 2?", {}),
+        ("Can eth0.50 be an 802.1q link with AVX-512 at 1.5x speed?", {}),
+    ],
+)
+def test_number_terms(question: str, numbers: dict[str, list[str]]) -> None:
+    assert number_terms(question) == numbers
+
+
+def test_a_number_the_scope_never_mentions_is_not_grounded(tmp_path: Path) -> None:
+    """The S2 guide names no release: a question about the 2025 release is about
+    its topic, not answered by it. The guide's "32 sensors", asked as 32, is answered,
+    and a number written with its thousands grouped is found written without them."""
+    guide = [*S2_GUIDE, TextSource("The hub keeps the last 5,000 readings of each sensor.",
+                                   "Storage")]  # fmt: skip
+    absent, present, grouped = asked(
+        tmp_path,
+        guide,
+        "What did the 2025 release change on the S2?",
+        "Can one hub really serve 32 sensors?",
+        "Does the hub keep 5000 readings of each sensor?",
+    )
+    assert not absent.grounded
+    assert absent.debug["grounding"]["distinctive_absent"] == ["2025"]
+    assert "'2025'" in absent.debug["grounding"]["why"]
+    for result in (present, grouped):
+        assert result.debug["grounding"]["distinctive_absent"] == []
+        assert result.grounded, result.debug["grounding"]["why"]
 
 
 def test_rare_words_are_those_outside_a_general_vocabulary(tmp_path: Path) -> None:

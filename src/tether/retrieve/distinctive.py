@@ -28,6 +28,11 @@ of term count:
   ("microenviroment") is taken as misspelt, not absent, and one that begins a longer
   word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped.
 
+- **numbers** of two digits or more: a year, a release, a size, a port ("the 2024
+  edition", "libidn2 2.3.3", "an MTU of 1450"). A single digit is left out: "EPUB 3" and
+  "byte 2" are as often written in words. A number is found however the scope groups
+  its thousands ("5000" by "5,000").
+
 A code or word made of placeholders (``tool::something``, ``foo.rs``, ``"abc"xyz``: the
 names examples are written with) stands for any name: the question asks about the kind
 of thing, not about that name, so its absence says nothing.
@@ -102,6 +107,25 @@ def code_terms(question: str) -> list[str]:
         if code[0] != "-" and all(p.isdigit() or (p.isalpha() and p.islower()) for p in parts):
             continue  # words and numbers joined: "0-dimensional", "anti-interleukin-2"
         found.append(code)
+    return found
+
+
+#: A number standing alone: digits, maybe dotted (``1.7``, ``2.3.3``), not part of a
+#: code (``eth0.50``, ``AVX-512``, ``1.5x``).
+_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)*(?![\w-]|\.\w)")
+
+
+def number_terms(question: str) -> dict[str, list[str]]:
+    """The numbers of two digits or more that a question names, each with the ways a
+    text may write it (``5000``, ``5,000``)."""
+    found: dict[str, list[str]] = {}
+    for number in _NUMBER.findall(question):
+        if sum(c.isdigit() for c in number) < 2 or number in found:
+            continue
+        spellings = [number]
+        if number.isdigit() and len(number) >= 4 and not number.startswith("0"):
+            spellings.append(f"{int(number):,}")
+        found[number] = spellings
     return found
 
 

@@ -19,6 +19,7 @@ from tether.retrieve.distinctive import (
     code_cores,
     code_terms,
     misspelt,
+    number_terms,
     placeholder,
     word_forms,
 )
@@ -176,10 +177,12 @@ class Grounder:
             if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
             and not placeholder(code)
         }
+        numbers = number_terms(question)
         lookups = [
             *search_terms(question, language),
             *codes,
             *(c for cores in codes.values() for c in cores),
+            *(s for spellings in numbers.values() for s in spellings),
         ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
         terms = question_terms(question, stats, language, absence)
@@ -188,6 +191,11 @@ class Grounder:
             for code, cores in codes.items()
             if not stats.in_scope.get(code, False)
             and not (cores and all(stats.in_scope.get(c, False) for c in cores))
+        ]
+        absent += [
+            n
+            for n, spellings in numbers.items()
+            if not any(stats.in_scope.get(s, False) for s in spellings)
         ]
         rare = self.rare_words_absent(terms.absent, scope, filters)
         absent += [
