@@ -9,12 +9,23 @@ from pathlib import Path
 from helpers import make_pdf, make_settings
 from tether import Tether, TextSource
 from tether.eval.documents import starts_inside_a_sentence
-from tether.retrieve.context import build_context, ends_a_sentence, finish_sentences
+from tether.retrieve.context import (
+    build_context,
+    continue_over_pages,
+    ends_a_sentence,
+    finish_sentences,
+)
 from tether.retrieve.rerank import Candidate
 
 PAGE_ONE = (
-    "Battery care. Keep the sensor out of direct sun. The lithium cell is permanently"
-    " damaged by heat above 60 degrees"
+    "Battery care. Keep the sensor out of direct sun. Wipe the housing with a dry cloth"
+    " once a month, and never with solvents, which cloud the window over the light"
+    " sensor. Store a spare cell in its sealed bag, away from metal objects such as keys"
+    " and coins, and recycle a used cell at a collection point rather than with household"
+    " waste. Before a long trip, charge the cell to about half of its capacity, switch the"
+    " sensor off with the button under its lid, and keep it in a dry place. When the"
+    " sensor comes back into use, let it reach room temperature before you charge it."
+    " The lithium cell is permanently damaged by heat above 60 degrees"
 )
 PAGE_TWO = (
     "Celsius when the sensor is left in a closed car for more than an hour. Other pages"
@@ -32,6 +43,67 @@ def test_a_sentence_cut_by_a_page_end_is_finished_in_the_cited_passage(tmp_path:
     assert first.pages[0] == 1
     assert first.text.rstrip().endswith("for more than an hour."), first.text
     assert "closed car" in result.context
+
+
+FUNCTION_HEAD = (
+    "asn1_der_decoding_startEnd finds where an element starts and ends in a DER encoding."
+    " ider: the vector that holds the DER encoding."
+)
+FUNCTION_BODY = (
+    "name_element: an element of the structure. If you have a DER encoding and have"
+    " already filled a structure from it, you may want the piece of the encoding that"
+    " holds one element of it, such as tbsCertificate inside an X509 certificate. Since"
+    " libtasn1 3.7 the vector and its length can be omitted when the element is already"
+    " decoded. It returns ASN1_SUCCESS when the encoding is right, and"
+    " ASN1_ELEMENT_NOT_FOUND when the element is not a valid element of the structure."
+)
+
+
+def test_a_passage_a_page_break_cut_short_goes_on_over_the_page(tmp_path: Path) -> None:
+    """A page's last chunk ends where the page does: the function's name closes page 2,
+    what it does and since which release on page 3. The cited passage is both."""
+    pdf = make_pdf(tmp_path / "manual.pdf", [PAGE_ONE + " Celsius.", FUNCTION_HEAD, FUNCTION_BODY])
+    question = "Since which release can asn1_der_decoding_startEnd be called without ider?"
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        [added] = t.add(pdf, workspace_id="w")
+        chunks = t.chunks(added.document_id)
+        assert [c.page for c in chunks] == [1, 2, 3]
+        found = t.retrieve(question, scope="workspace", workspace_id="w", min_relevance=0.0)
+        relevance = {chunk_id: r for chunk_id, _, r in found.debug["ranked"]}
+        head, body = relevance[chunks[1].id], relevance[chunks[2].id]
+        assert head > body  # the function's name is on page 2, not on page 3
+        # A threshold that page 2 passes and page 3, alone, does not.
+        result = t.retrieve(question, scope="workspace", workspace_id="w",
+                            min_relevance=(head + body) / 2)  # fmt: skip
+    cited = next(c for c in result.citations if 2 in c.pages)
+    assert cited.pages == (2, 3)
+    assert "Since libtasn1 3.7" in cited.text and cited.text.startswith("asn1_der_decoding")
+    assert cited.chunk_ids == (chunks[1].id, chunks[2].id)
+
+
+def test_only_a_short_chunk_ranked_in_goes_on_over_the_page(tmp_path: Path) -> None:
+    pdf = make_pdf(tmp_path / "manual.pdf", [FUNCTION_HEAD, FUNCTION_BODY])
+    with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
+        [added] = t.add(pdf, workspace_id="w")
+        head, body = t.chunks(added.document_id)
+        [hit] = t.store.hits_for_chunks([head.id]).values()
+        fragment = Candidate(hit=hit, fused=1.0, relevance=0.5, token_count=head.token_count)
+        lookup = t.store.hits_for_chunks
+        [after] = continue_over_pages([fragment], lookup, min_relevance=0.5, short_tokens=128)[1:]
+        assert (after.hit.chunk_id, after.hit.page, after.relevance) == (body.id, 2, 0.5)
+        # Below the threshold, or a full chunk: nothing is added.
+        assert continue_over_pages([fragment], lookup, min_relevance=0.6, short_tokens=128) == [
+            fragment
+        ]
+        assert continue_over_pages([fragment], lookup, min_relevance=0.5, short_tokens=10) == [
+            fragment
+        ]
+        # The next chunk of another document, or not on the next page: nothing either.
+        [other] = t.add(TextSource(FUNCTION_BODY, "notes"), workspace_id="w")
+        [note] = t.chunks(other.document_id)
+        [text_hit] = t.store.hits_for_chunks([note.id]).values()
+        alone = Candidate(hit=replace(text_hit, page=1), fused=1.0, relevance=0.5, token_count=5)
+        assert continue_over_pages([alone], lookup, min_relevance=0.5, short_tokens=128) == [alone]
 
 
 def test_ends_a_sentence() -> None:

@@ -25,7 +25,8 @@ began) is finished first (:func:`finish_sentences`): the words up to the sentenc
 are taken from the document's next chunk, so no passage ends on "damaged by heat above
 60 degrees" without the condition that follows. One that starts inside a sentence (its
 overlap with the chunk before it began at a word) is begun from that chunk
-(:func:`begin_sentences`).
+(:func:`begin_sentences`). One that a page break cut short goes on with the next page's
+first chunk (:func:`continue_over_pages`).
 """
 
 from __future__ import annotations
@@ -331,6 +332,56 @@ def finish_sentences(
             continue
         finished[c.hit.chunk_id] = _extended(c, after)
     return [finished.get(c.hit.chunk_id, c) for c in candidates]
+
+
+def continue_over_pages(
+    candidates: Sequence[Candidate],
+    lookup: Callable[[Sequence[int]], dict[int, Hit]],
+    *,
+    min_relevance: float,
+    short_tokens: int,
+) -> list[Candidate]:
+    """``candidates`` with, after each one at or above ``min_relevance`` that a page
+    break cut short, the chunk that goes on with it on the next page.
+
+    A page's last chunk ends where the page does, however little of its section it
+    holds: "asn1_der_decoding_startEnd ... ider: vector that contains the DER encoding."
+    ends page 23, and what the function does, and since which release, is on page 24.
+    Such a chunk (fewer than ``short_tokens`` tokens, its document's next ordinal in the
+    same section on the next page) is one passage with the chunk after it: that chunk
+    follows it, with its relevance, so that the context cites both pages as one passage
+    when the budget has room (it never displaces a chunk ranked before it)."""
+    fragments = [
+        c
+        for c in candidates
+        if c.relevance >= min_relevance
+        and c.hit.page is not None
+        and c.token_count is not None
+        and c.token_count < short_tokens
+    ]
+    if not fragments:
+        return list(candidates)
+    present = {c.hit.chunk_id for c in candidates if c.relevance >= min_relevance}
+    following = lookup([c.hit.chunk_id + 1 for c in fragments if c.hit.chunk_id + 1 not in present])
+    continued: dict[int, Candidate] = {}
+    for c in fragments:
+        after = following.get(c.hit.chunk_id + 1)
+        if after is None or after.document_id != c.hit.document_id:
+            continue
+        if after.ordinal != c.hit.ordinal + 1 or after.section_title != c.hit.section_title:
+            continue
+        if after.page != (c.hit.page or 0) + 1:
+            continue
+        tokens = math.ceil(len(after.text) / max(1, len(c.hit.text)) * c.token_count)
+        continued[c.hit.chunk_id] = replace(c, hit=after, head="", token_count=tokens)
+    if not continued:
+        return list(candidates)
+    out: list[Candidate] = []
+    for c in candidates:
+        out.append(c)
+        if c.hit.chunk_id in continued:
+            out.append(continued.pop(c.hit.chunk_id))
+    return out
 
 
 def _extended(c: Candidate, after: Hit) -> Candidate:

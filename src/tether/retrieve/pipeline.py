@@ -67,7 +67,7 @@ from tether.errors import ConfigurationError, RetrievalTimeout
 from tether.llm import ChatModel
 from tether.models import Exclusions, RetrievalResult
 from tether.retrieve.budget import ModelBudget
-from tether.retrieve.context import begin_sentences, finish_sentences
+from tether.retrieve.context import begin_sentences, continue_over_pages, finish_sentences
 from tether.retrieve.decide import Decision, adecide_with_llm, decide_locally
 from tether.retrieve.documents import describe as describe_document_request
 from tether.retrieve.documents import document_candidates, outline_text
@@ -267,6 +267,11 @@ class Pipeline:
         fused, question_vector = await self._retrieve_all(run, queries)
         ranked = await self._rerank(run, fused[: rag.rerank_top_n], question_vector)
         verdict = await self._judge(run, ranked) if rag.enable_llm_judge and ranked else None
+        if verdict is None:
+            ranked = await asyncio.to_thread(
+                continue_over_pages, ranked, self.store.hits_for_chunks,
+                min_relevance=run.min_relevance, short_tokens=rag.chunk_tokens // 2,
+            )  # fmt: skip
         ranked = await asyncio.to_thread(finish_sentences, ranked, self.store.hits_for_chunks)
         ranked = await asyncio.to_thread(begin_sentences, ranked, self.store.hits_for_chunks)
         context = run.build_context(self.settings.rag.context_budget, ranked, verdict)
