@@ -27,8 +27,9 @@ def build_pdf(
     title: str | None = None,
 ) -> Path:
     """A PDF with one line per entry of each page. A line "# Title" / "## Title" starts an
-    outline entry (level 1 / 2) at that point and is written as "Title". ``header`` and
-    ``footer`` are written at the top and bottom of every page, in that stream order."""
+    outline entry (level 1 / 2) at that point and is written as "Title" ("# Title|Printed"
+    is written as "Printed", a line per "\\n"). ``header`` and ``footer`` are written at the
+    top and bottom of every page, in that stream order."""
     from fpdf import FPDF
 
     pdf = FPDF()
@@ -49,9 +50,11 @@ def build_pdf(
         for line in lines:
             hashes, _, title = line.partition(" ")
             if hashes and set(hashes) == {"#"} and title:
+                title, _, printed = title.partition("|")
                 pdf.start_section(title, level=len(hashes) - 1)
-                line = title
-            pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+                line = printed or title
+            for part in line.split("\n"):
+                pdf.cell(0, 6, part, new_x="LMARGIN", new_y="NEXT")
         if footer:
             pdf.set_xy(10, 280)
             pdf.cell(0, 6, footer(number))
@@ -285,6 +288,41 @@ def test_outline_titles_become_section_titles(tmp_path: Path) -> None:
         (4, "Maintenance", "Maintenance\nInspect the pump every month."),
         (4, "Maintenance > Cleaning", "Cleaning\nRinse the filter with clean water."),
     ]
+
+
+def test_an_outline_title_is_found_as_the_page_prints_it(tmp_path: Path) -> None:
+    """Outlines and pages differ: in punctuation ("Nonregular" / "Non-regular"), in
+    numbering ("1.3", "Appendix A", the outline's own "A"), and a long title wraps. Each
+    entry starts at its heading's line, not at its page's start, so the text above the
+    heading stays in the section before it."""
+    pages = [
+        ["# Checking order", "The checks run in this order, and the order"],
+        ["is: glob, then magic.", "# 2.13. Nonregular files|2.13. Non-regular files",
+         "Directories have types too."],
+        ["Sockets are inode/socket.", "# R and statistics|1.3 R and statistics",
+         "R is an environment for statistics."],
+        ["Most of it is free software.", "# A Copying Information|Appendix A Copying Information",
+         "This manual may be copied."],
+        ["Keep a copy of the licence.",
+         "# How can I put error bars or confidence bands on my plot?|7.38 How can I put error"
+         " bars or confidence bands on my\nplot?", "Use arrows() for bars."],
+    ]  # fmt: skip
+    doc = load_path(build_pdf(tmp_path / "outlined.pdf", pages))
+    starts = [(s.page, s.title, doc.text[s.start : s.end].split("\n")[0]) for s in doc.sections]
+    assert starts == [
+        (1, "Checking order", "Checking order"),
+        (2, "Checking order", "is: glob, then magic."),
+        (2, "2.13. Nonregular files", "2.13. Non-regular files"),
+        (3, "2.13. Nonregular files", "Sockets are inode/socket."),
+        (3, "R and statistics", "1.3 R and statistics"),
+        (4, "R and statistics", "Most of it is free software."),
+        (4, "A Copying Information", "Appendix A Copying Information"),
+        (5, "A Copying Information", "Keep a copy of the licence."),
+        (5, "How can I put error bars or confidence bands on my plot?",
+         "7.38 How can I put error bars or confidence bands on my"),
+    ]  # fmt: skip
+    wrapped = doc.sections[-1]
+    assert doc.text[wrapped.start : wrapped.end].endswith("plot?\nUse arrows() for bars.")
 
 
 def test_stored_chunks_carry_outline_titles_and_pages(tether: Tether, tmp_path: Path) -> None:

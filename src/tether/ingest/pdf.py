@@ -33,7 +33,8 @@ work linear in the number of pages:
 4. Sections. Every page is at least its own section, so every chunk keeps its page. With
    an outline (bookmarks), an entry starts a section at its title's line on its page (at
    the page start when the line is not found), and a section's title is the entry's path,
-   ``"Chapter 2 > Installation"``, as for Markdown headings.
+   ``"Chapter 2 > Installation"``, as for Markdown headings
+   (:mod:`tether.ingest.pdf_sections`).
 5. Printed page labels (``reader.page_labels``), where they differ from the physical
    page number: front matter "i", "ii", appendix "A-1".
 6. Scanned pages, read first: a page whose text layer has fewer than
@@ -50,7 +51,6 @@ import logging
 import math
 import re
 import time
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,7 +58,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import EmptyDocument, UnreadableFile, UnsupportedFileType
-from tether.ingest.chunking import Heading, Section, heading_sections
+from tether.ingest.chunking import Section
 from tether.ingest.ocr_engine import (
     PageTimedOut,
     check_pixels,
@@ -66,6 +66,7 @@ from tether.ingest.ocr_engine import (
     ocr_image,
     ocr_off_advice,
 )
+from tether.ingest.pdf_sections import join_pages, read_outline, titled_sections
 from tether.text import normalize_text
 
 if TYPE_CHECKING:
@@ -103,13 +104,6 @@ class PdfText:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class OutlineEntry:
-    page: int  # physical, from 1
-    level: int  # from 1
-    title: str
-
-
 def read_pdf(data: bytes, source: str) -> PdfText:
     """The cleaned text of the PDF ``data`` read from ``source`` (a path, for errors and logs).
 
@@ -135,7 +129,7 @@ def read_pdf(data: bytes, source: str) -> PdfText:
     texts = ["" if n in left_out else "\n".join(ls) for n, ls in enumerate(pages, start=1)]
     texts = [normalize_text(t) for t in dehyphenate_pages(texts)]
     text, spans = join_pages(texts)
-    sections = titled_sections(text, spans, _outline(reader, source))
+    sections = titled_sections(text, spans, read_outline(reader, source))
     printed = {n: label for n, label in enumerate(labels, start=1) if label != str(n)}
     return PdfText(meta_title, text, tuple(sections), printed, dropped, scans.read, scans.warnings)
 
@@ -343,122 +337,7 @@ def dehyphenate_pages(texts: list[str]) -> list[str]:
     return [_BROKEN_WORD.sub(join, text) for text in texts]
 
 
-# -- 4. sections ----------------------------------------------------------------------------
-
-
-def join_pages(texts: list[str]) -> tuple[str, list[Section]]:
-    """The document text (pages joined by a blank line) and one untitled span per page."""
-    parts: list[str] = []
-    spans: list[Section] = []
-    offset = 0
-    for number, text in enumerate(texts, start=1):
-        if not text:
-            continue
-        if parts:
-            offset += 2
-        spans.append(Section(offset, offset + len(text), None, number))
-        parts.append(text)
-        offset += len(text)
-    return "\n\n".join(parts), spans
-
-
-def titled_sections(text: str, spans: list[Section], outline: list[OutlineEntry]) -> list[Section]:
-    """The page ``spans`` cut where outline entries start, titled by their outline path."""
-    if not outline:
-        return spans
-    titled = heading_sections(text, outline_headings(text, spans, outline))
-    sections: list[Section] = []
-    first = 0
-    for part in titled:  # both in text order: one merge pass
-        while first < len(spans) and spans[first].end <= part.start:
-            first += 1
-        at = first
-        while at < len(spans) and spans[at].start < part.end:
-            span = spans[at]
-            at += 1
-            start, end = max(part.start, span.start), min(part.end, span.end)
-            piece = text[start:end]
-            start, end = start + len(piece) - len(piece.lstrip()), start + len(piece.rstrip())
-            if end > start:
-                sections.append(Section(start, end, part.title, span.page))
-    return sections
-
-
-_NUMBERING = re.compile(
-    r"(?:(?:chapter|appendix|part|section)\s+)?(?:\d+(?:\.\d+)*|[a-z]|[ivxlc]+)[.:)]?\s+(?=\S)"
-)
-
-
-def title_key(title: str) -> str:
-    """A title as compared with a line: case, spacing and a leading "2.1" or "Chapter 3" aside."""
-    key = " ".join(title.casefold().split())
-    return _NUMBERING.sub("", key, count=1) if _NUMBERING.match(key) else key
-
-
-def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry]) -> list[Heading]:
-    """Outline entries placed in ``text``, in text order: at their title's line on their
-    page, else where the previous entry on that page starts, else at the page start. An
-    entry on a page without text (or left out) starts at the next page with text."""
-    pages = [span.page or 0 for span in spans]
-    headings: list[Heading] = []
-    lines: dict[str, list[int]] = {}
-    current = -1  # the index in ``spans`` whose lines are in ``lines``
-    for entry in sorted(outline, key=lambda e: e.page):
-        at = bisect_left(pages, entry.page)
-        if at == len(spans):
-            break
-        span = spans[at]
-        if current != at:
-            current, lines = at, _line_starts(text, span)
-        previous = headings[-1] if headings and headings[-1].start >= span.start else None
-        start = body = previous.start if previous else span.start
-        if span.page == entry.page:
-            starts = lines.get(title_key(entry.title), [])
-            found = bisect_left(starts, previous.body if previous else span.start)
-            if found < len(starts):
-                start = starts[found]
-                body = (text.find("\n", start, span.end) + 1) or span.end
-        headings.append(Heading(start, body, entry.level, entry.title))
-    return headings
-
-
-def _line_starts(text: str, span: Section) -> dict[str, list[int]]:
-    """Offsets of the lines of ``span`` by their :func:`title_key` (short lines only)."""
-    starts: defaultdict[str, list[int]] = defaultdict(list)
-    offset = span.start
-    for line in text[span.start : span.end].split("\n"):
-        if len(line) <= 200:
-            starts[title_key(line)].append(offset)
-        offset += len(line) + 1
-    return starts
-
-
-# -- pypdf: outline and labels --------------------------------------------------------------
-
-
-def _outline(reader: PdfReader, source: str) -> list[OutlineEntry]:
-    """The outline in document order, with levels; [] when there is none or it is broken."""
-    try:
-        entries: list[OutlineEntry] = []
-        stack: list[tuple[Iterator[Any], int]] = [(iter(reader.outline), 1)]
-        while stack:
-            items, level = stack[-1]
-            item = next(items, None)
-            if item is None:
-                stack.pop()
-            elif isinstance(item, list):
-                stack.append((iter(item), level + 1))
-            else:
-                page = reader.get_destination_page_number(item)
-                title = " ".join(str(item.title or "").split())
-                if page is not None and page >= 0 and title:
-                    entries.append(OutlineEntry(page + 1, level, title))
-        return entries
-    except MemoryError:
-        raise
-    except Exception as exc:  # a broken outline loses titles, never the text
-        logger.debug("%s: outline not readable (%s); sections keep no titles", source, exc)
-        return []
+# -- pypdf: page labels ---------------------------------------------------------------------
 
 
 def _page_labels(reader: PdfReader, source: str) -> list[str]:

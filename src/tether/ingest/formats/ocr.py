@@ -22,7 +22,7 @@ from tether.ingest.ocr_engine import (
     ocr_off_advice,
     open_image,
 )
-from tether.ingest.pdf import join_pages
+from tether.ingest.pdf_sections import join_pages
 from tether.text import normalize_text
 
 __all__ = ["OcrOptions", "configure", "load_image", "ocr_image"]
