@@ -13,7 +13,6 @@ import pytest
 
 from tether import EmptyDocument, Tether
 from tether.ingest import LoadedDocument, load_path
-from tether.ingest.pdf_sections import font_headings
 
 Furniture = Callable[[int], str]  # the physical page number -> a header or footer line
 
@@ -399,88 +398,3 @@ def test_a_title_made_up_by_the_authoring_program_is_not_the_title(
     file's name does (a title heads every chunk's vector and is searched with it)."""
     path = build_pdf(tmp_path / "manual.pdf", [["Prime the pump before use."]], title=metadata)
     assert load_path(path).title == title
-
-
-# -- headings by size (no outline) ----------------------------------------------------------
-
-
-def sized_pdf(path: Path, pages: list[list[tuple[int, str]]]) -> Path:
-    """A PDF without an outline: each line drawn in its own font size (points)."""
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.set_auto_page_break(auto=False)
-    for lines in pages:
-        pdf.add_page()
-        pdf.set_xy(10, 20)
-        for size, line in lines:
-            pdf.set_font("Helvetica", size=size)
-            pdf.cell(0, size * 0.6, line, new_x="LMARGIN", new_y="NEXT")
-    pdf.output(str(path))
-    return path
-
-
-BODY = "The pump is mounted on a level base and checked once a month by the owner."
-#: Lines of body text, each other (a line every page repeats is a running header).
-TEXT = iter(
-    f"The {part} is {verb} by the owner {when}, as the service plan says."
-    for part in ("pump", "valve", "filter", "seal", "hose", "base")
-    for verb in ("checked", "cleaned", "replaced")
-    for when in ("monthly", "yearly", "weekly")
-)
-
-
-def test_a_pdf_without_an_outline_is_cut_at_lines_drawn_larger(tmp_path: Path) -> None:
-    """Headings are the lines drawn larger than the body text, their levels by size. The
-    cover's large lines (most of its letters) are a title and a name, not headings."""
-    pages = [
-        [(28, "Pump Manual"), (18, "Lumen Labs, service team"), (11, "Revision 3")],
-        [(18, "1 Installation"), (11, next(TEXT)), (11, next(TEXT)), (14, "1.1 Mounting"),
-         (11, next(TEXT))],
-        [(11, next(TEXT)), (18, "2 Maintenance"), (11, next(TEXT)), (14, "2.1 Cleaning the filter"),
-         (11, next(TEXT)), (11, next(TEXT)), (14, "2.2 The seal"), (11, next(TEXT))],
-        [(18, "3 Repairs"), (11, next(TEXT)), (11, next(TEXT))],
-    ]  # fmt: skip
-    first = pages[2][0][1]
-    doc = load_path(sized_pdf(tmp_path / "sized.pdf", pages))
-    starts = [(s.page, s.title, doc.text[s.start : s.end].split("\n")[0]) for s in doc.sections]
-    assert starts == [
-        (1, None, "Pump Manual"),
-        (2, "1 Installation", "1 Installation"),
-        (2, "1 Installation > 1.1 Mounting", "1.1 Mounting"),
-        (3, "1 Installation > 1.1 Mounting", first),
-        (3, "2 Maintenance", "2 Maintenance"),
-        (3, "2 Maintenance > 2.1 Cleaning the filter", "2.1 Cleaning the filter"),
-        (3, "2 Maintenance > 2.2 The seal", "2.2 The seal"),
-        (4, "3 Repairs", "3 Repairs"),
-    ]
-
-
-def test_a_pdf_in_one_size_has_no_headings_by_size(tmp_path: Path) -> None:
-    pages = [[(11, "Installation"), (11, next(TEXT))], [(11, "Maintenance"), (11, next(TEXT))]]
-    doc = load_path(sized_pdf(tmp_path / "flat.pdf", pages))
-    assert {s.title for s in doc.sections} == {None}
-
-
-def test_font_headings_keep_sizes_used_on_two_pages_for_few_letters() -> None:
-    runs = [
-        [(30.0, 700.0, "Annual report"), (11.0, 650.0, BODY)],  # one page only: the title
-        [(16.0, 700.0, "Results"), (11.0, 650.0, BODY), (11.0, 630.0, BODY)],
-        [(16.0, 700.0, "Outlook"), (11.0, 650.0, BODY),
-         (13.0, 600.0, "Risks and what we do about them"), (11.0, 580.0, BODY)],
-        [(16.0, 700.0, "Staff"), (11.0, 650.0, BODY), (11.0, 630.0, BODY)],
-    ]  # fmt: skip
-    entries = font_headings(runs)
-    assert [(e.page, e.level, e.title) for e in entries] == [
-        (2, 1, "Results"),
-        (3, 1, "Outlook"),
-        (4, 1, "Staff"),
-        # 13 pt is used on one page, but it is no cover's size: it is not a heading size
-    ]
-    # A long line or a line without letters drawn large is no heading.
-    text = [(11.0, 650.0 - 10 * n, BODY) for n in range(6)]
-    big = [[(16.0, 700.0, "Results"), *text],
-           [(16.0, 700.0, " ".join(["word"] * 20)), (16.0, 680.0, "2024"),
-            (16.0, 660.0, "Outlook"), *text], [(16.0, 700.0, "Staff"), *text]]  # fmt: skip
-    assert [e.title for e in font_headings(big)] == ["Results", "Outlook", "Staff"]
-    assert font_headings([[(0.0, 0.0, "no sizes known")]]) == []

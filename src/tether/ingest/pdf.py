@@ -33,8 +33,7 @@ work linear in the number of pages:
 4. Sections. Every page is at least its own section, so every chunk keeps its page. With
    an outline (bookmarks), an entry starts a section at its title's line on its page (at
    the page start when the line is not found), and a section's title is the entry's path,
-   ``"Chapter 2 > Installation"``, as for Markdown headings. Without an outline, the
-   lines drawn larger than the body text are the headings
+   ``"Chapter 2 > Installation"``, as for Markdown headings
    (:mod:`tether.ingest.pdf_sections`).
 5. Printed page labels (``reader.page_labels``), where they differ from the physical
    page number: front matter "i", "ii", appendix "A-1".
@@ -67,14 +66,7 @@ from tether.ingest.ocr_engine import (
     ocr_image,
     ocr_off_advice,
 )
-from tether.ingest.pdf_sections import (
-    TextRun,
-    font_headings,
-    join_pages,
-    read_outline,
-    run_of,
-    titled_sections,
-)
+from tether.ingest.pdf_sections import join_pages, read_outline, titled_sections
 from tether.text import normalize_text
 
 if TYPE_CHECKING:
@@ -116,7 +108,7 @@ def read_pdf(data: bytes, source: str) -> PdfText:
     """The cleaned text of the PDF ``data`` read from ``source`` (a path, for errors and logs).
 
     Raises UnreadableFile for a file pypdf cannot read, EmptyDocument for one without text."""
-    reader, raw_pages, runs, meta_title = _open(data, source)
+    reader, raw_pages, meta_title = _open(data, source)
     scans = read_scans(reader, raw_pages, source)
     pages = [normalize_text(page).split("\n") for page in scans.pages]
     if not any(_filled(lines) for lines in pages):
@@ -137,33 +129,19 @@ def read_pdf(data: bytes, source: str) -> PdfText:
     texts = ["" if n in left_out else "\n".join(ls) for n, ls in enumerate(pages, start=1)]
     texts = [normalize_text(t) for t in dehyphenate_pages(texts)]
     text, spans = join_pages(texts)
-    outline = read_outline(reader, source)
-    if outline:
-        sections = titled_sections(text, spans, outline)
-    else:  # headings by the size they are drawn in, where the lines are found
-        sections = titled_sections(text, spans, font_headings(runs), guessed=True)
+    sections = titled_sections(text, spans, read_outline(reader, source))
     printed = {n: label for n, label in enumerate(labels, start=1) if label != str(n)}
     return PdfText(meta_title, text, tuple(sections), printed, dropped, scans.read, scans.warnings)
 
 
-def _open(data: bytes, source: str) -> tuple[PdfReader, list[str], list[list[TextRun]], str]:
-    """The reader, each page's text, the runs it was drawn in (their sizes), the title."""
+def _open(data: bytes, source: str) -> tuple[PdfReader, list[str], str]:
     from pypdf import PdfReader
-
-    runs: list[list[TextRun]] = []
-
-    def visit(text: str, cm: Any, tm: Any, _font: Any, size: Any) -> None:
-        if text.strip():
-            runs[-1].append(run_of(text, cm, tm, size))
 
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise UnreadableFile(source, "is encrypted with a password")
-        pages = []
-        for page in reader.pages:
-            runs.append([])
-            pages.append(page.extract_text(visitor_text=visit) or "")
+        pages = [page.extract_text() or "" for page in reader.pages]
         meta_title = (reader.metadata.title if reader.metadata else None) or ""
     except (UnreadableFile, MemoryError):  # out of memory: the loader's limit, not the PDF
         raise
@@ -171,7 +149,7 @@ def _open(data: bytes, source: str) -> tuple[PdfReader, list[str], list[list[Tex
         # pypdf raises more than PyPdfError on malformed files (NotImplementedError for an
         # unknown filter, AttributeError, ...); any of them means "this PDF cannot be read".
         raise UnreadableFile(source, f"is not a readable PDF ({exc})") from exc
-    return reader, pages, runs, str(meta_title).strip()
+    return reader, pages, str(meta_title).strip()
 
 
 # -- 1. page furniture ----------------------------------------------------------------------
