@@ -325,6 +325,24 @@ def test_an_outline_title_is_found_as_the_page_prints_it(tmp_path: Path) -> None
     assert doc.text[wrapped.start : wrapped.end].endswith("plot?\nUse arrows() for bars.")
 
 
+def test_a_run_in_heading_starts_its_section_at_its_line(tmp_path: Path) -> None:
+    """LaTeX sets a paragraph heading at the start of its text's first line: "Column The
+    column(x) function ...". The line that begins with the entry's title starts it."""
+    pages = [
+        ["# Functions", "Functions of the data columns follow."],
+        ["Every column is numbered from 1.",
+         "## Column|Column The column(x) function is used in the using specifier.",
+         "It returns the value of column x."],
+    ]  # fmt: skip
+    doc = load_path(build_pdf(tmp_path / "run-in.pdf", pages))
+    starts = [(s.page, s.title, doc.text[s.start : s.end].split("\n")[0]) for s in doc.sections]
+    assert starts == [
+        (1, "Functions", "Functions"),
+        (2, "Functions", "Every column is numbered from 1."),
+        (2, "Functions > Column", "Column The column(x) function is used in the using specifier."),
+    ]
+
+
 def test_stored_chunks_carry_outline_titles_and_pages(tether: Tether, tmp_path: Path) -> None:
     [result] = tether.add(build_pdf(tmp_path / "outlined.pdf", outlined_pages()))
     chunks = tether.chunks(result.document_id)

@@ -101,8 +101,9 @@ def title_key(title: str, *, bare: bool = False) -> str:
 
 def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry]) -> list[Heading]:
     """Outline entries placed in ``text``, in text order: at their title's line (or two
-    lines, a long title wrapped) on their page, else where the previous entry on that page
-    starts, else at the page start. An entry on a page without text (or left out) starts
+    lines, a long title wrapped) on their page, else at a line that begins with the title
+    (a run-in heading), else where the previous entry on that page starts, else at the
+    page start. An entry on a page without text (or left out) starts
     at the next page with text."""
     pages = [span.page or 0 for span in spans]
     headings: list[Heading] = []
@@ -118,14 +119,33 @@ def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry
         previous = headings[-1] if headings and headings[-1].start >= span.start else None
         start = body = previous.start if previous else span.start
         after = (previous.body if previous else span.start, 0)
-        for key in dict.fromkeys((title_key(entry.title), title_key(entry.title, bare=True))):
+        keys = tuple(dict.fromkeys((title_key(entry.title), title_key(entry.title, bare=True))))
+        for key in keys:
             starts = lines.get(key, []) if span.page == entry.page else []
             found = bisect_left(starts, after)
             if found < len(starts):
                 start, body = starts[found]
                 break
+        else:
+            if span.page == entry.page and (run_in := _run_in(text, span, keys, after[0])):
+                start, body = run_in
         headings.append(Heading(start, body, entry.level, entry.title))
     return headings
+
+
+def _run_in(text: str, span: Section, keys: tuple[str, ...], after: int) -> tuple[int, int] | None:
+    """Where a run-in heading starts on ``span`` at or after ``after``: the first line that
+    begins with the title's words and goes on with text ("Column The column(x) function
+    may be used only in ...", as LaTeX sets a ``\\paragraph``), and where its text
+    starts; None when no line does."""
+    offset = span.start
+    for line in text[span.start : span.end].split("\n"):
+        if offset >= after:
+            key = title_key(line)
+            if any(k and key.startswith(k + " ") for k in keys):
+                return offset, offset + 1
+        offset += len(line) + 1
+    return None
 
 
 #: Lines longer than this are text, not a title (nor the first line of one).
