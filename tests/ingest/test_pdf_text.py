@@ -292,7 +292,8 @@ def test_outline_titles_become_section_titles(tmp_path: Path) -> None:
 
 def test_an_outline_title_is_found_as_the_page_prints_it(tmp_path: Path) -> None:
     """Outlines and pages differ: in punctuation ("Nonregular" / "Non-regular"), in
-    numbering ("1.3", "Appendix A", the outline's own "A"), and a long title wraps. Each
+    numbering ("1.3", "Appendix A", the outline's own "A"), in underscores, and a long
+    title wraps. Each
     entry starts at its heading's line, not at its page's start, so the text above the
     heading stays in the section before it."""
     pages = [
@@ -306,6 +307,8 @@ def test_an_outline_title_is_found_as_the_page_prints_it(tmp_path: Path) -> None
         ["Keep a copy of the licence.",
          "# How can I put error bars or confidence bands on my plot?|7.38 How can I put error"
          " bars or confidence bands on my\nplot?", "Use arrows() for bars."],
+        ["Bars need a column of errors.", "# Tm_week|Tm week",
+         "The week of the year in ISO 8601."],
     ]  # fmt: skip
     doc = load_path(build_pdf(tmp_path / "outlined.pdf", pages))
     starts = [(s.page, s.title, doc.text[s.start : s.end].split("\n")[0]) for s in doc.sections]
@@ -320,8 +323,11 @@ def test_an_outline_title_is_found_as_the_page_prints_it(tmp_path: Path) -> None
         (5, "A Copying Information", "Keep a copy of the licence."),
         (5, "How can I put error bars or confidence bands on my plot?",
          "7.38 How can I put error bars or confidence bands on my"),
+        (6, "How can I put error bars or confidence bands on my plot?",
+         "Bars need a column of errors."),
+        (6, "Tm_week", "Tm week"),  # (the page lost the underscore it drew)
     ]  # fmt: skip
-    wrapped = doc.sections[-1]
+    wrapped = doc.sections[-3]
     assert doc.text[wrapped.start : wrapped.end].endswith("plot?\nUse arrows() for bars.")
 
 

@@ -91,12 +91,13 @@ def title_key(title: str, *, bare: bool = False) -> str:
     """A title as compared with a line: its words in lower case, without a leading "2.1",
     "B.1" or "Chapter 3" (with ``bare``, a leading letter or roman number too), and
     without punctuation (an outline's "Nonregular files" is the page's "Non-regular
-    files", its "The ... argument" the page's "The '...' argument")."""
+    files", its "The ... argument" the page's "The '...' argument"), an underscore a space
+    (a PDF's text often loses the underscores it draws: "Tm_week" reads "Tm week")."""
     key = " ".join(title.casefold().split())
     key = _NUMBERING.sub("", key, count=1) if _NUMBERING.match(key) else key
     if bare and _BARE_NUMBERING.match(key):
         key = _BARE_NUMBERING.sub("", key, count=1)
-    return " ".join(re.sub(r"[^\w\s]+", "", key).split())
+    return " ".join(re.sub(r"[^\w\s]+", "", key.replace("_", " ")).split())
 
 
 def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry]) -> list[Heading]:
