@@ -104,11 +104,11 @@ def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry
     """Outline entries placed in ``text``, in text order: at their title's line (or two
     lines, a long title wrapped) on their page, else at a line that begins with the title
     (a run-in heading), else where the previous entry on that page starts, else at the
-    page start. An entry on a page without text (or left out) starts
-    at the next page with text."""
+    page start. An entry on a page without text (or left out) starts at the next page
+    with text."""
     pages = [span.page or 0 for span in spans]
     headings: list[Heading] = []
-    lines: dict[str, list[tuple[int, int]]] = {}
+    lines = _PageLines({}, {})
     current = -1  # the index in ``spans`` whose lines are in ``lines``
     for entry in sorted(outline, key=lambda e: e.page):
         at = bisect_left(pages, entry.page)
@@ -116,63 +116,71 @@ def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry
             break
         span = spans[at]
         if current != at:
-            current, lines = at, _line_starts(text, span)
+            current, lines = at, _page_lines(text, span)
         previous = headings[-1] if headings and headings[-1].start >= span.start else None
         start = body = previous.start if previous else span.start
         after = (previous.body if previous else span.start, 0)
         keys = tuple(dict.fromkeys((title_key(entry.title), title_key(entry.title, bare=True))))
         for key in keys:
-            starts = lines.get(key, []) if span.page == entry.page else []
+            starts = lines.whole.get(key, []) if span.page == entry.page else []
             found = bisect_left(starts, after)
             if found < len(starts):
                 start, body = starts[found]
                 break
         else:
-            if span.page == entry.page and (run_in := _run_in(text, span, keys, after[0])):
+            if span.page == entry.page and (run_in := lines.run_in(keys, after[0])):
                 start, body = run_in
         headings.append(Heading(start, body, entry.level, entry.title))
     return headings
-
-
-def _run_in(text: str, span: Section, keys: tuple[str, ...], after: int) -> tuple[int, int] | None:
-    """Where a run-in heading starts on ``span`` at or after ``after``: the first line that
-    begins with the title's words and goes on with text ("Column The column(x) function
-    may be used only in ...", as LaTeX sets a ``\\paragraph``), and where its text
-    starts; None when no line does."""
-    offset = span.start
-    for line in text[span.start : span.end].split("\n"):
-        if offset >= after:
-            key = title_key(line)
-            if any(k and key.startswith(k + " ") for k in keys):
-                return offset, offset + 1
-        offset += len(line) + 1
-    return None
 
 
 #: Lines longer than this are text, not a title (nor the first line of one).
 _TITLE_LINE = 200
 
 
-def _line_starts(text: str, span: Section) -> dict[str, list[tuple[int, int]]]:
-    """Where the lines of ``span`` start and their body begins, by their :func:`title_key`
-    (short lines only), and the same of each short line with the next one: a long title
-    wraps ("7.38 How can I put error bars or confidence bands on my" / "plot?")."""
-    starts: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+@dataclass(frozen=True)
+class _PageLines:
+    #: Where each line (short lines only) starts and its body begins, by its
+    #: :func:`title_key`; and the same of each short line with the next one.
+    whole: dict[str, list[tuple[int, int]]]
+    #: Where each line starts and the key of its start, by the key's first word.
+    by_first_word: dict[str, list[tuple[int, str]]]
+
+    def run_in(self, keys: tuple[str, ...], after: int) -> tuple[int, int] | None:
+        """Where a run-in heading starts at or after ``after``: the first line that begins
+        with the title's words and goes on with text ("Column The column(x) function may
+        be used only in ...", as LaTeX sets a ``\\paragraph``), and where its text starts;
+        None when no line does."""
+        for key in keys:
+            for offset, line in self.by_first_word.get(key.partition(" ")[0], []) if key else []:
+                if offset >= after and line.startswith(key + " "):
+                    return offset, offset + 1
+        return None
+
+
+def _page_lines(text: str, span: Section) -> _PageLines:
+    """The lines of ``span`` by their :func:`title_key`: whole (a short line, and a short
+    line with the next one: a long title wraps, "7.38 How can I put error bars or
+    confidence bands on my" / "plot?"), and by the first word of their start."""
+    whole: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+    by_first_word: defaultdict[str, list[tuple[int, str]]] = defaultdict(list)
     offset = span.start
     lines = text[span.start : span.end].split("\n")
     for i, line in enumerate(lines):
         after = offset + len(line) + 1
+        key = title_key(line[:_TITLE_LINE])
+        if key:
+            by_first_word[key.partition(" ")[0]].append((offset, key))
         if len(line) <= _TITLE_LINE:
-            key = title_key(line)
-            starts[key].append((offset, min(after, span.end)))
+            whole[key].append((offset, min(after, span.end)))
             following = lines[i + 1] if i + 1 < len(lines) else ""
             if key and following.strip() and len(following) <= _TITLE_LINE:
                 body = min(after + len(following) + 1, span.end)
-                starts[f"{key} {title_key(following)}"].append((offset, body))
+                whole[f"{key} {title_key(following)}"].append((offset, body))
         offset = after
-    for found in starts.values():
+    for found in whole.values():
         found.sort()
-    return starts
+    return _PageLines(dict(whole), dict(by_first_word))
 
 
 def read_outline(reader: PdfReader, source: str) -> list[OutlineEntry]:
