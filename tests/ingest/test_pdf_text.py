@@ -13,6 +13,8 @@ import pytest
 
 from tether import EmptyDocument, Tether
 from tether.ingest import LoadedDocument, load_path
+from tether.ingest.chunking import Section
+from tether.ingest.pdf_sections import OutlineEntry, outline_headings
 
 Furniture = Callable[[int], str]  # the physical page number -> a header or footer line
 
@@ -422,3 +424,19 @@ def test_a_title_made_up_by_the_authoring_program_is_not_the_title(
     file's name does (a title heads every chunk's vector and is searched with it)."""
     path = build_pdf(tmp_path / "manual.pdf", [["Prime the pump before use."]], title=metadata)
     assert load_path(path).title == title
+
+
+def test_an_entry_is_not_placed_at_a_blank_line_or_by_a_word_of_prose() -> None:
+    """A title that is all punctuation ("* * *") has no words to find: it is not placed at
+    the page's first blank line. A run-in heading is found by its whole title: the entry
+    "A Note" does not start at a sentence that begins "Note that"."""
+    text = "Intro\nSome text here.\n\nNote that the cache is kept.\n* * *\nMore text."
+    spans = [Section(0, len(text), None, 1)]
+    outline = [OutlineEntry(1, 1, "Intro"), OutlineEntry(1, 1, "* * *"),
+               OutlineEntry(1, 1, "A Note")]  # fmt: skip
+    headings = outline_headings(text, spans, outline)
+    assert [(h.title, text[h.start : h.start + 5]) for h in headings] == [
+        ("Intro", "Intro"),
+        ("* * *", "Intro"),  # not found: where the entry before it starts
+        ("A Note", "Intro"),
+    ]

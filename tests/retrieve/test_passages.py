@@ -59,51 +59,103 @@ FUNCTION_BODY = (
 )
 
 
+def outlined_pdf(path: Path, pages: list[str], section: str) -> Path:
+    """A real PDF whose outline has one entry, ``section``, at the top of its second page
+    (written there as its heading): its second and later pages are that section."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_auto_page_break(auto=False)
+    for number, text in enumerate(pages, start=1):
+        pdf.add_page()
+        pdf.set_font("Helvetica", size=11)
+        if number == 2:
+            pdf.start_section(section)
+            pdf.multi_cell(0, 6, section, new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(path))
+    return path
+
+
 def test_a_passage_a_page_break_cut_short_goes_on_over_the_page(tmp_path: Path) -> None:
     """A page's last chunk ends where the page does: the function's name closes page 2,
     what it does and since which release on page 3. The cited passage is both."""
-    pdf = make_pdf(tmp_path / "manual.pdf", [PAGE_ONE + " Celsius.", FUNCTION_HEAD, FUNCTION_BODY])
+    pdf = outlined_pdf(tmp_path / "manual.pdf", [PAGE_ONE + " Celsius.", FUNCTION_HEAD,
+                                                 FUNCTION_BODY], "DER functions")  # fmt: skip
     question = "Since which release can asn1_der_decoding_startEnd be called without ider?"
     with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
         [added] = t.add(pdf, workspace_id="w")
         chunks = t.chunks(added.document_id)
-        assert [c.page for c in chunks] == [1, 2, 3]
+        assert [(c.page, c.section_title) for c in chunks] == [
+            (1, None), (2, "DER functions"), (3, "DER functions")
+        ]  # fmt: skip
         found = t.retrieve(question, scope="workspace", workspace_id="w", min_relevance=0.0)
         relevance = {chunk_id: r for chunk_id, _, r in found.debug["ranked"]}
         head, body = relevance[chunks[1].id], relevance[chunks[2].id]
         assert head > body  # the function's name is on page 2, not on page 3
-        # A threshold that page 2 passes and page 3, alone, does not.
+        # A threshold that page 2 passes and page 3, alone, does not: page 3's chunk is a
+        # candidate ranked below it, and is moved up to go on from page 2.
         result = t.retrieve(question, scope="workspace", workspace_id="w",
                             min_relevance=(head + body) / 2)  # fmt: skip
     cited = next(c for c in result.citations if 2 in c.pages)
     assert cited.pages == (2, 3)
-    assert "Since libtasn1 3.7" in cited.text and cited.text.startswith("asn1_der_decoding")
+    assert "Since libtasn1 3.7" in cited.text and "asn1_der_decoding_startEnd" in cited.text
     assert cited.chunk_ids == (chunks[1].id, chunks[2].id)
 
 
 def test_only_a_short_chunk_ranked_in_goes_on_over_the_page(tmp_path: Path) -> None:
-    pdf = make_pdf(tmp_path / "manual.pdf", [FUNCTION_HEAD, FUNCTION_BODY])
+    pdf = outlined_pdf(tmp_path / "manual.pdf", ["Contents.", FUNCTION_HEAD, FUNCTION_BODY],
+                       "DER functions")  # fmt: skip
     with Tether(db=tmp_path / "t.db", settings=make_settings()) as t:
         [added] = t.add(pdf, workspace_id="w")
-        head, body = t.chunks(added.document_id)
-        [hit] = t.store.hits_for_chunks([head.id]).values()
-        fragment = Candidate(hit=hit, fused=1.0, relevance=0.5, token_count=head.token_count)
+        _, head, body = t.chunks(added.document_id)
+        hits = t.store.hits_for_chunks([head.id, body.id])
+        fragment = Candidate(hit=hits[head.id], fused=1.0, relevance=0.5,
+                             token_count=head.token_count)  # fmt: skip
         lookup = t.store.hits_for_chunks
-        [after] = continue_over_pages([fragment], lookup, min_relevance=0.5, short_tokens=128)[1:]
-        assert (after.hit.chunk_id, after.hit.page, after.relevance) == (body.id, 2, 0.5)
+
+        def counts(ids: list[int]) -> dict[int, int | None]:
+            return {i: row.token_count for i, row in t.store.candidate_rows(ids).items()}
+
+        [after] = continue_over_pages([fragment], lookup, min_relevance=0.5, short_tokens=128,
+                                      token_counts=counts)[1:]  # fmt: skip
+        assert (after.hit.chunk_id, after.hit.page, after.relevance) == (body.id, 3, 0.5)
+        assert after.token_count == body.token_count  # the stored count
+        # Ranked below the threshold, the next chunk is moved up, not listed twice.
+        low = Candidate(hit=hits[body.id], fused=0.1, relevance=0.1, token_count=7)
+        other = Candidate(hit=replace(hits[body.id], chunk_id=10**6), fused=0.2, relevance=0.2)
+        moved = continue_over_pages([fragment, other, low], lookup, min_relevance=0.5,
+                                    short_tokens=128)  # fmt: skip
+        assert [(c.hit.chunk_id, c.relevance) for c in moved] == [
+            (head.id, 0.5), (body.id, 0.5), (10**6, 0.2)
+        ]  # fmt: skip
         # Below the threshold, or a full chunk: nothing is added.
-        assert continue_over_pages([fragment], lookup, min_relevance=0.6, short_tokens=128) == [
-            fragment
-        ]
-        assert continue_over_pages([fragment], lookup, min_relevance=0.5, short_tokens=10) == [
-            fragment
-        ]
+        for threshold, short in ((0.6, 128), (0.5, 10)):
+            same = continue_over_pages([fragment], lookup, min_relevance=threshold,
+                                       short_tokens=short)  # fmt: skip
+            assert same == [fragment]
         # The next chunk of another document, or not on the next page: nothing either.
-        [other] = t.add(TextSource(FUNCTION_BODY, "notes"), workspace_id="w")
-        [note] = t.chunks(other.document_id)
+        [other_doc] = t.add(TextSource(FUNCTION_BODY, "notes"), workspace_id="w")
+        [note] = t.chunks(other_doc.document_id)
         [text_hit] = t.store.hits_for_chunks([note.id]).values()
         alone = Candidate(hit=replace(text_hit, page=1), fused=1.0, relevance=0.5, token_count=5)
         assert continue_over_pages([alone], lookup, min_relevance=0.5, short_tokens=128) == [alone]
+
+
+def test_without_sections_a_page_goes_on_only_from_inside_a_sentence(tmp_path: Path) -> None:
+    """A PDF without an outline has no sections to say that page 2 goes on with its topic:
+    a short last chunk of a page is continued only when it stops inside a sentence."""
+    cut = FUNCTION_HEAD.removesuffix(".") + " and its"
+    for name, page, continued in (("ends", FUNCTION_HEAD, False), ("cut", cut, True)):
+        pdf = make_pdf(tmp_path / f"{name}.pdf", [page, "length, " + FUNCTION_BODY])
+        with Tether(db=tmp_path / f"{name}.db", settings=make_settings()) as t:
+            [added] = t.add(pdf, workspace_id="w")
+            head, body = t.chunks(added.document_id)
+            [hit] = t.store.hits_for_chunks([head.id]).values()
+            fragment = Candidate(hit=hit, fused=1.0, relevance=0.5, token_count=head.token_count)
+            out = continue_over_pages([fragment], t.store.hits_for_chunks, min_relevance=0.5,
+                                      short_tokens=128)  # fmt: skip
+        assert [c.hit.chunk_id for c in out] == ([head.id, body.id] if continued else [head.id])
 
 
 def test_ends_a_sentence() -> None:

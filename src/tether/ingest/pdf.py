@@ -31,8 +31,9 @@ work linear in the number of pages:
    joined word elsewhere and never the hyphenated one ("INCLUD-\nING"). A soft hyphen
    always goes.
 4. Sections. Every page is at least its own section, so every chunk keeps its page. With
-   an outline (bookmarks), an entry starts a section at its title's line on its page (at
-   the page start when the line is not found), and a section's title is the entry's path,
+   an outline (bookmarks), an entry starts a section at its title's line on its page (or
+   a line it begins; else where the entry before it on that page starts, else at the
+   page start), and a section's title is the entry's path,
    ``"Chapter 2 > Installation"``, as for Markdown headings
    (:mod:`tether.ingest.pdf_sections`).
 5. Printed page labels (``reader.page_labels``), where they differ from the physical

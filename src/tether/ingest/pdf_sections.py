@@ -6,8 +6,8 @@ on that page (:func:`outline_headings`), found however the outline and the page 
 case, spacing, punctuation and numbering: the outline's "2.13. Nonregular files" is the
 page's "2.13. Non-regular files", "R and statistics" is "1.3 R and statistics", "A Copying
 Information" is "Appendix A Copying Information", and a long title may wrap onto a second
-line. An entry whose title is not found starts where the previous entry on its page
-starts, else at the page's start.
+line, or begin a line of text (a run-in heading). An entry whose title is not found
+starts where the previous entry on its page starts, else at the page's start.
 """
 
 from __future__ import annotations
@@ -122,13 +122,13 @@ def outline_headings(text: str, spans: list[Section], outline: list[OutlineEntry
         after = (previous.body if previous else span.start, 0)
         keys = tuple(dict.fromkeys((title_key(entry.title), title_key(entry.title, bare=True))))
         for key in keys:
-            starts = lines.whole.get(key, []) if span.page == entry.page else []
+            starts = lines.whole.get(key, []) if span.page == entry.page and key else []
             found = bisect_left(starts, after)
             if found < len(starts):
                 start, body = starts[found]
                 break
         else:
-            if span.page == entry.page and (run_in := lines.run_in(keys, after[0])):
+            if span.page == entry.page and (run_in := lines.run_in(keys[0], after[0])):
                 start, body = run_in
         headings.append(Heading(start, body, entry.level, entry.title))
     return headings
@@ -146,16 +146,25 @@ class _PageLines:
     #: Where each line starts and the key of its start, by the key's first word.
     by_first_word: dict[str, list[tuple[int, str]]]
 
-    def run_in(self, keys: tuple[str, ...], after: int) -> tuple[int, int] | None:
-        """Where a run-in heading starts at or after ``after``: the first line that begins
+    def run_in(self, key: str, after: int) -> tuple[int, int] | None:
+        """Where a run-in heading with the title ``key`` starts at or after ``after``, and
+        a point inside it (its text goes on on the same line): the first line that begins
         with the title's words and goes on with text ("Column The column(x) function may
-        be used only in ...", as LaTeX sets a ``\\paragraph``), and where its text starts;
-        None when no line does."""
-        for key in keys:
-            for offset, line in self.by_first_word.get(key.partition(" ")[0], []) if key else []:
-                if offset >= after and line.startswith(key + " "):
-                    return offset, offset + 1
+        be used only in ...", as LaTeX sets a ``\\paragraph``). None when no line does,
+        or none of the first :data:`_RUN_IN_LINES` lines that begin with its first word
+        (a bound on the work a page of thousands of like lines can cost)."""
+        if not key:
+            return None
+        lines = self.by_first_word.get(key.partition(" ")[0], [])
+        first = bisect_left(lines, (after, ""))
+        for offset, line in lines[first : first + _RUN_IN_LINES]:
+            if line.startswith(key + " "):
+                return offset, offset + 1
         return None
+
+
+#: Lines looked at for a run-in heading, of those that begin with its title's first word.
+_RUN_IN_LINES = 64
 
 
 def _page_lines(text: str, span: Section) -> _PageLines:
@@ -171,7 +180,7 @@ def _page_lines(text: str, span: Section) -> _PageLines:
         key = title_key(line[:_TITLE_LINE])
         if key:
             by_first_word[key.partition(" ")[0]].append((offset, key))
-        if len(line) <= _TITLE_LINE:
+        if key and len(line) <= _TITLE_LINE:
             whole[key].append((offset, min(after, span.end)))
             following = lines[i + 1] if i + 1 < len(lines) else ""
             if key and following.strip() and len(following) <= _TITLE_LINE:

@@ -340,6 +340,7 @@ def continue_over_pages(
     *,
     min_relevance: float,
     short_tokens: int,
+    token_counts: Callable[[Sequence[int]], dict[int, int | None]] | None = None,
 ) -> list[Candidate]:
     """``candidates`` with, after each one at or above ``min_relevance`` that a page
     break cut short, the chunk that goes on with it on the next page.
@@ -347,40 +348,57 @@ def continue_over_pages(
     A page's last chunk ends where the page does, however little of its section it
     holds: "asn1_der_decoding_startEnd ... ider: vector that contains the DER encoding."
     ends page 23, and what the function does, and since which release, is on page 24.
-    Such a chunk (fewer than ``short_tokens`` tokens, its document's next ordinal in the
-    same section on the next page) is one passage with the chunk after it: that chunk
-    follows it, with its relevance, so that the context cites both pages as one passage
-    when the budget has room (it never displaces a chunk ranked before it)."""
+    Such a chunk (fewer than ``short_tokens`` tokens; its document's next ordinal in the
+    same section on the next page; in a PDF without sections, one that stops inside a
+    sentence, as a page without an outline cannot say where its section goes on) is one
+    passage with the chunk after it: that chunk is placed right after it, with its
+    relevance (moved up when it was ranked below ``min_relevance``; left where it is when
+    it is above), so that the context cites both pages as one passage when the budget has
+    room; it never displaces a chunk ranked before it. ``token_counts`` gives a looked-up
+    chunk's stored token count (else it is estimated from its length)."""
+    above = {c.hit.chunk_id for c in candidates if c.relevance >= min_relevance}
     fragments = [
         c
         for c in candidates
-        if c.relevance >= min_relevance
+        if c.hit.chunk_id in above
+        and c.relevance >= min_relevance
         and c.hit.page is not None
         and c.token_count is not None
         and c.token_count < short_tokens
+        and c.hit.chunk_id + 1 not in above
+        and (c.hit.section_title is not None or not ends_a_sentence(c.hit.text))
     ]
     if not fragments:
         return list(candidates)
-    present = {c.hit.chunk_id for c in candidates if c.relevance >= min_relevance}
-    following = lookup([c.hit.chunk_id + 1 for c in fragments if c.hit.chunk_id + 1 not in present])
+    below = {c.hit.chunk_id: c for c in candidates if c.hit.chunk_id not in above}
+    wanted = [c.hit.chunk_id + 1 for c in fragments if c.hit.chunk_id + 1 not in below]
+    following = lookup(wanted) if wanted else {}
+    counts = token_counts(wanted) if token_counts is not None and wanted else {}
     continued: dict[int, Candidate] = {}
     for c in fragments:
-        after = following.get(c.hit.chunk_id + 1)
+        ranked = below.get(c.hit.chunk_id + 1)
+        after = ranked.hit if ranked is not None else following.get(c.hit.chunk_id + 1)
         if after is None or after.document_id != c.hit.document_id:
             continue
         if after.ordinal != c.hit.ordinal + 1 or after.section_title != c.hit.section_title:
             continue
         if after.page != (c.hit.page or 0) + 1:
             continue
-        tokens = math.ceil(len(after.text) / max(1, len(c.hit.text)) * c.token_count)
-        continued[c.hit.chunk_id] = replace(c, hit=after, head="", token_count=tokens)
-    if not continued:
-        return list(candidates)
+        tokens = ranked.token_count if ranked is not None else counts.get(after.chunk_id)
+        if tokens is None:
+            tokens = estimate_tokens(after.text)
+        base = ranked if ranked is not None else replace(c, head="")
+        continued[c.hit.chunk_id] = replace(
+            base, hit=after, relevance=c.relevance, token_count=tokens
+        )
+    moved = {n.hit.chunk_id for n in continued.values()}
     out: list[Candidate] = []
     for c in candidates:
+        if c.hit.chunk_id in moved and c.hit.chunk_id not in above:
+            continue  # (placed after the chunk it goes on from)
         out.append(c)
         if c.hit.chunk_id in continued:
-            out.append(continued.pop(c.hit.chunk_id))
+            out.append(continued[c.hit.chunk_id])
     return out
 
 

@@ -28,10 +28,15 @@ of term count:
   ("microenviroment") is taken as misspelt, not absent, and one that begins a longer
   word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped.
 
-- **numbers** of two digits or more: a year, a release, a size, a port ("the 2024
-  edition", "libidn2 2.3.3", "an MTU of 1450"). A single digit is left out: "EPUB 3" and
-  "byte 2" are as often written in words. A number is found however the scope groups
-  its thousands ("5000" by "5,000").
+- **numbers that name something**, of two digits or more: a release ("libidn2 2.3.3",
+  "v1.10"), a year ("the 2024 edition"), or a number after a word that makes it a name
+  ("error 404", "port 8080", "RFC 5891", "section 12"). A quantity is not a name: a
+  question may propose a value the scope does not write and still be answered by it
+  ("can I upload 300 MB?" of a guide that says "at most 250 MB"), so a number followed by
+  a unit, a percentage, or an integer with nothing naming it, is left out; so is a single
+  digit ("EPUB 3" is as often "EPUB three"). A number is found however the scope groups
+  its thousands ("5000" by "5,000", "2,000" by "2000") and a release with a "v" before
+  it ("1.10" by "v1.10").
 
 A code or word made of placeholders (``tool::something``, ``foo.rs``, ``"abc"xyz``: the
 names examples are written with) stands for any name: the question asks about the kind
@@ -110,22 +115,48 @@ def code_terms(question: str) -> list[str]:
     return found
 
 
-#: A number standing alone: digits, maybe dotted (``1.7``, ``2.3.3``), not part of a
-#: code (``eth0.50``, ``AVX-512``, ``1.5x``).
-_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)*(?![\w-]|\.\w)")
+#: A number standing alone: digits, maybe dotted (``1.7``, ``2.3.3``) or with its
+#: thousands grouped (``2,000``), not part of a code (``eth0.50``, ``AVX-512``, ``1.5x``).
+_NUMBER = re.compile(r"(?<![\w.,-])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)*)(?![\w%-]|[.,]\d|\.\w)")
+#: Words that make the number after them a name, not a quantity.
+_NAMING = frozenset(
+    "version versions release releases edition editions v error errors code codes status"
+    " issue issues bug bugs pr pep rfc iso ecma chapter chapters section sections article"
+    " part step revision rev build api level model number no port ports errno exit"
+    " firmware kernel python java node ubuntu debian android ios windows macos".split()
+)
+#: Words that make the number before them a quantity.
+_UNITS = frozenset(
+    "b kb mb gb tb kib mib gib tib bytes byte bits bit ms s sec secs second seconds min"
+    " mins minute minutes h hour hours day days week weeks month months year years px pt"
+    " em mm cm m km kg g mhz ghz hz kbps mbps gbps percent times rows items files users"
+    " entries lines characters chars requests records connections threads workers"
+    " degrees dpi".split()
+)
 
 
 def number_terms(question: str) -> dict[str, list[str]]:
-    """The numbers of two digits or more that a question names, each with the ways a
-    text may write it (``5000``, ``5,000``)."""
+    """The numbers of two digits or more that name something in a question (a release, a
+    year, a number after a naming word; not a quantity), each with the ways a text may
+    write it (``5000``, ``5,000``; ``1.10``, ``v1.10``)."""
     found: dict[str, list[str]] = {}
-    for number in _NUMBER.findall(question):
-        if sum(c.isdigit() for c in number) < 2 or number in found:
+    for match in _NUMBER.finditer(question):
+        number = match.group(1)
+        digits = number.replace(",", "")
+        if sum(c.isdigit() for c in digits) < 2 or digits in found:
             continue
-        spellings = [number]
-        if number.isdigit() and len(number) >= 4 and not number.startswith("0"):
-            spellings.append(f"{int(number):,}")
-        found[number] = spellings
+        before = re.search(r"([A-Za-z]+)[\s#:]*$", question[: match.start()])
+        after = re.match(r"\s*([A-Za-z]+)\b", question[match.end() :])
+        if after and after.group(1).lower() in _UNITS:
+            continue  # a quantity: "300 MB", "1.5 seconds", "2000 rows"
+        dotted = "." in digits
+        year = number.isdigit() and len(number) == 4 and 1900 <= int(number) <= 2099
+        if not (dotted or year or (before and before.group(1).lower() in _NAMING)):
+            continue
+        spellings = [digits, f"v{digits}"] if dotted else [digits]
+        if digits.isdigit() and len(digits) >= 4 and not digits.startswith("0"):
+            spellings.append(f"{int(digits):,}")
+        found[digits] = spellings
     return found
 
 

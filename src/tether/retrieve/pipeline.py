@@ -271,6 +271,9 @@ class Pipeline:
             ranked = await asyncio.to_thread(
                 continue_over_pages, ranked, self.store.hits_for_chunks,
                 min_relevance=run.min_relevance, short_tokens=rag.chunk_tokens // 2,
+                token_counts=lambda ids: {
+                    i: row.token_count for i, row in self.store.candidate_rows(ids).items()
+                },
             )  # fmt: skip
         ranked = await asyncio.to_thread(finish_sentences, ranked, self.store.hits_for_chunks)
         ranked = await asyncio.to_thread(begin_sentences, ranked, self.store.hits_for_chunks)
