@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -28,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _pinned import manuals_fetch  # noqa: E402
+from _pinned import manuals_fetch, unpacked  # noqa: E402
 
 _mf = manuals_fetch()
 DebPin = _mf.DebPin
@@ -48,19 +47,6 @@ def _generators() -> tuple[tuple[str, DebPin, str], ...]:
 
 
 GENERATORS = _generators()
-
-
-def unpacked(pin: DebPin, cache: Path) -> Path:
-    """The package's files under ``cache``: downloaded, checked and unpacked once."""
-    root = cache / pin.name
-    if (root / ".done").exists():
-        return root
-    with tempfile.TemporaryDirectory() as tmp:
-        deb = _mf.obtain_deb(pin, Path(tmp), None)
-        root.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
-    (root / ".done").touch()
-    return root
 
 
 def measure(root: Path, pages: int, seed: int) -> dict[str, object]:

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _pinned import manuals_fetch  # noqa: E402
+from _pinned import manuals_fetch, unpacked  # noqa: E402
 
 _mf = manuals_fetch()
 DebPin = _mf.DebPin
@@ -46,19 +45,6 @@ PDFS = {
     "maxima-doc": ["usr/share/doc/maxima-doc/maximabook-19-Sept-2004.pdf.gz"],
     "octave-doc": ["usr/share/doc/octave/liboctave.pdf"],
 }  # fmt: skip
-
-
-def unpacked(pin: DebPin, cache: Path, debs: Path | None) -> Path:
-    """The package's files under ``cache``: obtained, checked and unpacked once."""
-    root = cache / pin.name
-    if (root / ".done").exists():
-        return root
-    with tempfile.TemporaryDirectory() as tmp:
-        deb = _mf.obtain_deb(pin, Path(tmp), debs)
-        root.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
-    (root / ".done").touch()
-    return root
 
 
 def placed(path: Path) -> dict[str, object]:
