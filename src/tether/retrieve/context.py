@@ -357,17 +357,7 @@ def continue_over_pages(
     room; it never displaces a chunk ranked before it. ``token_counts`` gives a looked-up
     chunk's stored token count (else it is estimated from its length)."""
     above = {c.hit.chunk_id for c in candidates if c.relevance >= min_relevance}
-    fragments = [
-        c
-        for c in candidates
-        if c.hit.chunk_id in above
-        and c.relevance >= min_relevance
-        and c.hit.page is not None
-        and c.token_count is not None
-        and c.token_count < short_tokens
-        and c.hit.chunk_id + 1 not in above
-        and (c.hit.section_title is not None or not ends_a_sentence(c.hit.text))
-    ]
+    fragments = [c for c in candidates if _page_fragment(c, above, short_tokens)]
     if not fragments:
         return list(candidates)
     below = {c.hit.chunk_id: c for c in candidates if c.hit.chunk_id not in above}
@@ -378,18 +368,15 @@ def continue_over_pages(
     for c in fragments:
         ranked = below.get(c.hit.chunk_id + 1)
         after = ranked.hit if ranked is not None else following.get(c.hit.chunk_id + 1)
-        if after is None or after.document_id != c.hit.document_id:
-            continue
-        if after.ordinal != c.hit.ordinal + 1 or after.section_title != c.hit.section_title:
-            continue
-        if after.page != (c.hit.page or 0) + 1:
+        if after is None or not _goes_on(c.hit, after):
             continue
         tokens = ranked.token_count if ranked is not None else counts.get(after.chunk_id)
-        if tokens is None:
-            tokens = estimate_tokens(after.text)
         base = ranked if ranked is not None else replace(c, head="")
         continued[c.hit.chunk_id] = replace(
-            base, hit=after, relevance=c.relevance, token_count=tokens
+            base,
+            hit=after,
+            relevance=c.relevance,
+            token_count=estimate_tokens(after.text) if tokens is None else tokens,
         )
     moved = {n.hit.chunk_id for n in continued.values()}
     out: list[Candidate] = []
@@ -400,6 +387,31 @@ def continue_over_pages(
         if c.hit.chunk_id in continued:
             out.append(continued[c.hit.chunk_id])
     return out
+
+
+def _page_fragment(c: Candidate, above: set[int], short_tokens: int) -> bool:
+    """Whether ``c`` (in the context, its next chunk not) is short and ends a page: the
+    end of a section when it has one, else of a sentence."""
+    return (
+        c.hit.chunk_id in above
+        and c.hit.chunk_id + 1 not in above
+        and c.hit.page is not None
+        and c.token_count is not None
+        and c.token_count < short_tokens
+        and (c.hit.section_title is not None or not ends_a_sentence(c.hit.text))
+    )
+
+
+def _goes_on(hit: Hit, after: Hit) -> bool:
+    """Whether ``after`` is ``hit``'s document's next chunk, in its section, on the next
+    page."""
+    return (
+        after.document_id == hit.document_id
+        and after.ordinal == hit.ordinal + 1
+        and after.section_title == hit.section_title
+        and hit.page is not None
+        and after.page == hit.page + 1
+    )
 
 
 def _extended(c: Candidate, after: Hit) -> Candidate:
