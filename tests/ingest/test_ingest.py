@@ -2178,9 +2178,9 @@ def test_text_in_memory_is_prepared_in_the_calling_thread(
     where: dict[str, str] = {}
     real = Indexer._prepare
 
-    def prepare(self, source, placement, loaders):  # type: ignore[no-untyped-def]
+    def prepare(self, source, placement, loaders, known=None):  # type: ignore[no-untyped-def]
         where[source.label] = threading.current_thread().name
-        return real(self, source, placement, loaders)
+        return real(self, source, placement, loaders, known)
 
     monkeypatch.setattr(Indexer, "_prepare", prepare)
     files = [write(tmp_path / f"f{i}.md", f"# F{i}\n\nThe sextant note {i}.\n") for i in range(2)]

@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tether.errors import DocumentNotFound, TetherError
 from tether.ingest.loaders import LoadedDocument
+from tether.ingest.lookups import Placement, existing_many
 from tether.models import Document, IndexResult, Tags
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
 
@@ -26,14 +28,6 @@ LEXICAL_GROUP_CHUNKS = 4096
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where a document goes: its workspace, and the session to attach it to (if any)."""
-
-    workspace_id: str
-    session_id: str | None
-
-
-@dataclass(frozen=True)
 class Prepared:
     """A source loaded, hashed and chunked: what is left is to embed and store it."""
 
@@ -44,7 +38,8 @@ class Prepared:
     metadata: dict[str, Any]
     chunks: list[NewChunk]
     tags: Tags | None = None
-    status: str = "active"
+    #: The status the source asked for (None: the stored document's, else "active").
+    status: str | None = None
 
 
 class Indexes(Protocol):
@@ -107,7 +102,7 @@ def new_record(
         domain=tags.domain,
         version=tags.version,
         last_verified=tags.last_verified,
-        status=prepared.status,
+        status=prepared.status or (existing.status if existing else "active"),
         chunking=chunking,
     )
 
@@ -128,6 +123,8 @@ def write_group(
     results: list[IndexResult | None] = [None] * len(embedded)
     run: list[tuple[int, NewDocument]] = []
     keys: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str]] = set()  # (every key of the group so far)
+    ahead = existing_many(indexer.store, [p.lookup for p, _, _ in embedded], placement)
 
     def flush() -> None:
         if run:
@@ -139,11 +136,15 @@ def write_group(
         mine = _keys(prepared)
         if keys & mine:
             flush()
+        # Looked up with the group, unless an earlier document of it has the same key.
         try:
-            existing = indexer.existing(prepared.lookup, placement)
+            existing = indexer.existing(prepared.lookup, placement) if seen & mine else ahead[i]
         except TetherError as exc:
-            logger.error("%s: not indexed: %s", prepared.label, exc)
-            results[i] = IndexResult(prepared.label, "failed", error=exc)
+            existing = exc
+        seen |= mine
+        if isinstance(existing, TetherError):
+            logger.error("%s: not indexed: %s", prepared.label, existing)
+            results[i] = IndexResult(prepared.label, "failed", error=existing)
             continue
         if existing is not None:
             flush()
@@ -152,6 +153,7 @@ def write_group(
         record = new_record(prepared, placement, None, indexer.chunking)
         run.append((i, record))
         keys |= mine | {("id", record.id)}
+        seen.add(("id", record.id))
     flush()
     return [r for r in results if r is not None]
 
@@ -201,7 +203,13 @@ def _write_run(
 
 class Group:
     """The results of one ``Indexer.index`` call, and the group of prepared documents
-    that are embedded in one call and written in one transaction."""
+    that are embedded in one call and written in one transaction.
+
+    With ``background``, a full group is embedded and written in a writer thread while
+    the next one is prepared (SQLite and the embedder work outside Python's lock, so on
+    two cores the two overlap); one group at a time is written, in order, and results are
+    reported on the caller's thread. The last group is written in the caller's thread
+    when no earlier one was: a small add starts no thread."""
 
     def __init__(
         self,
@@ -210,6 +218,8 @@ class Group:
         size: int,
         progress: Callable[[IndexResult], None] | None,
         limit: int = GROUP_CHUNKS,
+        *,
+        background: bool = False,
     ) -> None:
         self.indexer = indexer
         self.limit = limit
@@ -218,6 +228,15 @@ class Group:
         self.results: list[IndexResult | None] = [None] * size
         self.group: list[tuple[int, Prepared]] = []
         self.chunks = 0
+        self.background = background
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: tuple[list[tuple[int, Prepared]], Future[list[IndexResult]]] | None = None
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def report(self, slot: int, result: IndexResult) -> None:
         self.results[slot] = result
@@ -227,17 +246,49 @@ class Group:
     def add(self, slot: int, prepared: Prepared) -> None:
         self.group.append((slot, prepared))
         self.chunks += len(prepared.chunks)
+        self.collect(wait=False)
         if self.chunks >= self.limit:
-            self.flush()
+            self.flush(last=False)
 
-    def flush(self) -> None:
-        if not self.group:
+    def flush(self, *, last: bool = True) -> None:
+        """Write the group: in the writer thread (started by the first group that is not
+        the last), else here."""
+        group, self.group, self.chunks = self.group, [], 0
+        if not group:
+            if last:
+                self.collect(wait=True)
             return
-        written = self.indexer.store_group([p for _, p in self.group], self.placement)
-        for (slot, _), result in zip(self.group, written, strict=True):
+        if self.background and not last and self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="tether-write")
+        self.collect(wait=True)
+        prepared = [p for _, p in group]
+        if self._writer is None:
+            self._reported(group, self.indexer.store_group(prepared, self.placement))
+            return
+        future = self._writer.submit(self.indexer.store_group, prepared, self.placement)
+        self._pending = (group, future)
+        if last:
+            self.collect(wait=True)
+
+    def collect(self, *, wait: bool) -> None:
+        """Report the group the writer thread has written (with ``wait``, once it has)."""
+        if self._pending is None:
+            return
+        group, future = self._pending
+        if not wait and not future.done():
+            return
+        self._pending = None
+        self._reported(group, future.result())
+
+    def _reported(self, group: list[tuple[int, Prepared]], written: list[IndexResult]) -> None:
+        for (slot, _), result in zip(group, written, strict=True):
             self.report(slot, result)
-        self.group.clear()
-        self.chunks = 0
+
+    def close(self) -> None:
+        """Wait for the writer thread (a group it began is written whole) and end it."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
 
     def finished(self) -> list[IndexResult]:
         assert all(r is not None for r in self.results)

@@ -29,7 +29,6 @@ from tether.ingest.groups import (
     GROUP_CHUNKS,
     LEXICAL_GROUP_CHUNKS,
     Group,
-    Placement,
     Prepared,
     new_record,
     reembed_groups,
@@ -39,6 +38,7 @@ from tether.ingest.loaders import (
     LoadedDocument,
     load_text,
 )
+from tether.ingest.lookups import Lookahead, Placement, existing
 from tether.ingest.sources import PathSource, Source, attachment_sources, smallest_first
 from tether.ingest.workers import (
     FileBudget,
@@ -49,7 +49,7 @@ from tether.ingest.workers import (
     loads_in_worker,
     timed_out,
 )
-from tether.models import GLOBAL_WORKSPACE, Document, IndexResult
+from tether.models import GLOBAL_WORKSPACE, Document, IndexResult, Tags
 from tether.settings import PolicySettings, RagSettings
 from tether.store import ChunkVectors, NewChunk, Store, StoredChunk
 from tether.tags import DOCUMENT_STATUSES, validate_tags
@@ -206,15 +206,18 @@ class Indexer:
         """
         items = list(sources)
         limit = GROUP_CHUNKS if self.embedder is not None else LEXICAL_GROUP_CHUNKS
-        batch = Group(self, placement, len(items), progress, limit)
+        # (a write in the caller's transaction, or through its writer, stays in place)
+        store = self.store
+        background = store.cross_thread and not store.in_transaction and self.writer is None
         inside: list[Source] = []
-        for slot, outcome in self._loaded(items, placement, cancelled):
-            if isinstance(outcome, IndexResult):
-                batch.report(slot, outcome)
-            else:
-                batch.add(slot, outcome)
-                inside += attachment_sources(items[slot], outcome.loaded.attachments)
-        batch.flush()
+        with Group(self, placement, len(items), progress, limit, background=background) as batch:
+            for slot, outcome in self._loaded(items, placement, cancelled):
+                if isinstance(outcome, IndexResult):
+                    batch.report(slot, outcome)
+                else:
+                    batch.add(slot, outcome)
+                    inside += attachment_sources(items[slot], outcome.loaded.attachments)
+            batch.flush()
         results = batch.finished()
         if inside:
             results += self.index(inside, placement, progress=progress, cancelled=cancelled)
@@ -253,6 +256,7 @@ class Indexer:
         maximum = self.rag.max_file_bytes
         loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
         ahead = 2 * self.rag.convert_workers
+        lookahead = Lookahead(self.store, items, placement)
         futures: dict[int, tuple[Future[Prepared | IndexResult], FileBudget]] = {}
         try:
             for i, source in enumerate(items):
@@ -267,8 +271,12 @@ class Indexer:
                     if j not in futures:
                         budget = FileBudget(timeout)
                         work = (items[j], placement, loaders.budgeted(budget))
-                        runner = pool if isinstance(items[j], PathSource) else inline
-                        futures[j] = (runner.submit(self._prepare, *work), budget)
+                        if isinstance(items[j], PathSource):
+                            future = pool.submit(self._prepare, *work)
+                        else:  # (its stored document looked up with the next ones)
+                            known = functools.partial(lookahead.lookup, j)
+                            future = inline.submit(self._prepare, *work, known)
+                        futures[j] = (future, budget)
                 future, budget = futures.pop(i)
                 try:
                     outcome = budget.waited(future)
@@ -282,7 +290,11 @@ class Indexer:
             loaders.close()
 
     def _prepare(
-        self, source: Source, placement: Placement, loaders: FileLoader
+        self,
+        source: Source,
+        placement: Placement,
+        loaders: FileLoader,
+        known: Callable[[dict[str, Any]], Document | None] | None = None,
     ) -> Prepared | IndexResult:
         """Load, hash, and chunk; an unchanged source is answered here ("skipped").
 
@@ -293,7 +305,7 @@ class Indexer:
             else (source.source or source.document_id or source.title)
         )
         try:
-            return self._prepare_source(source, label, placement, loaders)
+            return self._prepare_source(source, label, placement, loaders, known)
         except TetherError as exc:
             return IndexResult(source=label, status="failed", error=exc)
         except OSError as exc:  # a name too long, a permission, a vanished folder...
@@ -301,7 +313,12 @@ class Indexer:
             return IndexResult(label, "failed", error=UnreadableFile(label, problem))
 
     def _prepare_source(
-        self, source: Source, label: str, placement: Placement, loaders: FileLoader
+        self,
+        source: Source,
+        label: str,
+        placement: Placement,
+        loaders: FileLoader,
+        known: Callable[[dict[str, Any]], Document | None] | None = None,
     ) -> Prepared | IndexResult:
         loaded, source_path, document_id = self._load(source, loaders)
         metadata = {**loaded.metadata, **(source.metadata or {})}
@@ -320,22 +337,9 @@ class Indexer:
             "source_path": source_path,
             "content_hash": digest,
         }
-        existing = self.existing(lookup, placement)
+        existing = known(lookup) if known is not None else self.existing(lookup, placement)
         if existing is not None and _unchanged(existing, digest, loaded, self.chunking):
-            self.attach(existing.id, placement)
-            status = source.status or existing.status
-            retitled = loaded.title != existing.title
-            if (
-                retitled
-                or (tags is not None and tags != existing.tags)
-                or status != existing.status
-            ):
-                # Same text, new title, tags or status: no re-chunking, no re-embedding.
-                self.store.set_tags_and_status(
-                    existing.id, tags or existing.tags, status, title=loaded.title
-                )
-                return IndexResult(label, "updated", existing.id, existing.chunk_count)
-            return IndexResult(label, "skipped", existing.id, existing.chunk_count)
+            return self.kept(existing, label, loaded.title, tags, source.status, placement)
         return Prepared(
             label,
             loaded,
@@ -344,7 +348,7 @@ class Indexer:
             metadata,
             self._chunks(loaded),
             tags,
-            source.status or (existing.status if existing else "active"),
+            source.status,
         )
 
     def _load(
@@ -433,8 +437,8 @@ class Indexer:
                 if existing is not None and _unchanged(
                     existing, prepared.digest, prepared.loaded, self.chunking
                 ):
-                    self.attach(existing.id, placement)
-                    return IndexResult(prepared.label, "skipped", existing.id, existing.chunk_count)
+                    title, tags, status = prepared.loaded.title, prepared.tags, prepared.status
+                    return self.kept(existing, prepared.label, title, tags, status, placement)
                 record = new_record(prepared, placement, existing, self.chunking)
                 if existing is None:
                     self.store.insert_document(record, prepared.chunks, vectors)
@@ -450,26 +454,32 @@ class Indexer:
             logger.error("%s: not indexed: %s", prepared.label, exc)
             return IndexResult(prepared.label, "failed", error=exc)
 
+    def kept(
+        self,
+        existing: Document,
+        label: str,
+        title: str,
+        tags: Tags | None,
+        status: str | None,
+        placement: Placement,
+    ) -> IndexResult:
+        """A source whose text is stored unchanged as ``existing``: attached to the
+        placement's session, and its new title, tags or status set (no re-chunking, no
+        re-embedding): "updated", else "skipped"."""
+        self.attach(existing.id, placement)
+        status = status or existing.status
+        if (
+            title != existing.title
+            or (tags is not None and tags != existing.tags)
+            or status != existing.status
+        ):
+            self.store.set_tags_and_status(existing.id, tags or existing.tags, status, title=title)
+            return IndexResult(label, "updated", existing.id, existing.chunk_count)
+        return IndexResult(label, "skipped", existing.id, existing.chunk_count)
+
     def existing(self, lookup: dict[str, Any], placement: Placement) -> Document | None:
-        """The stored document a source updates, after checking that it may: it is in the
-        placement's workspace, and a ``source`` key is not another document's."""
-        existing = self.store.find_document(**lookup)
-        if existing is not None and existing.workspace_id != placement.workspace_id:
-            raise ScopeError(
-                f"document {existing.id!r} belongs to workspace {existing.workspace_id!r},"
-                f" not {placement.workspace_id!r}"
-            )
-        source_path = lookup["source_path"]
-        if lookup["document_id"] is not None and source_path is not None:
-            holder = self.store.find_document(
-                workspace_id=placement.workspace_id, source_path=source_path
-            )
-            if holder is not None and holder.id != lookup["document_id"]:
-                raise InvalidArgument(
-                    f"source {source_path!r} is already document {holder.id!r}; pass"
-                    f" document_id={holder.id!r} to update it, or use another source key"
-                )
-        return existing
+        """The stored document a source updates (:func:`tether.ingest.lookups.existing`)."""
+        return existing(self.store, lookup, placement)
 
     def reembed(self, progress: Callable[[int, int], None] | None = None) -> ReembedReport:
         """Give every chunk without a vector for the configured model one. Documents are

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.errors import DocumentNotFound
 from tether.models import Document, Tags
 from tether.store import _rows
-from tether.store._common import StorePart
+from tether.store._common import _BATCH, StorePart
 from tether.store._paths import stored_path
 from tether.store.records import ChunkVectors, NewChunk, NewDocument, StoredChunk, utcnow
-from tether.store.sql import find_document_sql, list_documents_sql
+from tether.store.sql import find_document_sql, find_documents_sql, list_documents_sql
 
 _INSERT_DOCUMENT = (
     "INSERT INTO rag_documents (id, workspace_id, title, source_path, source_type,"
@@ -53,6 +53,40 @@ _INSERT_NUMBERED_CHUNK = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_EMBEDDING = "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, ?, ?, ?)"
+
+
+#: Rows inserted from one JSON array rather than one statement each (below, one each).
+_JSON_ROWS = 64
+
+
+def _insert_many(conn: Any, sql: str, rows: Sequence[Any]) -> None:
+    """``conn.executemany(sql, rows)`` for an ``INSERT ... VALUES (...)`` of text and
+    numbers, as one statement over a JSON array when there are many rows: SQLite then
+    inserts them all without taking Python's lock back between rows, so a thread that
+    runs Python meanwhile (the next documents being chunked) does not stall it."""
+    if len(rows) < _JSON_ROWS or not _json_rows(conn):
+        conn.executemany(sql, rows)
+        return
+    head, values = sql.split(" VALUES ", 1)
+    named = isinstance(rows[0], Mapping)
+    if named:
+        keys = [name.strip()[1:] for name in values.strip()[1:-1].split(",")]
+        columns = ", ".join(f"json_extract(value, '$.{key}')" for key in keys)
+        data = json.dumps([{k: row[k] for k in keys} for row in rows], ensure_ascii=False)
+    else:
+        width = len(rows[0])
+        columns = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(width))
+        data = json.dumps(rows, ensure_ascii=False)
+    conn.execute(f"{head} SELECT {columns} FROM json_each(?)", (data,))
+
+
+def _json_rows(conn: Any) -> bool:
+    """Whether this SQLite has its JSON functions (built in since 3.38; optional before)."""
+    try:
+        conn.execute("SELECT json_extract('[1]', '$[0]')").fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return True
 
 
 def _insert_chunks(
@@ -111,6 +145,30 @@ class DocumentsMixin(StorePart):
         row = self._select_one(*query)
         return None if row is None else _rows.document(row)
 
+    def find_documents(self, lookups: Sequence[Mapping[str, Any]]) -> list[Document | None]:
+        # A few statements for the lot, in one snapshot: one per kind of key and workspace.
+        wanted: dict[tuple[str, str | None], dict[str, list[int]]] = {}
+        for i, lookup in enumerate(lookups):
+            found = document_key(lookup)
+            if found is not None:
+                kind, workspace_id, value = found
+                wanted.setdefault((kind, workspace_id), {}).setdefault(value, []).append(i)
+        documents: list[Document | None] = [None] * len(lookups)
+        with self.db.read() as conn:
+            for (kind, workspace_id), where in wanted.items():
+                values = list(where)
+                for start in range(0, len(values), _BATCH):
+                    sql, params = find_documents_sql(
+                        kind, values[start : start + _BATCH], workspace_id, self.db.dialect
+                    )
+                    for row in conn.execute(sql, params).fetchall():
+                        document = _rows.document(row)
+                        value = _key_value(kind, document)
+                        for i in where.get(value or "", ()):
+                            if documents[i] is None:  # (oldest first)
+                                documents[i] = document
+        return documents
+
     def list_documents(
         self, *, workspace_id: str | None = None, session_id: str | None = None
     ) -> list[Document]:
@@ -159,7 +217,7 @@ class DocumentsMixin(StorePart):
         for _, chunks, vectors in documents:
             if vectors is not None and len(vectors.blobs) != len(chunks):
                 raise ValueError(f"{len(vectors.blobs)} vectors for {len(chunks)} chunks")
-        conn.executemany(_INSERT_DOCUMENT, [_document_params(d) for d, _, _ in documents])
+        _insert_many(conn, _INSERT_DOCUMENT, [_document_params(d) for d, _, _ in documents])
         last = conn.execute("SELECT coalesce(max(id), 0) FROM rag_chunks").fetchone()[0]
         rows: list[tuple[Any, ...]] = []
         embedded: list[tuple[int, str, int, bytes]] = []
@@ -171,7 +229,7 @@ class DocumentsMixin(StorePart):
                     (first + n, vectors.model, vectors.dims, blob)
                     for n, blob in enumerate(vectors.blobs)
                 ]
-        conn.executemany(_INSERT_NUMBERED_CHUNK, rows)
+        _insert_many(conn, _INSERT_NUMBERED_CHUNK, rows)
         if embedded:
             conn.executemany(_INSERT_EMBEDDING, embedded)
 
@@ -234,3 +292,21 @@ class DocumentsMixin(StorePart):
         with self.db.write() as conn:
             if conn.execute(sql, params).rowcount == 0:
                 raise DocumentNotFound(params[-1])
+
+
+def document_key(lookup: Mapping[str, Any]) -> tuple[str, str | None, str] | None:
+    """The key :meth:`~DocumentsMixin.find_document` finds a source's document by, as
+    ``(kind, workspace or None, value)``: its id, else its source, else its content."""
+    if lookup.get("document_id") is not None:
+        return "id", None, lookup["document_id"]
+    if lookup.get("source_path") is not None:
+        return "source", lookup["workspace_id"], lookup["source_path"]
+    if lookup.get("content_hash") is not None:
+        return "content", lookup["workspace_id"], lookup["content_hash"]
+    return None
+
+
+def _key_value(kind: str, document: Document) -> str | None:
+    if kind == "id":
+        return document.id
+    return document.source_path if kind == "source" else document.content_hash

@@ -227,6 +227,11 @@ class Documents(ABC):
         workspace, else (for text without a path) by identical content in the workspace;
         the oldest if several. None if there is none, or no key is given."""
 
+    def find_documents(self, lookups: Sequence[Mapping[str, Any]]) -> list[Document | None]:
+        """:meth:`find_document` for each of ``lookups`` (its keyword arguments), in order;
+        a store may answer them in a few statements."""
+        return [self.find_document(**lookup) for lookup in lookups]
+
     @abstractmethod
     def list_documents(
         self, *, workspace_id: str | None = None, session_id: str | None = None

@@ -462,6 +462,27 @@ def find_document_sql(
     return sql + " ORDER BY d.created_at LIMIT 1", params
 
 
+def find_documents_sql(
+    key: str, values: Sequence[str], workspace_id: str | None, dialect: Dialect = SQLITE
+) -> tuple[str, list[Any]]:
+    """SQL for the documents :func:`find_document_sql` would find for many sources that
+    share one kind of key (``"id"``, ``"source"`` or ``"content"``; the last two in
+    ``workspace_id``), oldest first: the first row for each key is its document."""
+    marks = ", ".join("?" * len(values))
+    if key == "id":
+        where, params = f"d.id IN ({marks})", list(values)
+    elif key == "source":
+        where = f"d.workspace_id = ? AND d.source_path IN ({marks})"
+        params = [workspace_id, *(stored_path(v) for v in values)]
+    elif key == "content":
+        where = f"d.workspace_id = ? AND d.source_path IS NULL AND d.content_hash IN ({marks})"
+        params = [workspace_id, *values]
+    else:
+        raise ValueError(f"unknown document key {key!r}")
+    sql = f"SELECT {document_columns(dialect)} FROM rag_documents d WHERE {where}"
+    return sql + " ORDER BY d.created_at", params
+
+
 def list_documents_sql(
     *,
     workspace_id: str | None = None,

@@ -246,6 +246,34 @@ class DocumentsContract:
         assert find(workspace_id="ws", source_path="/b.md") is None
         assert find(workspace_id="ws") is None
 
+    def test_find_documents_answers_as_find_document_does_for_each(self, store: Store) -> None:
+        """Many lookups at once (ids, sources, contents, in several workspaces, some with
+        no document, one without a key) answer in order what one lookup each would."""
+        put(store, "by-path", workspace_id="ws", source_path="/a.md")
+        put(store, "by-text", workspace_id="ws", content_hash="same")
+        put(store, "later", workspace_id="ws", content_hash="same")
+        put(store, "far", workspace_id="far", source_path="/a.md", content_hash="same")
+        put(store, "odd", workspace_id="ws", source_path="/\udcff.md")
+        lookups = [
+            {"workspace_id": "ws", "document_id": "by-path", "source_path": "/x.md"},
+            {"workspace_id": "ws", "source_path": "/a.md", "content_hash": "same"},
+            {"workspace_id": "far", "source_path": "/a.md"},
+            {"workspace_id": "ws", "content_hash": "same"},
+            {"workspace_id": "far", "content_hash": "same"},
+            {"workspace_id": "ws", "document_id": "nope"},
+            {"workspace_id": "ws", "source_path": "/b.md"},
+            {"workspace_id": "ws", "source_path": "/\udcff.md"},
+            {"workspace_id": "ws"},
+            *({"workspace_id": "ws", "document_id": f"many-{i}"} for i in range(1200)),
+        ]
+        one_each = [store.find_document(**lookup) for lookup in lookups]
+        found = store.find_documents(lookups)
+        assert [d.id if d else None for d in found] == [d.id if d else None for d in one_each]
+        assert [d.id if d else None for d in found[:9]] == [
+            "by-path", "by-path", "far", "by-text", None, None, None, "odd", None
+        ]  # fmt: skip
+        assert store.find_documents([]) == []
+
     def test_list_documents(self, store: Store) -> None:
         put(store, "b", workspace_id="ws", title="Beta")
         put(store, "a", workspace_id="ws", title="Alpha", status="draft")

@@ -1,0 +1,150 @@
+"""The stored document each source updates, looked up many at a time.
+
+A bulk add asks, for every source, which stored document it updates: once when it is
+prepared (an unchanged document is skipped before it is chunked) and once more inside
+the write transaction (another writer may have got there first). One query per source
+is a round trip per source; :class:`Lookahead` and :func:`existing_many` ask for many
+sources in a few statements (``Store.find_documents``). With a writer thread storing
+one group while the next is prepared, it also keeps the two threads from handing
+Python's lock back and forth at every small query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import InvalidArgument, ScopeError, TetherError
+from tether.ingest.sources import Source, TextSource
+from tether.models import Document
+from tether.store import Store
+
+#: Sources looked up together when they are prepared.
+BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a document goes: its workspace, and the session to attach it to (if any)."""
+
+    workspace_id: str
+    session_id: str | None
+
+
+#: What a lookup found: the document, none, or why the source may not update it.
+Found = Document | None | TetherError
+
+
+def existing(store: Store, lookup: dict[str, Any], placement: Placement) -> Document | None:
+    """The stored document a source updates, after checking that it may: it is in the
+    placement's workspace, and a ``source`` key is not another document's."""
+    found = checked(store.find_document(**lookup), lookup, placement, _holder(store))
+    if isinstance(found, TetherError):
+        raise found
+    return found
+
+
+def existing_many(
+    store: Store, lookups: Sequence[dict[str, Any]], placement: Placement
+) -> list[Found]:
+    """:func:`existing` for each of ``lookups``, in a few statements; a source that may
+    not update its document gets the error :func:`existing` raises, in its place."""
+    documents = store.find_documents(lookups)
+    held = [_holder_lookup(lookup, placement) for lookup in lookups]
+    wanted = [h for h in held if h is not None]
+    holders = iter(store.find_documents(wanted)) if wanted else iter(())
+    found_holders = {id(h): next(holders) for h in wanted}
+    return [
+        checked(document, lookup, placement, lambda _, h=h: found_holders[id(h)] if h else None)
+        for document, lookup, h in zip(documents, lookups, held, strict=True)
+    ]
+
+
+def checked(
+    document: Document | None, lookup: dict[str, Any], placement: Placement, holder: Any
+) -> Found:
+    """``document`` when ``lookup``'s source may update it, else the error that says why
+    not. ``holder(lookup)``: the document that holds the lookup's source in the workspace."""
+    if document is not None and document.workspace_id != placement.workspace_id:
+        return ScopeError(
+            f"document {document.id!r} belongs to workspace {document.workspace_id!r},"
+            f" not {placement.workspace_id!r}"
+        )
+    source_path = lookup["source_path"]
+    if lookup["document_id"] is not None and source_path is not None:
+        other = holder(_holder_lookup(lookup, placement))
+        if other is not None and other.id != lookup["document_id"]:
+            return InvalidArgument(
+                f"source {source_path!r} is already document {other.id!r}; pass"
+                f" document_id={other.id!r} to update it, or use another source key"
+            )
+    return document
+
+
+def _holder_lookup(lookup: dict[str, Any], placement: Placement) -> dict[str, Any] | None:
+    if lookup["document_id"] is None or lookup["source_path"] is None:
+        return None
+    return {"workspace_id": placement.workspace_id, "source_path": lookup["source_path"]}
+
+
+def _holder(store: Store) -> Any:
+    return lambda lookup: store.find_document(**lookup)
+
+
+class Lookahead:
+    """The documents in-memory sources update, looked up :data:`BLOCK` sources at a time
+    as their turn comes. Only a source whose key is known before it is read (an id or a
+    source key) is looked up ahead; one keyed by its content is looked up when read."""
+
+    def __init__(self, store: Store, items: Sequence[Source], placement: Placement) -> None:
+        self.store = store
+        self.items = items
+        self.placement = placement
+        self._found: dict[int, tuple[dict[str, Any], Found]] = {}
+        self._done = 0
+
+    def lookup(self, i: int, lookup: dict[str, Any]) -> Found:
+        """What :func:`existing` says of item ``i``'s ``lookup`` (raised when it is an
+        error), from the block looked up ahead when it holds the same keys."""
+        if i >= self._done:
+            self._fetch(i)
+        ahead = self._found.pop(i, None)
+        if ahead is not None and _same_keys(ahead[0], lookup):
+            found = ahead[1]
+        else:
+            found = checked(
+                self.store.find_document(**lookup), lookup, self.placement, _holder(self.store)
+            )
+        if isinstance(found, TetherError):
+            raise found
+        return found
+
+    def _fetch(self, start: int) -> None:
+        end = min(len(self.items), start + BLOCK)
+        self._done = end
+        slots, lookups = [], []
+        for j in range(start, end):
+            item = self.items[j]
+            if isinstance(item, TextSource) and (item.document_id or item.source) is not None:
+                slots.append(j)
+                lookups.append(
+                    {
+                        "workspace_id": self.placement.workspace_id,
+                        "document_id": item.document_id,
+                        "source_path": item.source,
+                        "content_hash": None,
+                    }
+                )
+        if not lookups:
+            return
+        try:
+            found = existing_many(self.store, lookups, self.placement)
+        except TetherError:
+            return  # (each is looked up on its own when read, and says what is wrong)
+        for j, lookup, result in zip(slots, lookups, found, strict=True):
+            self._found[j] = (lookup, result)
+
+
+def _same_keys(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a["document_id"] == b["document_id"] and a["source_path"] == b["source_path"]
