@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import tether.ingest.indexer as indexer_module
-import tether.store._documents as documents_module
+import tether.store._common as common_module
 from helpers import make_settings
 from tether import Tether, TextSource
 from tether.ingest.indexer import Indexer
@@ -214,7 +214,7 @@ def test_rows_are_stored_the_same_from_one_json_array_as_one_by_one(
     ]  # fmt: skip
     stored = {}
     for json_rows in (True, False):
-        monkeypatch.setattr(documents_module, "_json_rows", lambda conn, j=json_rows: j)
+        monkeypatch.setattr(common_module, "json_rows", lambda conn, j=json_rows: j)
         db = tmp_path / f"rows-{json_rows}.db"
         with Tether(db=db, settings=make_settings()) as t:
             assert {r.status for r in t.add(sources)} == {"indexed"}

@@ -75,6 +75,10 @@ class Indexes(Protocol):
         """Attach a stored document to the placement's session, if it has one."""
         ...
 
+    def attach_all(self, document_ids: list[str], placement: Placement) -> None:
+        """Attach stored documents to the placement's session, if it has one."""
+        ...
+
 
 #: A prepared document with its vectors (None: none, or embedding failed) and the
 #: warning that says why it has none.
@@ -186,8 +190,7 @@ def _write_run(
             store.insert_documents(
                 [(record, embedded[i][0].chunks, embedded[i][1]) for i, record in run]
             )
-            for _, record in run:
-                indexer.attach(record.id, placement)
+            indexer.attach_all([record.id for _, record in run], placement)
     except TetherError:
         for i, _ in run:
             prepared, vectors, warning = embedded[i]

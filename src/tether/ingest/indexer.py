@@ -570,6 +570,10 @@ class Indexer:
         if placement.session_id is not None:
             self.store.attach_document_to_session(document_id, placement.session_id)
 
+    def attach_all(self, document_ids: list[str], placement: Placement) -> None:
+        if placement.session_id is not None:
+            self.store.attach_documents_to_session(document_ids, placement.session_id)
+
 
 def _raise_failures(results: list[IndexResult]) -> None:
     """:class:`IndexingFailed` when any source failed; but the store's own failure (a

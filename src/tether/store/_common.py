@@ -4,6 +4,8 @@ lists in batches), and the end of a thread's connection."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -97,6 +99,14 @@ class StorePart(Store):
         with self.db.read(single=True) as conn:
             return conn.execute(sql, params).fetchone()
 
+    def _insert_rows(self, conn: Any, sql: str, rows: Sequence[Any]) -> None:
+        """``conn.executemany(sql, rows)``; on SQLite, many rows go in one statement
+        (:func:`insert_rows`)."""
+        if self.db.dialect.name == "sqlite":
+            insert_rows(conn, sql, rows)
+        else:
+            conn.executemany(sql, rows)
+
     def _select_in_batches(
         self, keys: Sequence[T], build: Callable[[Sequence[T]], tuple[str, list[Any]]]
     ) -> list[Any]:
@@ -107,3 +117,41 @@ class StorePart(Store):
                 sql, params = build(keys[i : i + _BATCH])
                 rows += conn.execute(sql, params).fetchall()
         return rows
+
+
+#: Rows SQLite inserts from one JSON array rather than one statement each (fewer: each).
+JSON_ROWS = 64
+
+
+def insert_rows(conn: sqlite3.Connection, sql: str, rows: Sequence[Any]) -> None:
+    """``conn.executemany(sql, rows)`` for an ``INSERT ... VALUES (...)`` of text and
+    numbers (``?`` or ``:name`` placeholders), as one statement over a JSON array when
+    there are many rows: SQLite then inserts them all without taking Python's
+    interpreter lock back between rows, so a thread that runs Python meanwhile (the next
+    documents being chunked) does not stall it."""
+    if len(rows) < JSON_ROWS or not json_rows(conn):
+        conn.executemany(sql, rows)
+        return
+    head, values = sql.split(" VALUES ", 1)
+    tail = ""
+    if ")" in values and not values.rstrip().endswith(")"):
+        values, tail = values.split(")", 1)
+        values, tail = values + ")", " " + tail.strip()
+    if isinstance(rows[0], Mapping):
+        keys = [name.strip()[1:] for name in values.strip()[1:-1].split(",")]
+        columns = ", ".join(f"json_extract(value, '$.{key}')" for key in keys)
+        data = json.dumps([{k: row[k] for k in keys} for row in rows], ensure_ascii=False)
+    else:
+        columns = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(rows[0])))
+        data = json.dumps(rows, ensure_ascii=False)
+    # (WHERE true: SQLite reads ON CONFLICT after a bare FROM as a join's ON)
+    conn.execute(f"{head} SELECT {columns} FROM json_each(?) WHERE true{tail}", (data,))
+
+
+def json_rows(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite has its JSON functions (built in since 3.38; optional before)."""
+    try:
+        conn.execute("SELECT json_extract('[1]', '$[0]')").fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return True

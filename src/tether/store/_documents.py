@@ -55,40 +55,6 @@ _INSERT_NUMBERED_CHUNK = (
 _INSERT_EMBEDDING = "INSERT INTO rag_embeddings (chunk_id, model, dims, vector) VALUES (?, ?, ?, ?)"
 
 
-#: Rows inserted from one JSON array rather than one statement each (below, one each).
-_JSON_ROWS = 64
-
-
-def _insert_many(conn: Any, sql: str, rows: Sequence[Any]) -> None:
-    """``conn.executemany(sql, rows)`` for an ``INSERT ... VALUES (...)`` of text and
-    numbers, as one statement over a JSON array when there are many rows: SQLite then
-    inserts them all without taking Python's lock back between rows, so a thread that
-    runs Python meanwhile (the next documents being chunked) does not stall it."""
-    if len(rows) < _JSON_ROWS or not _json_rows(conn):
-        conn.executemany(sql, rows)
-        return
-    head, values = sql.split(" VALUES ", 1)
-    named = isinstance(rows[0], Mapping)
-    if named:
-        keys = [name.strip()[1:] for name in values.strip()[1:-1].split(",")]
-        columns = ", ".join(f"json_extract(value, '$.{key}')" for key in keys)
-        data = json.dumps([{k: row[k] for k in keys} for row in rows], ensure_ascii=False)
-    else:
-        width = len(rows[0])
-        columns = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(width))
-        data = json.dumps(rows, ensure_ascii=False)
-    conn.execute(f"{head} SELECT {columns} FROM json_each(?)", (data,))
-
-
-def _json_rows(conn: Any) -> bool:
-    """Whether this SQLite has its JSON functions (built in since 3.38; optional before)."""
-    try:
-        conn.execute("SELECT json_extract('[1]', '$[0]')").fetchone()
-    except sqlite3.OperationalError:
-        return False
-    return True
-
-
 def _insert_chunks(
     conn: sqlite3.Connection,
     document_id: str,
@@ -217,7 +183,7 @@ class DocumentsMixin(StorePart):
         for _, chunks, vectors in documents:
             if vectors is not None and len(vectors.blobs) != len(chunks):
                 raise ValueError(f"{len(vectors.blobs)} vectors for {len(chunks)} chunks")
-        _insert_many(conn, _INSERT_DOCUMENT, [_document_params(d) for d, _, _ in documents])
+        self._insert_rows(conn, _INSERT_DOCUMENT, [_document_params(d) for d, _, _ in documents])
         last = conn.execute("SELECT coalesce(max(id), 0) FROM rag_chunks").fetchone()[0]
         rows: list[tuple[Any, ...]] = []
         embedded: list[tuple[int, str, int, bytes]] = []
@@ -229,7 +195,7 @@ class DocumentsMixin(StorePart):
                     (first + n, vectors.model, vectors.dims, blob)
                     for n, blob in enumerate(vectors.blobs)
                 ]
-        _insert_many(conn, _INSERT_NUMBERED_CHUNK, rows)
+        self._insert_rows(conn, _INSERT_NUMBERED_CHUNK, rows)
         if embedded:
             conn.executemany(_INSERT_EMBEDDING, embedded)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from tether.errors import ScopeError, SessionNotFound, WorkspaceNotFound
+from collections.abc import Sequence
+
+from tether.errors import DocumentNotFound, ScopeError, SessionNotFound, WorkspaceNotFound
 from tether.models import GLOBAL_WORKSPACE, Document, Scope, Session, Workspace
 from tether.store import _rows
-from tether.store._common import StorePart
+from tether.store._common import _BATCH, StorePart
 from tether.store.dialect import Dialect
 from tether.store.records import utcnow
 from tether.store.sql import list_sessions_sql
@@ -25,6 +27,22 @@ def _mark_stale_sql(dialect: Dialect) -> str:
         "   WHERE ds.document_id = rag_documents.id AND s.closed_at IS NULL)"
         " RETURNING id"
     )
+
+
+_INSERT_ATTACHMENT = (
+    "INSERT INTO rag_document_sessions (document_id, session_id, created_at)"
+    " VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+
+def _check_attachable(document_id: str, workspace_id: str, session: Session) -> None:
+    """A session attaches documents of its own workspace or of the global library."""
+    if workspace_id not in (session.workspace_id, GLOBAL_WORKSPACE):
+        raise ScopeError(
+            f"document {document_id!r} is in workspace {workspace_id!r};"
+            f" session {session.id!r} is in {session.workspace_id!r}. A session can"
+            " only attach documents of its own workspace or of the global library."
+        )
 
 
 class SessionsMixin(StorePart):
@@ -122,22 +140,49 @@ class SessionsMixin(StorePart):
         with self.db.write() as conn:
             document = self.get_document(document_id)
             session = self.get_session(session_id)
-            if document.workspace_id not in (session.workspace_id, GLOBAL_WORKSPACE):
-                raise ScopeError(
-                    f"document {document_id!r} is in workspace {document.workspace_id!r};"
-                    f" session {session_id!r} is in {session.workspace_id!r}. A session can"
-                    " only attach documents of its own workspace or of the global library."
-                )
-            cur = conn.execute(
-                "INSERT INTO rag_document_sessions (document_id, session_id, created_at)"
-                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                (document_id, session_id, utcnow()),
-            )
+            _check_attachable(document_id, document.workspace_id, session)
+            cur = conn.execute(_INSERT_ATTACHMENT, (document_id, session_id, utcnow()))
             if session.closed_at is None:  # in use again: no longer stale
                 conn.execute(
                     "UPDATE rag_documents SET stale_at = NULL WHERE id = ?", (document_id,)
                 )
             return cur.rowcount > 0
+
+    def attach_documents_to_session(self, document_ids: Sequence[str], session_id: str) -> int:
+        ids = list(dict.fromkeys(document_ids))
+        if not ids:
+            return 0
+        with self.db.write() as conn:
+            session = self.get_session(session_id)
+            places: dict[str, str] = {}
+            attached: set[str] = set()
+            for start in range(0, len(ids), _BATCH):
+                batch = ids[start : start + _BATCH]
+                marks = ", ".join("?" * len(batch))
+                sql = f"SELECT id, workspace_id FROM rag_documents WHERE id IN ({marks})"
+                places.update(conn.execute(sql, batch).fetchall())
+                sql = (
+                    "SELECT document_id FROM rag_document_sessions"
+                    f" WHERE session_id = ? AND document_id IN ({marks})"
+                )
+                attached.update(r[0] for r in conn.execute(sql, [session_id, *batch]))
+            for document_id in ids:
+                if document_id not in places:
+                    raise DocumentNotFound(document_id)
+                _check_attachable(document_id, places[document_id], session)
+            now = utcnow()
+            new = [(d, session_id, now) for d in ids if d not in attached]
+            self._insert_rows(conn, _INSERT_ATTACHMENT, new)
+            if session.closed_at is None:  # in use again: no longer stale
+                for start in range(0, len(ids), _BATCH):
+                    batch = ids[start : start + _BATCH]
+                    marks = ", ".join("?" * len(batch))
+                    conn.execute(
+                        "UPDATE rag_documents SET stale_at = NULL"
+                        f" WHERE stale_at IS NOT NULL AND id IN ({marks})",
+                        batch,
+                    )
+            return len(new)
 
     def detach_document_from_session(self, document_id: str, session_id: str) -> bool:
         with self.db.write() as conn:

@@ -201,6 +201,13 @@ class Sessions(ABC):
         to an open session clears the document's stale mark. Raises
         ``DocumentNotFound`` / ``SessionNotFound``."""
 
+    def attach_documents_to_session(self, document_ids: Sequence[str], session_id: str) -> int:
+        """:meth:`attach_document_to_session` for each of ``document_ids``, all or none
+        (one transaction); how many were not attached before. A store may do it in a few
+        statements."""
+        with self.write():
+            return sum(self.attach_document_to_session(d, session_id) for d in document_ids)
+
     @abstractmethod
     def detach_document_from_session(self, document_id: str, session_id: str) -> bool:
         """Detach; True if it was attached. The document stays. Raises

@@ -163,6 +163,13 @@ class SessionsContract:
         assert store.stale_documents("2000") == []
         store.attach_document_to_session("only-s1", "s2")  # in use again: not stale
         assert store.get_document("only-s1").stale_at is None
+        store.close_session("s2")
+        assert store.get_document("only-s1").stale_at is not None
+        store.attach_documents_to_session(["only-s1"], "s1")  # a closed one: still stale
+        assert store.get_document("only-s1").stale_at is not None
+        store.ensure_session("s3", "ws")
+        store.attach_documents_to_session(["only-s1", "shared"], "s3")
+        assert store.get_document("only-s1").stale_at is None
         with pytest.raises(SessionNotFound):
             store.close_session("nope")
 
@@ -186,6 +193,29 @@ class SessionsContract:
                 call("nope", "chat")
             with pytest.raises(SessionNotFound):
                 call("mine", "nope")
+
+
+    def test_attach_many_documents_at_once(self, store: Store) -> None:
+        """All or none: one document the session may not hold, or that does not exist,
+        attaches none of them; the count is of those not attached before."""
+        store.ensure_session("chat", "ws")
+        for i in range(700):
+            put(store, f"mine-{i}", workspace_id="ws")
+        put(store, "library")
+        put(store, "theirs", workspace_id="other")
+        assert store.attach_document_to_session("mine-0", "chat") is True
+        for wrong, error in (("theirs", ScopeError), ("nope", DocumentNotFound)):
+            with pytest.raises(error):
+                store.attach_documents_to_session(["mine-1", wrong], "chat")
+            assert store.get_document("mine-1").session_ids == ()
+        with pytest.raises(SessionNotFound):
+            store.attach_documents_to_session(["mine-1"], "nope")
+        ids = [f"mine-{i}" for i in range(700)]
+        assert store.attach_documents_to_session([*ids, "library", "mine-5"], "chat") == 700
+        assert store.attach_documents_to_session(ids, "chat") == 0
+        assert store.attach_documents_to_session([], "chat") == 0
+        assert len(store.list_documents(session_id="chat")) == 701
+        assert store.get_document("mine-699").session_ids == ("chat",)
 
 
 class DocumentsContract:
