@@ -38,7 +38,7 @@ from tether.ingest.loaders import (
     LoadedDocument,
     load_text,
 )
-from tether.ingest.lookups import Lookahead, Placement, existing
+from tether.ingest.lookups import Lookahead, Placement, existing, unchanged
 from tether.ingest.sources import PathSource, Source, attachment_sources, smallest_first
 from tether.ingest.workers import (
     FileBudget,
@@ -245,16 +245,7 @@ class Indexer:
         # Text given in memory is prepared here: normalizing and chunking it is Python's
         # own work, which helper threads only slow down (one interpreter lock for all).
         inline = InlineExecutor()
-        loaders = LoaderPool(
-            timeout=timeout,
-            memory_mb=self.rag.loader_memory_mb,
-            ocr=self.rag.ocr,
-            ocr_page_timeout=self.rag.ocr_page_timeout,
-            language=self.rag.language,
-            ocr_engine=self.rag.ocr_engine,
-        )
-        maximum = self.rag.max_file_bytes
-        loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
+        loaders = self._loader_pool(items, workers)
         ahead = 2 * self.rag.convert_workers
         lookahead = Lookahead(self.store, items, placement)
         futures: dict[int, tuple[Future[Prepared | IndexResult], FileBudget]] = {}
@@ -288,6 +279,21 @@ class Indexer:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             loaders.close()
+
+    def _loader_pool(self, items: list[Source], workers: int) -> LoaderPool:
+        """The worker processes for the items that load in one, started."""
+        rag = self.rag
+        loaders = LoaderPool(
+            timeout=rag.file_timeout,
+            memory_mb=rag.loader_memory_mb,
+            ocr=rag.ocr,
+            ocr_page_timeout=rag.ocr_page_timeout,
+            language=rag.language,
+            ocr_engine=rag.ocr_engine,
+        )
+        maximum = rag.max_file_bytes
+        loaders.start(min(workers, sum(1 for item in items if loads_in_worker(item, maximum))))
+        return loaders
 
     def _prepare(
         self,
@@ -338,7 +344,7 @@ class Indexer:
             "content_hash": digest,
         }
         existing = known(lookup) if known is not None else self.existing(lookup, placement)
-        if existing is not None and _unchanged(existing, digest, loaded, self.chunking):
+        if existing is not None and unchanged(existing, digest, loaded, self.chunking):
             return self.kept(existing, label, loaded.title, tags, source.status, placement)
         return Prepared(
             label,
@@ -434,7 +440,7 @@ class Indexer:
             with self.store.write():
                 # Look again inside the transaction: another writer may have got here first.
                 existing = self.existing(prepared.lookup, placement)
-                if existing is not None and _unchanged(
+                if existing is not None and unchanged(
                     existing, prepared.digest, prepared.loaded, self.chunking
                 ):
                     title, tags, status = prepared.loaded.title, prepared.tags, prepared.status
@@ -585,14 +591,3 @@ def _raise_failures(results: list[IndexResult]) -> None:
             raise error
     if failures:
         raise IndexingFailed(results)
-
-
-def _unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:
-    """Nothing to re-chunk: the same normalized text, read as the same type (the same
-    text as Markdown rather than plain text has other sections), chunked with the same
-    settings (documents stored before tether recorded them count as the same)."""
-    return (
-        existing.content_hash == digest
-        and existing.mime == loaded.mime
-        and existing.chunking in (None, chunking)
-    )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import InvalidArgument, ScopeError, TetherError
+from tether.ingest.loaders import LoadedDocument
 from tether.ingest.sources import Source, TextSource
 from tether.models import Document
 from tether.store import Store
@@ -148,3 +149,14 @@ class Lookahead:
 
 def _same_keys(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a["document_id"] == b["document_id"] and a["source_path"] == b["source_path"]
+
+
+def unchanged(existing: Document, digest: str, loaded: LoadedDocument, chunking: str) -> bool:
+    """Nothing to re-chunk: the same normalized text, read as the same type (the same
+    text as Markdown rather than plain text has other sections), chunked with the same
+    settings (documents stored before tether recorded them count as the same)."""
+    return (
+        existing.content_hash == digest
+        and existing.mime == loaded.mime
+        and existing.chunking in (None, chunking)
+    )

@@ -194,7 +194,6 @@ class SessionsContract:
             with pytest.raises(SessionNotFound):
                 call("mine", "nope")
 
-
     def test_attach_many_documents_at_once(self, store: Store) -> None:
         """All or none: one document the session may not hold, or that does not exist,
         attaches none of them; the count is of those not attached before."""
