@@ -230,3 +230,43 @@ def test_rows_are_stored_the_same_from_one_json_array_as_one_by_one(
     assert any("naïve café — 東京 😀 again" in c for c in contents)
     assert any("C:\\path\\n again" in c for c in contents)
     assert {row[5] for row in chunks} >= {"Part"}
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_a_source_that_may_not_update_its_document_fails_alone_in_a_bulk_add(
+    tether: Tether,
+) -> None:
+    """A document id of another workspace, and a source key another document holds,
+    fail their source with the error a lookup of their own gives; the others are
+    stored."""
+    tether.add(text="The far memo.", title="far", document_id="far-doc", workspace_id="far")
+    tether.add(text="The held memo.", title="held", source="held-key", workspace_id="ws")
+    sources = [
+        *notes(6),
+        TextSource("A stranger's memo.", "stranger", document_id="far-doc"),
+        TextSource("A clashing memo.", "clash", document_id="clash-doc", source="held-key"),
+        *notes(6, start=6),
+    ]
+    results = tether.add(sources, workspace_id="ws", on_error="collect")
+    assert [r.status for r in results] == ["indexed"] * 6 + ["failed"] * 2 + ["indexed"] * 6
+    assert "belongs to workspace 'far'" in str(results[6].error)
+    assert "already document" in str(results[7].error)
+    assert {d.id for d in tether.store.list_documents(workspace_id="ws")} >= {
+        f"memo-{i}" for i in range(12)
+    }
+    assert tether.store.get_document("far-doc").workspace_id == "far"
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_a_source_key_taken_earlier_in_the_same_add_is_found_at_its_write(
+    tether: Tether,
+) -> None:
+    """Both are looked up ahead, before either is stored: the write looks again."""
+    sources = [
+        TextSource("The first keyed memo.", "first", source="shared-key"),
+        *notes(6),
+        TextSource("The second keyed memo.", "second", document_id="second", source="shared-key"),
+    ]
+    results = tether.add(sources, on_error="collect")
+    assert results[0].status == "indexed" and results[-1].status == "failed"
+    assert f"already document '{results[0].document_id}'" in str(results[-1].error)
