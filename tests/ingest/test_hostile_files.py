@@ -84,6 +84,22 @@ def test_scan_indexes_follows_renames_and_deletes_such_a_file(tmp_path: Path) ->
         assert [e.source_path for e in t.store.registry(str(folder))] == [str(folder / "fine.md")]
 
 
+def test_a_bulk_add_stores_such_names_losslessly_and_finds_them_again(tmp_path: Path) -> None:
+    """Enough files that their rows go to SQLite as one JSON array (and are looked up many
+    at a time): the escaped names survive both, and a second add skips every file."""
+    folder = tmp_path / "many"
+    odd = [odd_file(folder, b"\xff%02d.md" % i, f"# Odd {i}\n\nPump {i}.\n") for i in range(40)]
+    for i in range(40):
+        (folder / f"fine-{i}.md").write_text(f"# Fine {i}\n\nValve {i}.\n")
+    files = sorted(folder.iterdir())
+    with Tether(db=tmp_path / "t.db") as t:
+        assert {r.status for r in t.add(files, workspace_id="lib")} == {"indexed"}
+        stored = {d.source_path for d in t.documents()}
+        assert stored == {str(f.resolve()) for f in files}
+        assert {str(f.resolve()) for f in odd} <= stored
+        assert {r.status for r in t.add(files, workspace_id="lib")} == {"skipped"}
+
+
 def test_the_cli_adds_and_scans_such_files_without_a_traceback(tmp_path: Path) -> None:
     folder = tmp_path / "badname"
     odd_file(folder, b"\xff\xfe.md", "# Odd\n\nThe odd file is about pumps.\n")
