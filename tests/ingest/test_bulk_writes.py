@@ -270,3 +270,72 @@ def test_a_source_key_taken_earlier_in_the_same_add_is_found_at_its_write(
     results = tether.add(sources, on_error="collect")
     assert results[0].status == "indexed" and results[-1].status == "failed"
     assert f"already document '{results[0].document_id}'" in str(results[-1].error)
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_the_last_copy_of_a_document_in_one_add_wins_whatever_the_store_held(
+    tether: Tether,
+) -> None:
+    """The store holds T0; the add brings T1, then T0 again, groups apart. The second
+    copy is looked up before the first is stored: it is not taken as unchanged then."""
+    t0 = "The original memo about the sextant bearings and the harbour charts."
+    tether.add(text=t0, title="x", document_id="x")
+    results = tether.add(
+        [TextSource("A short memo x.", "x", document_id="x"), *notes(10),
+         TextSource(t0, "x", document_id="x")]
+    )  # fmt: skip
+    assert (results[0].status, results[-1].status) == ("replaced", "replaced")
+    assert [c.content for c in tether.store.chunks_of("x")] == [t0]
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_a_source_key_freed_earlier_in_the_same_add_can_be_taken(tether: Tether) -> None:
+    """Document x holds the source key k; the add replaces x without it, then gives k to
+    y. y's lookup, made before x's replacement, said "k is x's": its write looks again."""
+    tether.add(text="The keyed memo.", title="x", document_id="x", source="k")
+    results = tether.add(
+        [TextSource("The new x memo.", "x", document_id="x"), *notes(10),
+         TextSource("The y memo takes the key.", "y", document_id="y", source="k")],
+        on_error="collect",
+    )  # fmt: skip
+    assert [r.status for r in results] == ["replaced"] + ["indexed"] * 11
+    assert tether.store.get_document("y").source_path == "k"
+    assert tether.store.get_document("x").source_path is None
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_a_bulk_add_into_a_session_attaches_every_document(tether: Tether) -> None:
+    threads: list[str] = []
+    results = tether.add(
+        notes(90), session_id="chat", workspace_id="ws",
+        progress=lambda *_: threads.append(threading.current_thread().name),
+    )  # fmt: skip
+    assert {r.status for r in results} == {"indexed"}
+    attached = tether.store.list_documents(session_id="chat")
+    assert sorted(d.id for d in attached) == sorted(f"memo-{i}" for i in range(90))
+    assert tether.add(notes(90), session_id="other", workspace_id="ws")[0].status == "skipped"
+    assert len(tether.store.list_documents(session_id="other")) == 90
+
+
+def test_lookups_go_in_blocks_of_256(tether: Tether, monkeypatch: pytest.MonkeyPatch) -> None:
+    batches: list[int] = []
+    real = tether.store.find_documents
+
+    def find_documents(lookups: Any) -> Any:
+        batches.append(len(lookups))
+        return real(lookups)
+
+    monkeypatch.setattr(tether.store, "find_documents", find_documents)
+    monkeypatch.setattr(indexer_module, "LEXICAL_GROUP_CHUNKS", 10_000)
+    tether.add(notes(600))
+    assert batches[:3] == [256, 256, 88] and batches[3:] == [600]  # (prepared; then the write)
+
+
+def test_a_nul_in_a_title_is_kept_when_many_rows_are_stored_together(tether: Tether) -> None:
+    """SQLite's JSON functions cut a text at a NUL: such rows go one statement each."""
+    sources = [
+        TextSource(f"The memo {i}.", f"ti\x00tle {i}", document_id=f"n{i}") for i in range(80)
+    ]
+    assert {r.status for r in tether.add(sources)} == {"indexed"}
+    assert tether.store.get_document("n7").title == "ti\x00tle 7"
+    assert {r.status for r in tether.add(sources)} == {"skipped"}

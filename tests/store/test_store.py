@@ -669,3 +669,36 @@ def test_migration_8_gives_old_audit_rows_their_scopes_workspace(db_path: Path) 
         assert [e.retrieval_id for e in t.retrieval_log(workspace_ids=["GLOBAL"])] == ["r2"]
         # A row whose session is gone belongs to no workspace: only an admin read sees it.
         assert len(t.retrieval_log()) == 4
+
+
+def test_insert_rows_stores_what_executemany_would_for_every_kind_of_value(
+    tmp_path: Path,
+) -> None:
+    """Rows of values JSON carries exactly go in one statement; any other value (bytes,
+    a NUL, an integer past 64 bits, a float that is not finite) sends the rows one
+    statement each, so the table holds the same either way."""
+    import math
+    import sqlite3
+
+    from tether.store._common import JSON_ROWS, insert_rows
+
+    values = [None, 0, -(2**63), 2**63 - 1, 1.5, 1e300, "0012", "null", 'a "b" \\ c', "é 😀"]
+    odd = [b"\x00\xff", "a\x00b", 2**64, math.inf, True]
+    for n, extra in enumerate([None, *odd]):
+        rows = [(i, v) for i, v in enumerate(values * JSON_ROWS)] + [(-1, extra)]
+        conn = sqlite3.connect(tmp_path / f"rows-{n}.db")
+        conn.execute("CREATE TABLE t (k INTEGER, v)")
+        if extra == 2**64:
+            with pytest.raises(OverflowError):
+                conn.executemany("INSERT INTO t (k, v) VALUES (?, ?)", rows)
+            with pytest.raises(OverflowError):
+                insert_rows(conn, "INSERT INTO t (k, v) VALUES (?, ?)", rows)
+            conn.close()
+            continue
+        insert_rows(conn, "INSERT INTO t (k, v) VALUES (?, ?)", rows)
+        got = conn.execute("SELECT k, v, typeof(v) FROM t ORDER BY rowid").fetchall()
+        conn.execute("DELETE FROM t")
+        conn.executemany("INSERT INTO t (k, v) VALUES (?, ?)", rows)
+        want = conn.execute("SELECT k, v, typeof(v) FROM t ORDER BY rowid").fetchall()
+        conn.close()
+        assert got == want

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from tether.errors import DocumentNotFound, TetherError
 from tether.ingest.loaders import LoadedDocument
-from tether.ingest.lookups import Placement, existing_many
+from tether.ingest.lookups import Found, Placement, existing_many, refers
 from tether.models import Document, IndexResult, Tags
 from tether.store import ChunkVectors, NewChunk, NewDocument, Store, StoredChunk
 
@@ -128,7 +128,8 @@ def write_group(
     run: list[tuple[int, NewDocument]] = []
     keys: set[tuple[str, str]] = set()
     seen: set[tuple[str, str]] = set()  # (every key of the group so far)
-    ahead = existing_many(indexer.store, [p.lookup for p, _, _ in embedded], placement)
+    written: set[str] = set()  # (the stored documents written so far)
+    ahead = _looked_up(indexer, embedded, placement)
 
     def flush() -> None:
         if run:
@@ -140,11 +141,14 @@ def write_group(
         mine = _keys(prepared)
         if keys & mine:
             flush()
-        # Looked up with the group, unless an earlier document of it has the same key.
-        try:
-            existing = indexer.existing(prepared.lookup, placement) if seen & mine else ahead[i]
-        except TetherError as exc:
-            existing = exc
+        # Looked up with the group, unless an earlier document of it has the same key or
+        # rewrote the document the answer rests on.
+        existing = ahead[i] if ahead is not None else None
+        if ahead is None or seen & mine or refers(existing) & written:
+            try:
+                existing = indexer.existing(prepared.lookup, placement)
+            except TetherError as exc:
+                existing = exc
         seen |= mine
         if isinstance(existing, TetherError):
             logger.error("%s: not indexed: %s", prepared.label, existing)
@@ -153,6 +157,7 @@ def write_group(
         if existing is not None:
             flush()
             results[i] = indexer.write(prepared, placement, vectors, warning)
+            written.add(existing.id)
             continue
         record = new_record(prepared, placement, None, indexer.chunking)
         run.append((i, record))
@@ -160,6 +165,17 @@ def write_group(
         seen.add(("id", record.id))
     flush()
     return [r for r in results if r is not None]
+
+
+def _looked_up(
+    indexer: Indexes, embedded: list[Embedded], placement: Placement
+) -> list[Found] | None:
+    """What the store holds for each document of the group, in a few statements; None
+    when it cannot say (each document is then looked up on its own, and fails alone)."""
+    try:
+        return existing_many(indexer.store, [p.lookup for p, _, _ in embedded], placement)
+    except TetherError:
+        return None
 
 
 def _keys(prepared: Prepared) -> set[tuple[str, str]]:

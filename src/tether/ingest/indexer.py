@@ -262,12 +262,9 @@ class Indexer:
                     if j not in futures:
                         budget = FileBudget(timeout)
                         work = (items[j], placement, loaders.budgeted(budget))
-                        if isinstance(items[j], PathSource):
-                            future = pool.submit(self._prepare, *work)
-                        else:  # (its stored document looked up with the next ones)
-                            known = functools.partial(lookahead.lookup, j)
-                            future = inline.submit(self._prepare, *work, known)
-                        futures[j] = (future, budget)
+                        runner = pool if isinstance(items[j], PathSource) else inline
+                        known = functools.partial(lookahead.lookup, j)
+                        futures[j] = (runner.submit(self._prepare, *work, known), budget)
                 future, budget = futures.pop(i)
                 try:
                     outcome = budget.waited(future)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tether.errors import InvalidArgument, ScopeError, TetherError
@@ -76,11 +77,22 @@ def checked(
     if lookup["document_id"] is not None and source_path is not None:
         other = holder(_holder_lookup(lookup, placement))
         if other is not None and other.id != lookup["document_id"]:
-            return InvalidArgument(
+            held = InvalidArgument(
                 f"source {source_path!r} is already document {other.id!r}; pass"
                 f" document_id={other.id!r} to update it, or use another source key"
             )
+            held.holder = other.id  # type: ignore[attr-defined]
+            return held
     return document
+
+
+def refers(found: Found) -> set[str]:
+    """The stored documents an answer of :func:`checked` rests on: the document found, or
+    the one that holds the source key. It is out of date once one of them is written."""
+    if isinstance(found, Document):
+        return {found.id}
+    holder = getattr(found, "holder", None)
+    return {holder} if holder is not None else set()
 
 
 def _holder_lookup(lookup: dict[str, Any], placement: Placement) -> dict[str, Any] | None:
@@ -94,9 +106,16 @@ def _holder(store: Store) -> Any:
 
 
 class Lookahead:
-    """The documents in-memory sources update, looked up :data:`BLOCK` sources at a time
-    as their turn comes. Only a source whose key is known before it is read (an id or a
-    source key) is looked up ahead; one keyed by its content is looked up when read."""
+    """The documents the sources of one add update, as each is prepared: in-memory
+    sources looked up :data:`BLOCK` at a time as their turn comes (those whose key is known
+    before they are read: an id or a source key), the others one at a time.
+
+    A source that shares a key with an earlier source of the same add, or whose answer
+    rests on a document an earlier in-memory source updates, is not decided when
+    prepared: the earlier one may not be stored yet, and what the store says now
+    (unchanged, or its source key held by another document) may be untrue by the time it
+    is written. It is prepared in full, and its write, which looks again inside the
+    transaction, decides."""
 
     def __init__(self, store: Store, items: Sequence[Source], placement: Placement) -> None:
         self.store = store
@@ -104,10 +123,23 @@ class Lookahead:
         self.placement = placement
         self._found: dict[int, tuple[dict[str, Any], Found]] = {}
         self._done = 0
+        self._after_same: set[int] = set()
+        #: The documents the in-memory sources looked up so far update.
+        self._targets: set[str] = set()
+        seen: set[tuple[str, str]] = set()
+        for i, item in enumerate(items):
+            keys = _early_keys(item)
+            if keys & seen:
+                self._after_same.add(i)
+            seen |= keys
 
     def lookup(self, i: int, lookup: dict[str, Any]) -> Found:
         """What :func:`existing` says of item ``i``'s ``lookup`` (raised when it is an
-        error), from the block looked up ahead when it holds the same keys."""
+        error); None for a source that shares a key with an earlier one of the add."""
+        if i in self._after_same:
+            return None
+        if not isinstance(self.items[i], TextSource):  # (prepared in a helper thread)
+            return existing(self.store, lookup, self.placement)
         if i >= self._done:
             self._fetch(i)
         ahead = self._found.pop(i, None)
@@ -117,6 +149,9 @@ class Lookahead:
             found = checked(
                 self.store.find_document(**lookup), lookup, self.placement, _holder(self.store)
             )
+        if refers(found) & self._targets:
+            found = None  # (an earlier source may change it before this one is written)
+        self._targets |= refers(found) | ({lookup["document_id"]} - {None})
         if isinstance(found, TetherError):
             raise found
         return found
@@ -145,6 +180,21 @@ class Lookahead:
             return  # (each is looked up on its own when read, and says what is wrong)
         for j, lookup, result in zip(slots, lookups, found, strict=True):
             self._found[j] = (lookup, result)
+
+
+def _early_keys(item: Source) -> set[tuple[str, str]]:
+    """What finds the stored document ``item`` updates, as far as it is known before the
+    item is read: its id and source key (a file's path when it has none)."""
+    if isinstance(item, TextSource):
+        keys = {("id", item.document_id)} if item.document_id is not None else set()
+        return keys | ({("source", item.source)} if item.source is not None else set())
+    if item.source is not None:
+        return {("source", item.source)}
+    try:
+        path = Path(item.path).expanduser()  # (as load_path_source names it)
+        return {("source", str(path.absolute() if item.content is not None else path.resolve()))}
+    except (OSError, RuntimeError, ValueError):
+        return set()
 
 
 def _same_keys(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -5,6 +5,7 @@ lists in batches), and the end of a thread's connection."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import weakref
@@ -124,12 +125,14 @@ JSON_ROWS = 64
 
 
 def insert_rows(conn: sqlite3.Connection, sql: str, rows: Sequence[Any]) -> None:
-    """``conn.executemany(sql, rows)`` for an ``INSERT ... VALUES (...)`` of text and
-    numbers (``?`` or ``:name`` placeholders), as one statement over a JSON array when
-    there are many rows: SQLite then inserts them all without taking Python's
+    """``conn.executemany(sql, rows)`` for an ``INSERT ... VALUES (...)`` (``?`` or
+    ``:name`` placeholders), as one statement over a JSON array when there are many rows
+    of values JSON carries exactly: SQLite then inserts them all without taking Python's
     interpreter lock back between rows, so a thread that runs Python meanwhile (the next
-    documents being chunked) does not stall it."""
-    if len(rows) < JSON_ROWS or not json_rows(conn):
+    documents being chunked) does not stall it. Rows holding anything else (bytes, a NUL
+    in a text, which SQLite's JSON functions cut at, an integer past 64 bits, a float
+    that is not finite) go one statement each, as before."""
+    if len(rows) < JSON_ROWS or not _json_safe(rows) or not json_rows(conn):
         conn.executemany(sql, rows)
         return
     head, values = sql.split(" VALUES ", 1)
@@ -155,3 +158,27 @@ def json_rows(conn: sqlite3.Connection) -> bool:
     except sqlite3.OperationalError:
         return False
     return True
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def _json_safe(rows: Sequence[Any]) -> bool:
+    """Whether every value of ``rows`` reads back from JSON as the same SQL value."""
+    return all(
+        _json_value(value)
+        for row in rows
+        for value in (row.values() if isinstance(row, Mapping) else row)
+    )
+
+
+def _json_value(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value in _INT64
+    return isinstance(value, float) and math.isfinite(value)
