@@ -339,3 +339,18 @@ def test_a_nul_in_a_title_is_kept_when_many_rows_are_stored_together(tether: Tet
     assert {r.status for r in tether.add(sources)} == {"indexed"}
     assert tether.store.get_document("n7").title == "ti\x00tle 7"
     assert {r.status for r in tether.add(sources)} == {"skipped"}
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_a_bulk_add_to_postgresql_writes_in_the_writer_thread_too(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads = spy_store_group(monkeypatch)
+    with Tether(db=postgres_url, settings=make_settings(), embedder=HashEmbedder()) as t:
+        results = t.add(notes(40), session_id="chat", workspace_id="ws")
+        assert {r.status for r in results} == {"indexed"}
+        assert set(threads) == {"tether-write_0"}
+        assert len(t.store.list_documents(session_id="chat")) == 40
+        assert {r.status for r in t.add(notes(40), workspace_id="ws")} == {"skipped"}
+        hits = t.search("sextant memo 17 bearing", scope="session", session_id="chat", k=3)
+        assert hits and hits[0].document_id == "memo-17"
