@@ -157,6 +157,28 @@ def test_a_group_that_cannot_be_stored_fails_whole(full: tuple[Tether, str]) -> 
     assert [d.id for d in tether.documents()] == [kept]
 
 
+def test_groups_written_in_the_writer_thread_fail_whole_on_a_full_disk(
+    full: tuple[Tether, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk add of several groups (each stored by the writer thread while the next is
+    prepared): each group fails whole with the disk's error, and the add ends cleanly."""
+    import threading
+
+    import tether.ingest.indexer as indexer_module
+
+    monkeypatch.setattr(indexer_module, "LEXICAL_GROUP_CHUNKS", 2)
+    tether, kept = full
+    texts = [TextSource(f"{FALCON} number {i}", f"Falcon {i}") for i in range(12)]
+    results = tether.add(texts, on_error="collect")
+    assert [r.status for r in results] == ["failed"] * 12
+    for result in results:
+        assert_full(result.error)
+    with pytest.raises(StorageFull):
+        tether.add(texts)
+    assert [d.id for d in tether.documents()] == [kept]
+    assert not [t for t in threading.enumerate() if t.name.startswith("tether-write")]
+
+
 WRITES: dict[str, Callable[[Tether, str], object]] = {
     "keys.create": lambda t, _: t.keys.create(global_write=True, name="ops"),
     "create_session": lambda t, _: t.create_session("chat", workspace_id=GLOBAL_WORKSPACE),
