@@ -10,7 +10,13 @@ import pytest
 from helpers import make_settings
 from tether import RetrievalResult, Settings, Tether, TextSource
 from tether.embed.local import LocalEmbedder
-from tether.retrieve.distinctive import CommonWords, code_terms, number_terms, word_forms
+from tether.retrieve.distinctive import (
+    CommonWords,
+    code_terms,
+    command_terms,
+    number_terms,
+    word_forms,
+)
 
 
 @pytest.mark.parametrize(
@@ -84,6 +90,47 @@ def test_a_number_the_scope_never_mentions_is_not_grounded(tmp_path: Path) -> No
     for result in (grouped, proposed):
         assert result.debug["grounding"]["distinctive_absent"] == []
         assert result.grounded, result.debug["grounding"]["why"]
+
+
+@pytest.mark.parametrize(
+    ("question", "commands"),
+    [
+        ("What does the flask routes command list?", ["flask routes"]),
+        ("How is the git replay command different from git rebase?", ["git replay"]),
+        (
+            "What does the flask --app flaskr seed-db command insert?",
+            ["flask --app flaskr seed-db"],
+        ),
+        ("After I run the init-db command, where is the file?", ["init-db"]),
+        ("Is there a docker volume subcommand that exports a volume?", ["docker volume"]),
+        ("When I configure my own merge tool command, what is set?", ["merge tool"]),
+        # One plain word is left to the rare words; "command-line" names no command.
+        ("Which value does the flask command use?", []),
+        ("What does the log command print?", []),
+        ("Which idn2 command-line switch turns the check off?", []),
+        ("Which command prints the routes?", []),
+    ],
+)
+def test_command_terms(question: str, commands: list[str]) -> None:
+    assert command_terms(question) == commands
+
+
+def test_a_command_the_scope_never_names_is_not_grounded(tmp_path: Path) -> None:
+    """The guide documents `hubctl pair` and `hubctl status`: a question about the
+    "hubctl reset command" is on its topic and not answered by it."""
+    guide = [*S2_GUIDE, TextSource("Run hubctl pair to pair a sensor with the hub, and"
+                                   " hubctl status to see which sensors reported in the last"
+                                   " hour.", "Command line")]  # fmt: skip
+    absent, named = asked(
+        tmp_path,
+        guide,
+        "What does the hubctl reset command do to the paired sensors?",
+        "What does the hubctl status command show about the sensors?",
+    )
+    assert not absent.grounded
+    assert absent.debug["grounding"]["distinctive_absent"] == ["hubctl reset"]
+    assert named.debug["grounding"]["distinctive_absent"] == []
+    assert named.grounded, named.debug["grounding"]["why"]
 
 
 def test_rare_words_are_those_outside_a_general_vocabulary(tmp_path: Path) -> None:

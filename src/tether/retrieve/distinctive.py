@@ -28,6 +28,10 @@ of term count:
   ("microenviroment") is taken as misspelt, not absent, and one that begins a longer
   word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped.
 
+- **commands the question calls commands**: "the flask routes command", "the git replay
+  command" (a name of two words or more, or one with a hyphen: ``init-db``), looked up as
+  a phrase. A scope that documents a command writes its name;
+
 - **numbers that name something**, of two digits or more: a release ("libidn2 2.3.3",
   "v1.10"), a year ("the 2024 edition"), or a number after a word that makes it a name
   ("error 404", "port 8080", "RFC 5891", "section 12"). A quantity is not a name: a
@@ -112,6 +116,32 @@ def code_terms(question: str) -> list[str]:
         if code[0] != "-" and all(p.isdigit() or (p.isalpha() and p.islower()) for p in parts):
             continue  # words and numbers joined: "0-dimensional", "anti-interleukin-2"
         found.append(code)
+    return found
+
+
+#: A command the question calls one: up to four words (and options) before "command" or
+#: "subcommand" ("the flask routes command", "the git replay command").
+_COMMAND = re.compile(r"((?:[\w.:/-]+\s+){1,4})(?:sub)?command(?![\w-])", re.IGNORECASE)
+#: Words that end what comes before a command's name ("the", "my own", "which").
+_BEFORE_COMMAND = frozenset(
+    "the a an this that these those its their my your our his her own which what each any"
+    " one such some another other later more same new old first last".split()
+)
+
+
+def command_terms(question: str) -> list[str]:
+    """The commands a question names as commands ("What does the flask routes command
+    list?": ``flask routes``), each once: a name of two words or more, or one holding a
+    hyphen, a digit or an underscore (``init-db``). A scope that documents a command
+    writes its name; one plain word ("the log command") is left to the rare words."""
+    found: list[str] = []
+    for match in _COMMAND.finditer(question):
+        words = match.group(1).split()
+        after = [i for i, w in enumerate(words) if w.lower() in _BEFORE_COMMAND]
+        name = " ".join(words[after[-1] + 1 :] if after else words)
+        plain = len(name.split()) == 1 and re.fullmatch(r"[^\W\d_]+", name)
+        if name and not plain and name not in found:
+            found.append(name)
     return found
 
 

@@ -18,6 +18,7 @@ from tether.retrieve.distinctive import (
     clipped,
     code_cores,
     code_terms,
+    command_terms,
     misspelt,
     number_terms,
     placeholder,
@@ -177,6 +178,7 @@ class Grounder:
             if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
             and not placeholder(code)
         }
+        codes |= {command: [] for command in command_terms(question) if not placeholder(command)}
         numbers = number_terms(question)
         lookups = [
             *search_terms(question, language),
