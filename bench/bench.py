@@ -233,8 +233,9 @@ def report_lexical_indexing(
     report.emit(ratio_text("tether/langchain-BM25 chunks/s", r_lc, lower_is_better=False))
     report.emit(
         "note: tether's time covers the whole add(): normalizing, hashing, chunking and one"
-        " SQLite transaction per group of documents (FTS5 indexed at each commit, a durable file);"
-        " the peers get the ready-made chunk texts and build in-memory indexes."
+        " SQLite transaction per group of documents (FTS5 indexed at each commit, a durable file;"
+        " a writer thread stores each group while the next is chunked); the peers get the"
+        " ready-made chunk texts and build in-memory indexes."
     )
     report.emit()
     report.data["lexical_indexing"] = {
