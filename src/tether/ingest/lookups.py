@@ -41,48 +41,56 @@ Found = Document | None | TetherError
 def existing(store: Store, lookup: dict[str, Any], placement: Placement) -> Document | None:
     """The stored document a source updates, after checking that it may: it is in the
     placement's workspace, and a ``source`` key is not another document's."""
-    found = checked(store.find_document(**lookup), lookup, placement, _holder(store))
+    found = looked_up(store, lookup, placement)
     if isinstance(found, TetherError):
         raise found
     return found
 
 
+def looked_up(store: Store, lookup: dict[str, Any], placement: Placement) -> Found:
+    """What :func:`existing` says of one source, the error returned rather than raised."""
+    held = _holder_lookup(lookup, placement)
+    holder = store.find_document(**held) if held is not None else None
+    return checked(store.find_document(**lookup), lookup, placement, holder)
+
+
 def existing_many(
     store: Store, lookups: Sequence[dict[str, Any]], placement: Placement
 ) -> list[Found]:
-    """:func:`existing` for each of ``lookups``, in a few statements; a source that may
-    not update its document gets the error :func:`existing` raises, in its place."""
+    """:func:`looked_up` for each of ``lookups``, in a few statements."""
     documents = store.find_documents(lookups)
     held = [_holder_lookup(lookup, placement) for lookup in lookups]
     wanted = [h for h in held if h is not None]
-    holders = iter(store.find_documents(wanted)) if wanted else iter(())
-    found_holders = {id(h): next(holders) for h in wanted}
+    found = iter(store.find_documents(wanted) if wanted else [])
+    holders = [next(found) if h is not None else None for h in held]
     return [
-        checked(document, lookup, placement, lambda _, h=h: found_holders[id(h)] if h else None)
-        for document, lookup, h in zip(documents, lookups, held, strict=True)
+        checked(document, lookup, placement, holder)
+        for document, lookup, holder in zip(documents, lookups, holders, strict=True)
     ]
 
 
 def checked(
-    document: Document | None, lookup: dict[str, Any], placement: Placement, holder: Any
+    document: Document | None,
+    lookup: dict[str, Any],
+    placement: Placement,
+    holder: Document | None,
 ) -> Found:
     """``document`` when ``lookup``'s source may update it, else the error that says why
-    not. ``holder(lookup)``: the document that holds the lookup's source in the workspace."""
+    not. ``holder``: the document that holds the lookup's source key in the workspace,
+    when the lookup names both an id and a source key."""
     if document is not None and document.workspace_id != placement.workspace_id:
         return ScopeError(
             f"document {document.id!r} belongs to workspace {document.workspace_id!r},"
             f" not {placement.workspace_id!r}"
         )
-    source_path = lookup["source_path"]
-    if lookup["document_id"] is not None and source_path is not None:
-        other = holder(_holder_lookup(lookup, placement))
-        if other is not None and other.id != lookup["document_id"]:
-            held = InvalidArgument(
-                f"source {source_path!r} is already document {other.id!r}; pass"
-                f" document_id={other.id!r} to update it, or use another source key"
-            )
-            held.holder = other.id  # type: ignore[attr-defined]
-            return held
+    if holder is not None and holder.id != lookup["document_id"]:
+        source_path = lookup["source_path"]
+        held = InvalidArgument(
+            f"source {source_path!r} is already document {holder.id!r}; pass"
+            f" document_id={holder.id!r} to update it, or use another source key"
+        )
+        held.holder = holder.id  # type: ignore[attr-defined]
+        return held
     return document
 
 
@@ -99,10 +107,6 @@ def _holder_lookup(lookup: dict[str, Any], placement: Placement) -> dict[str, An
     if lookup["document_id"] is None or lookup["source_path"] is None:
         return None
     return {"workspace_id": placement.workspace_id, "source_path": lookup["source_path"]}
-
-
-def _holder(store: Store) -> Any:
-    return lambda lookup: store.find_document(**lookup)
 
 
 class Lookahead:
@@ -146,9 +150,7 @@ class Lookahead:
         if ahead is not None and _same_keys(ahead[0], lookup):
             found = ahead[1]
         else:
-            found = checked(
-                self.store.find_document(**lookup), lookup, self.placement, _holder(self.store)
-            )
+            found = looked_up(self.store, lookup, self.placement)
         if refers(found) & self._targets:
             found = None  # (an earlier source may change it before this one is written)
         self._targets |= refers(found) | ({lookup["document_id"]} - {None})

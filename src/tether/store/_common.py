@@ -136,19 +136,16 @@ def insert_rows(conn: sqlite3.Connection, sql: str, rows: Sequence[Any]) -> None
         conn.executemany(sql, rows)
         return
     head, values = sql.split(" VALUES ", 1)
-    tail = ""
-    if ")" in values and not values.rstrip().endswith(")"):
-        values, tail = values.split(")", 1)
-        values, tail = values + ")", " " + tail.strip()
+    marks, _, tail = values.strip().removeprefix("(").partition(")")  # (tail: ON CONFLICT)
     if isinstance(rows[0], Mapping):
-        keys = [name.strip()[1:] for name in values.strip()[1:-1].split(",")]
+        keys = [name.strip()[1:] for name in marks.split(",")]
         columns = ", ".join(f"json_extract(value, '$.{key}')" for key in keys)
         data = json.dumps([{k: row[k] for k in keys} for row in rows], ensure_ascii=False)
     else:
         columns = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(rows[0])))
         data = json.dumps(rows, ensure_ascii=False)
     # (WHERE true: SQLite reads ON CONFLICT after a bare FROM as a join's ON)
-    conn.execute(f"{head} SELECT {columns} FROM json_each(?) WHERE true{tail}", (data,))
+    conn.execute(f"{head} SELECT {columns} FROM json_each(?) WHERE true {tail}", (data,))
 
 
 def json_rows(conn: sqlite3.Connection) -> bool:
