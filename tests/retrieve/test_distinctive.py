@@ -14,6 +14,7 @@ from tether.retrieve.distinctive import (
     CommonWords,
     code_terms,
     command_terms,
+    compound_names,
     number_terms,
     word_forms,
 )
@@ -129,6 +130,42 @@ def test_a_command_the_scope_never_names_is_not_grounded(tmp_path: Path) -> None
     )
     assert not absent.grounded
     assert absent.debug["grounding"]["distinctive_absent"] == ["hubctl reset"]
+    assert named.debug["grounding"]["distinctive_absent"] == []
+    assert named.grounded, named.debug["grounding"]["why"]
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ('Can I link a DLL with kind = "raw-dylib" in #[link]?', {"raw-dylib": ["rawdylib"]}),
+        ("What does rustc -C inline-threshold control?", {"inline-threshold": ["inlinethreshold"]}),
+        ("What does a let-else statement require?", {"let-else": ["letelse"]}),
+        ("Can a post-checkout hook stop git switch?", {"post-checkout": ["postcheckout"]}),
+        ("Which built-in attributes apply to a parameter?", {"built-in": ["builtin"]}),
+        # Prose: a compound the scope may say in other words.
+        ("Is a hand-written tmpfs-backed mount faster?", {}),
+        ("How do I set up cross-compiling for ARM?", {}),
+        ("Does the 2-3 option range apply?", {}),
+    ],
+)  # fmt: skip
+def test_compound_names(question: str, names: dict[str, list[str]]) -> None:
+    assert compound_names(question) == names
+
+
+def test_a_compound_name_the_scope_never_writes_is_not_grounded(tmp_path: Path) -> None:
+    """The guide documents the deepsleep setting: a question about the "fast-wake
+    setting" is on its topic and not answered by it; one that writes "deep-sleep" is."""
+    guide = [*S2_GUIDE, TextSource("The deepsleep setting powers the radio down between"
+                                   " readings, which saves battery on slow schedules.",
+                                   "Power settings")]  # fmt: skip
+    absent, named = asked(
+        tmp_path,
+        guide,
+        "What does the fast-wake setting change about the battery?",
+        "What does the deep-sleep setting change about the battery?",
+    )
+    assert absent.debug["grounding"]["distinctive_absent"] == ["fast-wake"]
+    assert not absent.grounded
     assert named.debug["grounding"]["distinctive_absent"] == []
     assert named.grounded, named.debug["grounding"]["why"]
 

@@ -18,7 +18,10 @@ of term count:
   in capitals is an acronym or a keyword (``CSI``, ``OFFSET``), unless the question is
   shouted or the word is an everyday one ("does it NOT start?": emphasis). Lower-case
   words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
-  codes;
+  codes, unless the question writes the compound as a name: quoted (``kind =
+  "raw-dylib"``), after an option ("-C inline-threshold") or before a noun that names a
+  kind of setting or syntax ("the let-else statement", "the post-rewrite hook"). Such a
+  name is looked up as a phrase or joined ("built-in" by "builtin");
 - **rare words**: words outside a general English vocabulary (the WordPiece vocabulary
   of the packaged all-MiniLM-L6-v2 tokenizer, about 23,000 whole words, with common
   suffixes and prefixes taken off, or with a regular inflection it lists: "detach" by
@@ -142,6 +145,38 @@ def command_terms(question: str) -> list[str]:
         plain = len(name.split()) == 1 and re.fullmatch(r"[^\W\d_]+", name)
         if name and not plain and name not in found:
             found.append(name)
+    return found
+
+
+#: A compound of lower-case words joined by hyphens ("raw-dylib", "let-else").
+_COMPOUND = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+"
+#: Nouns that make the compound before them a name: "the let-else statement", "the
+#: post-rewrite hook", "the inline-threshold option".
+_NAME_NOUNS = (
+    "statement|statements|option|options|flag|flags|hook|hooks|attribute|attributes"
+    "|setting|settings|parameter|parameters|variable|variables|directive|directives"
+    "|keyword|keywords|lint|lints|field|fields|key|keys|property|properties|macro|macros"
+)
+#: A compound written as a name: quoted, after an option (``-C inline-threshold``), or
+#: before a noun of :data:`_NAME_NOUNS`.
+_NAMED_COMPOUND = re.compile(
+    rf"[\"'`‘“]({_COMPOUND})[\"'`’”]"
+    rf"|(?<![\w-])-{{1,2}}[A-Za-z][\w-]*\s+({_COMPOUND})(?![\w-])"
+    rf"|(?<![\w-])({_COMPOUND})\s+(?:{_NAME_NOUNS})(?![\w-])"
+)
+
+
+def compound_names(question: str) -> dict[str, list[str]]:
+    """The hyphenated compounds of lower-case words that a question writes as names
+    (``kind = "raw-dylib"``, "rustc's -C inline-threshold option", "a let-else
+    statement"), each with the one other way a scope writes it: joined ("built-in",
+    "builtin"). As prose ("hand-written", "tmpfs-backed") a compound is left out, as
+    :func:`code_terms` leaves it: the scope may say it in other words; a name it writes."""
+    found: dict[str, list[str]] = {}
+    for match in _NAMED_COMPOUND.finditer(question):
+        name = next(g for g in match.groups() if g)
+        if not name.replace("-", "").isdigit():
+            found.setdefault(name, [name.replace("-", "")])
     return found
 
 

@@ -19,6 +19,7 @@ from tether.retrieve.distinctive import (
     code_cores,
     code_terms,
     command_terms,
+    compound_names,
     misspelt,
     number_terms,
     placeholder,
@@ -179,6 +180,11 @@ class Grounder:
             and not placeholder(code)
         }
         codes |= {command: [] for command in command_terms(question) if not placeholder(command)}
+        codes |= {
+            name: joined
+            for name, joined in compound_names(question).items()
+            if name not in codes and not placeholder(name)
+        }
         numbers = number_terms(question)
         lookups = [
             *search_terms(question, language),
