@@ -448,6 +448,32 @@ def test_a_clipped_word_is_not_absent() -> None:
     assert not clipped("zigbee", texts)
 
 
+def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
+    from tether.retrieve.distinctive import abbreviated
+
+    texts = ["A procedural macro may read the standard input and write to standard error."]
+    assert abbreviated("stdin", texts) and abbreviated("stderr", texts)
+    assert abbreviated("STDIN", texts)
+    assert not abbreviated("stdout", texts)  # no "standard output" here
+    assert not abbreviated("pmr", texts)  # a letter a word: too little to say
+    assert not abbreviated("tls", ["the tools"])  # one word's letters are not enough
+    # Each piece starts as its word does; the last is its word's start.
+    assert not abbreviated("fifos", ["file formats", "files fonts"])
+    assert not abbreviated("zigbee", texts)
+    guide = [TextSource("Procedural macros run at compile time with the same access to"
+                        " files, the network and the standard input as the compiler.",
+                        "Procedural macros")]  # fmt: skip
+    short, absent = asked(
+        tmp_path,
+        guide,
+        "Do procedural macros get stdin access at compile time?",
+        "Do procedural macros get zigbee access at compile time?",
+    )
+    assert short.debug["grounding"]["distinctive_absent"] == []
+    assert short.grounded, short.debug["grounding"]["why"]
+    assert absent.debug["grounding"]["distinctive_absent"] == ["zigbee"]
+
+
 def test_a_placeholder_name_is_an_example_not_a_name(tmp_path: Path) -> None:
     """``tool::something`` and ``foo.rs`` are examples of a kind of name: a scope that
     never writes them still answers the question; a real name it lacks is absent."""

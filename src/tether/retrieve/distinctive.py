@@ -29,7 +29,9 @@ of term count:
   "uvicorn", "alembic", "soname"). Without the packaged model no word counts as rare. A
   rare word one typing slip away from a word of the passages found for the question
   ("microenviroment") is taken as misspelt, not absent, and one that begins a longer
-  word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped.
+  word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped,
+  and one made of the first letters of words that follow each other there ("stdin" of
+  "standard input") as abbreviated.
 
 - **commands the question calls commands**: "the flask routes command", "the git replay
   command" (a name of two words or more, or one with a hyphen: ``init-db``), looked up as
@@ -314,6 +316,50 @@ def clipped(word: str, texts: Iterable[str]) -> bool:
     shortest = len(word) + _CLIP_ADDED
     pattern = re.compile(rf"\b{re.escape(word)}[^\W\d_]+")
     return any(len(found) >= shortest for text in texts for found in pattern.findall(text.lower()))
+
+
+#: Letters each word of a phrase gives its abbreviation at least ("std" + "in").
+_ABBREVIATED_PIECE = 2
+
+
+def abbreviated(word: str, texts: Iterable[str]) -> bool:
+    """Whether ``word`` shortens two or three words that follow each other in ``texts``:
+    a piece of each, in order, that starts with the word's first two letters; the last
+    piece is the start of its word, the others may skip letters ("stdin" of "standard
+    input", "stderr" of "standard error"). A short form, not a term the texts lack."""
+    word = word.lower()
+    if len(word) < 2 * _ABBREVIATED_PIECE or not word.isalpha():
+        return False
+    for text in texts:
+        words = re.findall(r"[^\W\d_]+", text.lower())
+        for i, first in enumerate(words):
+            if first.startswith(word[:_ABBREVIATED_PIECE]) and _shortens(word, words[i : i + 3]):
+                return True
+    return False
+
+
+def _shortens(word: str, phrase: list[str], pieces: int = 0) -> bool:
+    """Whether ``word`` is a piece of ``phrase[0]``, then of the word after it, and so on
+    (two pieces at least, as :func:`abbreviated` says)."""
+    if not word:
+        return pieces >= 2
+    if not phrase:
+        return False
+    head = phrase[0]
+    if pieces >= 1 and head.startswith(word):
+        return True  # the last piece: the start of its word
+    return any(
+        head.startswith(word[:_ABBREVIATED_PIECE])
+        and _in_order(word[:cut], head)
+        and _shortens(word[cut:], phrase[1:], pieces + 1)
+        for cut in range(_ABBREVIATED_PIECE, len(word) - _ABBREVIATED_PIECE + 1)
+    )
+
+
+def _in_order(piece: str, word: str) -> bool:
+    """Whether the letters of ``piece`` occur in ``word`` in order."""
+    letters = iter(word)
+    return all(letter in letters for letter in piece)
 
 
 def _distance(a: str, b: str, limit: int) -> int:

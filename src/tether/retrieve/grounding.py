@@ -15,6 +15,7 @@ from tether.models import Filters, Scope, ScopeKind
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
 from tether.retrieve.distinctive import (
     CommonWords,
+    abbreviated,
     clipped,
     code_cores,
     code_terms,
@@ -167,7 +168,8 @@ class Grounder:
         """The question's weighted terms in ``scope``, with its distinctive terms (codes,
         rare words) that the scope lacks. A rare word one typing slip away from a word
         of ``candidate_texts`` (the passages found for it) is taken as misspelt, not
-        absent, and one that begins a longer word of them as clipped; a placeholder name
+        absent, one that begins a longer word of them as clipped, one that shortens words
+        that follow each other there as abbreviated; a placeholder name
         (``tool::something``) as an example, not a name."""
         language = self.settings.rag.language
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
@@ -209,7 +211,12 @@ class Grounder:
         absent += [
             w
             for w in rare
-            if not (placeholder(w) or misspelt(w, candidate_texts) or clipped(w, candidate_texts))
+            if not (
+                placeholder(w)
+                or misspelt(w, candidate_texts)
+                or clipped(w, candidate_texts)
+                or abbreviated(w, candidate_texts)
+            )
         ]
         return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
 
