@@ -460,6 +460,7 @@ def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
     # Each piece starts as its word does; the last is its word's start.
     assert not abbreviated("fifos", ["file formats", "files fonts"])
     assert not abbreviated("zigbee", texts)
+    assert not abbreviated("st" + "d" * 40 + "in", ["st" + "d" * 50 + " input"])  # not short
     guide = [TextSource("Procedural macros run at compile time with the same access to"
                         " files, the network and the standard input as the compiler.",
                         "Procedural macros")]  # fmt: skip

@@ -320,6 +320,8 @@ def clipped(word: str, texts: Iterable[str]) -> bool:
 
 #: Letters each word of a phrase gives its abbreviation at least ("std" + "in").
 _ABBREVIATED_PIECE = 2
+#: Letters an abbreviation has at most: a longer word is no short form.
+_ABBREVIATION_MAX = 12
 
 
 def abbreviated(word: str, texts: Iterable[str]) -> bool:
@@ -328,7 +330,7 @@ def abbreviated(word: str, texts: Iterable[str]) -> bool:
     piece is the start of its word, the others may skip letters ("stdin" of "standard
     input", "stderr" of "standard error"). A short form, not a term the texts lack."""
     word = word.lower()
-    if len(word) < 2 * _ABBREVIATED_PIECE or not word.isalpha():
+    if not 2 * _ABBREVIATED_PIECE <= len(word) <= _ABBREVIATION_MAX or not word.isalpha():
         return False
     for text in texts:
         words = re.findall(r"[^\W\d_]+", text.lower())
