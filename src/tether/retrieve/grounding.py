@@ -4,7 +4,7 @@ evidence is made of)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -174,19 +174,7 @@ class Grounder:
         language = self.settings.rag.language
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
         absence = self.common_words.absence_weight if english else None
-        codes = {
-            code: code_cores(code)
-            for code in code_terms(question)
-            # An everyday word in capitals may be emphasis ("does it NOT start?").
-            if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
-            and not placeholder(code)
-        }
-        codes |= {command: [] for command in command_terms(question) if not placeholder(command)}
-        codes |= {
-            name: joined
-            for name, joined in compound_names(question).items()
-            if name not in codes and not placeholder(name)
-        }
+        codes = question_codes(question, absence)
         numbers = number_terms(question)
         lookups = [
             *search_terms(question, language),
@@ -310,6 +298,27 @@ class Grounder:
             closer=closer.kind if closer else None,
             wider_holds_more=more,
         )
+
+
+def question_codes(question: str, absence: Callable[[str], float] | None) -> dict[str, list[str]]:
+    """The names a question asks about that a scope must hold, each with the parts or
+    spellings that hold it too (see :mod:`tether.retrieve.distinctive`): its codes, the
+    commands it calls commands, and the hyphenated names it writes as names. Placeholder
+    names are examples, and a word in capitals that is an everyday word (``absence``
+    weight under one half) may be emphasis ("does it NOT start?")."""
+    codes = {
+        code: code_cores(code)
+        for code in code_terms(question)
+        if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
+        and not placeholder(code)
+    }
+    codes |= {command: [] for command in command_terms(question) if not placeholder(command)}
+    codes |= {
+        name: joined
+        for name, joined in compound_names(question).items()
+        if name not in codes and not placeholder(name)
+    }
+    return codes
 
 
 def wider_scope(store: Store, scope: Scope) -> Scope | None:
