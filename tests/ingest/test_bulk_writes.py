@@ -208,7 +208,7 @@ def test_rows_are_stored_the_same_from_one_json_array_as_one_by_one(
     its own statement (an SQLite without JSON functions)."""
     tricky = ['say "hi"', "C:\\path\\n", "null", "0012", "[1, 2]", "naïve café — 東京 😀", "'; --"]
     sources = [
-        TextSource(f"Note {i}: {text}\n\n## Part\n\n{text} again", f"t{i} {text}",
+        TextSource(f"Note {i}: {text}.\n\n## Part\n\n{text} again", f"t{i} {text}",
                    document_id=f"t{i}", metadata={"k": text}, mime="text/markdown")
         for i, text in enumerate(tricky * 12)
     ]  # fmt: skip

@@ -1348,6 +1348,42 @@ def test_html_paging_links_and_a_generators_credit_go(tmp_path: Path) -> None:
     )
 
 
+def test_html_a_pages_date_stamp_goes_and_prose_about_dates_stays(tmp_path: Path) -> None:
+    """SQLite's pages end with "This page last modified on <date> UTC" in a plain
+    paragraph, MkDocs' with "Last update: <date>" in a div: when the page changed is
+    not what it says. A sentence about modification times is text."""
+    markup = (
+        "<h1>INSERT</h1><p>The INSERT statement comes in three basic forms.</p>"
+        "<p>The last modified time of a row is not stored: add a column for it.</p>"
+        "<p>Last modified: the time the file changed.</p>"
+        "<p align=center><small><i>This page last modified on <a href='x'>2022-01-20"
+        " 21:38:08</a> UTC </i></small></p><div>Last update: 2023-01-05</div>"
+    )
+    assert load_path(write(tmp_path / "lang_insert.html", markup)).text == (
+        "# INSERT\n\nThe INSERT statement comes in three basic forms.\n\nThe last modified"
+        " time of a row is not stored: add a column for it.\n\nLast modified: the time the"
+        " file changed."
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "stamp"),
+    [
+        ("This page last modified on 2022-01-20 21:38:08 UTC", True),
+        ("Last updated on Jan 5, 2023.", True),
+        ("This page was last edited on 5 May 2023, at 10:00 (UTC).", True),
+        ("Last updated: Tue, 05 Mar 2024 10:22:01 GMT", True),
+        ("Last updated 3 days ago when the cache expired", False),
+        ("Modified on 2023 the config file lost its header.", False),
+        ("Last modified: 2023-01-05 by jdoe", False),  # a name after it: not only a date
+    ],
+)
+def test_a_date_stamp_is_a_date_and_nothing_else(line: str, stamp: bool) -> None:
+    from tether.ingest.furniture import date_stamp
+
+    assert date_stamp(line) is stamp
+
+
 def test_html_a_row_of_empty_cells_and_mediawikis_furniture_go(tmp_path: Path) -> None:
     """A table row whose cells hold no text (a layout or spacer row) prints no "|" line;
     MediaWiki's "Jump to" links and category links are not the page's text."""
@@ -1805,6 +1841,21 @@ def test_short_sections_are_one_chunk_each(size: int) -> None:
         "## Two\n\nSecond body.",
         "## Three\n\nThird body.",
     ]
+
+
+def test_a_title_line_before_the_first_heading_opens_the_first_section() -> None:
+    """SQLite's pages show their title ("INSERT") in a styled div, not a heading: it
+    opens the first section rather than making a chunk of one word. A sentence, or
+    more than a line, before the first heading is a section of its own."""
+    titled = "INSERT\n\n# 1. Overview\n\nThe INSERT statement comes in three forms."
+    sections = markdown_sections(titled)
+    assert [(s.start, s.title) for s in sections] == [(0, "1. Overview")]
+    chunks = chunk_sections(titled, sections, size=500, overlap=0)
+    assert [c.content for c in chunks] == [titled]
+    for opening in ("Read this first.", "INSERT\nstatements", "Inserting rows: an overview of"
+                    " the three forms of the statement and when each one applies"):  # fmt: skip
+        text = f"{opening}\n\n# 1. Overview\n\nThe INSERT statement comes in three forms."
+        assert [s.title for s in markdown_sections(text)] == [None, "1. Overview"]
 
 
 def test_chunks_keep_the_section_page() -> None:

@@ -124,7 +124,8 @@ def markdown_sections(text: str) -> list[Section]:
 
     The title of a section is its heading path, ``"Guide > Install > Linux"``. A heading
     with no body of its own (directly followed by a sub-heading) is folded into the next
-    section, so no chunk is a bare heading.
+    section, so no chunk is a bare heading; so is a page's title line before its first
+    heading, when its markup did not make it one.
     """
     return heading_sections(text, markdown_headings(text))
 
@@ -143,8 +144,10 @@ def heading_sections(text: str, headings: list[Heading]) -> list[Section]:
         if title is not None:
             path = [(lvl, t) for lvl, t in path if lvl < level] + [(level, title)]
         section_title = " > ".join(t for _, t in path) or None
-        has_body = text[min(body, end) : end].strip() != ""
-        if not has_body and i + 1 < len(boundaries):
+        own = text[min(body, end) : end].strip()
+        if title is None and _title_line(own):
+            own = ""  # a page's title line before its first heading ("INSERT"), no section
+        if not own and i + 1 < len(boundaries):
             pending_start = start if pending_start is None else pending_start
             continue
         section_start = start if pending_start is None else pending_start
@@ -152,6 +155,22 @@ def heading_sections(text: str, headings: list[Heading]) -> list[Section]:
         if text[section_start:end].strip():
             sections.append(Section(section_start, end, section_title))
     return sections
+
+
+#: Words a line before the first heading holds at most to be taken as the page's title.
+_TITLE_LINE_WORDS = 12
+
+
+def _title_line(text: str) -> bool:
+    """Whether the text before a document's first heading is one short line that ends no
+    sentence (a page's title that its markup does not call a heading): it opens the first
+    section instead of making a chunk of its own."""
+    return (
+        bool(text)
+        and "\n" not in text
+        and len(text.split()) <= _TITLE_LINE_WORDS
+        and text[-1] not in ".!?:;"
+    )
 
 
 def context_header(title: str | None, section_title: str | None) -> str | None:

@@ -246,3 +246,26 @@ class Block:
         if n[LINKS] < 2 or not chars:
             return False
         return links >= _LINK_DENSITY * chars or links + n[SEPARATORS] >= chars
+
+
+#: A line that only says when the page last changed: "This page last modified on
+#: 2022-01-20 21:38:08 UTC" (SQLite), "Last updated on Jan 5, 2023." (Sphinx), "Last
+#: update: 2023-01-05" (MkDocs), "This page was last edited on 5 May 2023, at 10:00
+#: (UTC)." (MediaWiki): nothing after the words but a date, a time and a zone.
+_DATE_WORD = (
+    r"(?:\d[\d:/.,-]*|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?"
+    r"|(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,?|at|on|[ap]\.?m\.?"
+    r"|\(?(?:utc|gmt|z|cet|cest|bst|est|edt|cst|cdt|pst|pdt)\)?)"
+)
+_DATE_STAMP = re.compile(
+    r"(?i)(?:(?:this |the )?(?:page|document|article|file|site|content|topic)\s+)?"
+    r"(?:was\s+|has\s+been\s+)?(?:last\s+(?:modified|updated|edited|changed|revised|reviewed)"
+    r"|last\s+update|(?:modified|updated)\s+(?:on|at|:))"
+    rf"[\s:]*(?=[^.]*\d){_DATE_WORD}(?:\s+{_DATE_WORD})*\.?"
+)
+
+
+def date_stamp(text: str) -> bool:
+    """Whether ``text`` (one block's, white space collapsed) only says when its page last
+    changed: page metadata, not content (see :data:`_DATE_STAMP`)."""
+    return len(text) <= 120 and bool(_DATE_STAMP.fullmatch(text.strip()))

@@ -54,7 +54,8 @@ page's own markup, in the order a screen reader would find the main content:
    so). The text of form controls (``<select>`` options, ``<button>`` labels, anything
    whose ``role`` is button, a link that runs a script: ``href="javascript:..."``) is
    never content, nor is a paragraph that credits the program that made the page ("This
-   document was generated on ... using texi2any.").
+   document was generated on ... using texi2any.") or only says when the page last
+   changed ("This page last modified on 2022-01-20 21:38:08 UTC").
 
 Headings become section titles (``#`` lines), list items ``- `` lines (a paragraph that
 opens an item stays on its line), a table row one line with its cells apart (`` | ``;
@@ -89,6 +90,7 @@ from tether.ingest.furniture import (
     WORDS,
     Block,
     code_named,
+    date_stamp,
     front_page,
     header_named,
     is_main,
@@ -448,10 +450,13 @@ class _HTMLText(HTMLParser):
     def _credit(self, block: Block) -> bool:
         """Whether a paragraph, now ended, is a generator's credit ("This document was
         generated on February 5, 2023 using texi2any."): Texinfo's tools end every page
-        with one, outside any footer."""
-        if block.tag != "p" or self._counts[CHARS] - block.counts[CHARS] > _CREDIT_CHARS:
+        with one, outside any footer; or the page's date stamp (:func:`date_stamp`)."""
+        if block.tag not in {"p", "div"}:
             return False
-        return bool(_CREDIT.match(" ".join("".join(self.out[block.at :]).split())))
+        if self._counts[CHARS] - block.counts[CHARS] > _CREDIT_CHARS:
+            return False
+        text = " ".join("".join(self.out[block.at :]).split())
+        return bool(block.tag == "p" and _CREDIT.match(text)) or date_stamp(text)
 
     def _close(self, tag: str) -> None:
         if tag == "a" and self._anchor_at is not None:
