@@ -475,6 +475,45 @@ def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
     assert absent.debug["grounding"]["distinctive_absent"] == ["zigbee"]
 
 
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("Can I call one of my tables sqlite_users?", {"sqlite_users"}),
+        ("My CHECK (qty > 0) constraint let a NULL through.", {"qty"}),
+        ("Is INSERT INTO t1 SELECT * FROM t2 one statement?", {"t1", "t2"}),
+        ("After ROLLBACK TO sp1, is the transaction open?", {"sp1"}),
+        ("What does a column named price_eur hold?", {"price_eur"}),
+        # Names of the documented thing: called, dotted, an option, after another word.
+        ("Can I use string_agg(name, ', ') in a GROUP BY?", set()),
+        ("What does PRAGMA table_info list?", set()),
+        ("Which config.json key sets it? Can I set max_width = 120?", set()),
+        ("What subnet does the docker_gwbridge network get?", set()),
+    ],
+)  # fmt: skip
+def test_own_names(question: str, names: set[str]) -> None:
+    from tether.retrieve.distinctive import own_names
+
+    assert own_names(question) == names
+
+
+def test_a_name_the_question_gives_its_own_things_is_not_absent(tmp_path: Path) -> None:
+    """The user's own table and savepoint names are examples, as ``foo`` is: a scope
+    that documents savepoints answers "After ROLLBACK TO sp1 ...", never naming sp1;
+    a statement it never documents is still absent."""
+    guide = [TextSource("ROLLBACK TO rolls the transaction back to the savepoint. The"
+                        " ROLLBACK TO command does not cancel the transaction: it stays"
+                        " open, and the savepoint with it.", "Savepoints")]  # fmt: skip
+    own, absent = asked(
+        tmp_path,
+        guide,
+        "After ROLLBACK TO sp1, does the transaction stay open?",
+        "After ROLLBACK TO sp1, does SAVEPOINT_SYNC keep the transaction open?",
+    )
+    assert own.debug["grounding"]["distinctive_absent"] == []
+    assert own.grounded, own.debug["grounding"]["why"]
+    assert absent.debug["grounding"]["distinctive_absent"] == ["SAVEPOINT_SYNC"]
+
+
 def test_a_placeholder_name_is_an_example_not_a_name(tmp_path: Path) -> None:
     """``tool::something`` and ``foo.rs`` are examples of a kind of name: a scope that
     never writes them still answers the question; a real name it lacks is absent."""

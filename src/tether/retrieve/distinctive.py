@@ -101,7 +101,7 @@ _SUFFIXES = (
     "ments",
     "al",
 )
-_PREFIXES = ("re", "un", "pre", "non", "de", "dis", "sub", "over", "multi")
+_PREFIXES = ("re", "un", "pre", "non", "de", "dis", "mis", "sub", "over", "multi")
 
 
 def code_terms(question: str) -> list[str]:
@@ -231,6 +231,31 @@ def placeholder(term: str) -> bool:
     """Whether ``term`` (a code or a word) holds a placeholder name (:data:`PLACEHOLDERS`)
     as one of its parts: it is an example of a kind of name, not a name."""
     return any(part in PLACEHOLDERS for part in re.findall(r"[a-z]+", term.lower()))
+
+
+#: SQL words after which a statement names the user's own table, savepoint or alias.
+_SQL_NAMING = "TABLE|INTO|FROM|JOIN|UPDATE|TO|SAVEPOINT|RELEASE|INDEX|VIEW|TRIGGER|AS"
+#: A name the question gives its own things: "a column named qty", "one of my tables
+#: sqlite_users", "ROLLBACK TO sp1", "INSERT INTO t1", "CHECK (qty > 0)".
+_OWN_NAME = re.compile(
+    r"(?i:\b(?:called|named)\s+[`'\"]?)([A-Za-z_]\w*)"
+    r"|(?i:\b(?:my|our)\s+(?:own\s+)?)[a-z]+\s+([a-z_][a-z0-9_]*)(?![\w.:/(-])"
+    rf"|\b(?:{_SQL_NAMING})\s+([a-z_][a-z0-9_]*)(?![\w.:/(-])"
+    r"|\(\s*([a-z_][a-z0-9_]*)\s*(?:[<>]=?|!?=|<>)"
+)
+
+
+def own_names(question: str) -> set[str]:
+    """The names a question gives its own tables, columns, branches or files (lower
+    case): the user's example, as ``foo`` is, not a name the scope must hold. Only a plain
+    identifier counts (a function called with brackets, a dotted or ``::`` path, an
+    option are names of the documented thing), and only where the question says it is
+    its own: after "called" or "named", after "my" or "our" and a noun, as an operand of
+    SQL (``INSERT INTO t1``, ``ROLLBACK TO sp1``) or of a comparison in brackets
+    (``CHECK (qty > 0)``)."""
+    return {
+        name.lower() for match in _OWN_NAME.finditer(question) for name in match.groups() if name
+    }
 
 
 def word_forms(word: str) -> set[str]:

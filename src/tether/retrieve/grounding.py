@@ -23,6 +23,7 @@ from tether.retrieve.distinctive import (
     compound_names,
     misspelt,
     number_terms,
+    own_names,
     placeholder,
     word_forms,
 )
@@ -183,7 +184,12 @@ class Grounder:
             *(s for spellings in numbers.values() for s in spellings),
         ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
-        terms = question_terms(question, stats, language, absence)
+        own = own_names(question)
+
+        def said_by_absence(word: str) -> float:  # the user's own names say nothing
+            return 0.0 if word.lower() in own else absence(word) if absence else 1.0
+
+        terms = question_terms(question, stats, language, said_by_absence if own else absence)
         absent = [
             code
             for code, cores in codes.items()
@@ -201,6 +207,7 @@ class Grounder:
             for w in rare
             if not (
                 placeholder(w)
+                or w.lower() in own
                 or misspelt(w, candidate_texts)
                 or clipped(w, candidate_texts)
                 or abbreviated(w, candidate_texts)
@@ -304,13 +311,16 @@ def question_codes(question: str, absence: Callable[[str], float] | None) -> dic
     """The names a question asks about that a scope must hold, each with the parts or
     spellings that hold it too (see :mod:`tether.retrieve.distinctive`): its codes, the
     commands it calls commands, and the hyphenated names it writes as names. Placeholder
-    names are examples, and a word in capitals that is an everyday word (``absence``
+    names and the names it gives its own things (:func:`own_names`) are examples, and a
+    word in capitals that is an everyday word (``absence``
     weight under one half) may be emphasis ("does it NOT start?")."""
+    own = own_names(question)
     codes = {
         code: code_cores(code)
         for code in code_terms(question)
         if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
         and not placeholder(code)
+        and code.lower() not in own
     }
     codes |= {command: [] for command in command_terms(question) if not placeholder(command)}
     codes |= {
