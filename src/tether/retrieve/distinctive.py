@@ -258,6 +258,32 @@ def own_names(question: str) -> set[str]:
     }
 
 
+#: Extensions of files people name in questions (a dotted name ending otherwise, such as
+#: ``process.exit``, is an API).
+_EXTENSIONS = (
+    "txt|log|csv|tsv|json|jsonl|yaml|yml|toml|xml|html|htm|md|rst|ini|cfg|conf|env|db"
+    "|sqlite|sql|py|js|mjs|cjs|ts|rs|go|java|rb|php|sh|png|jpg|jpeg|gif|svg|pdf|docx"
+    "|xlsx|pptx|zip|tar|gz|bin|dat|pem|crt|key"
+)
+#: A file name: a word and a file extension (``data.csv``).
+_FILE_NAME = re.compile(rf"(?<![\w./-])([A-Za-z]+)\.(?i:{_EXTENSIONS})(?![\w/-]|\.\w)")
+
+
+def own_files(question: str, common: CommonWords) -> set[str]:
+    """The files a question names by an everyday word (``data.csv``, ``report.txt``,
+    ``app.log``, ``settings.json``), lower case: the user's own files, as ``foo.rs`` is an
+    example. A documented file has a name of its own (``rustfmt.toml``, ``mime.cache``,
+    ``config.json``: "config" is no word of the vocabulary), and without a vocabulary no
+    file is taken as the user's."""
+    if not common:
+        return set()
+    return {
+        m.group(0).lower()
+        for m in _FILE_NAME.finditer(question)
+        if common.is_common(m.group(1)) and not m.group(1).isupper()
+    }
+
+
 def word_forms(word: str) -> set[str]:
     """``word`` and its likely inflections and derivations, for a lookup in an index that
     matches whole words only."""

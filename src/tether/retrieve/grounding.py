@@ -23,6 +23,7 @@ from tether.retrieve.distinctive import (
     compound_names,
     misspelt,
     number_terms,
+    own_files,
     own_names,
     placeholder,
     word_forms,
@@ -175,7 +176,8 @@ class Grounder:
         language = self.settings.rag.language
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
         absence = self.common_words.absence_weight if english else None
-        codes = question_codes(question, absence)
+        own = own_names(question) | own_files(question, self.common_words)
+        codes = question_codes(question, absence, own)
         numbers = number_terms(question)
         lookups = [
             *search_terms(question, language),
@@ -184,7 +186,6 @@ class Grounder:
             *(s for spellings in numbers.values() for s in spellings),
         ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
-        own = own_names(question)
 
         def said_by_absence(word: str) -> float:  # the user's own names say nothing
             return 0.0 if word.lower() in own else absence(word) if absence else 1.0
@@ -307,14 +308,17 @@ class Grounder:
         )
 
 
-def question_codes(question: str, absence: Callable[[str], float] | None) -> dict[str, list[str]]:
+def question_codes(
+    question: str, absence: Callable[[str], float] | None, own: set[str] | None = None
+) -> dict[str, list[str]]:
     """The names a question asks about that a scope must hold, each with the parts or
     spellings that hold it too (see :mod:`tether.retrieve.distinctive`): its codes, the
     commands it calls commands, and the hyphenated names it writes as names. Placeholder
-    names and the names it gives its own things (:func:`own_names`) are examples, and a
+    names and the names it gives its own things (``own``, lower case: :func:`own_names`,
+    :func:`own_files`) are examples, and a
     word in capitals that is an everyday word (``absence``
     weight under one half) may be emphasis ("does it NOT start?")."""
-    own = own_names(question)
+    own = own_names(question) if own is None else own
     codes = {
         code: code_cores(code)
         for code in code_terms(question)
