@@ -309,16 +309,14 @@ class Grounder:
 
 
 def question_codes(
-    question: str, absence: Callable[[str], float] | None, own: set[str] | None = None
+    question: str, absence: Callable[[str], float] | None, own: set[str]
 ) -> dict[str, list[str]]:
     """The names a question asks about that a scope must hold, each with the parts or
     spellings that hold it too (see :mod:`tether.retrieve.distinctive`): its codes, the
     commands it calls commands, and the hyphenated names it writes as names. Placeholder
-    names and the names it gives its own things (``own``, lower case: :func:`own_names`,
-    :func:`own_files`) are examples, and a
-    word in capitals that is an everyday word (``absence``
-    weight under one half) may be emphasis ("does it NOT start?")."""
-    own = own_names(question) if own is None else own
+    names and the names it gives its own things (``own``, in lower case) are examples,
+    and a word in capitals that is an everyday word (``absence`` weight under one half)
+    may be emphasis ("does it NOT start?")."""
     codes = {
         code: code_cores(code)
         for code in code_terms(question)
