@@ -183,3 +183,22 @@ def test_chunks_are_the_same_with_and_without_the_cache(tokenizer: object, windo
         sizes.append(len(cached))
         assert cached == chunks(plain)
     assert 1 in sizes and max(sizes) > 1
+
+
+def test_threads_sharing_a_small_cache_stay_exact(tokenizer: object) -> None:
+    """Threads that learn words while others start the cache again each get every word's
+    offsets (the cache is read first and filled only with what it lacks)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pieces = WordPieces(tokenizer, max_words=40)
+    texts = scifact_texts(40)
+    expected = {text: real_starts(tokenizer, text) for text in texts}
+
+    def measure(i: int) -> bool:
+        text = texts[(i * 7) % len(texts)]
+        return list(pieces.starts(text)) == expected[text] and pieces.count(text) == len(
+            expected[text]
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(measure, range(200)))
