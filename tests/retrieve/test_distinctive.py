@@ -381,7 +381,7 @@ def test_a_code_with_plain_word_parts_is_looked_up_by_its_code_parts() -> None:
     assert code_cores("Rad53-dependent") == ["Rad53"]
     assert code_cores("Fz/PCP-dependent") == ["Fz", "PCP"]
     assert code_cores("CVE-2024-1234") == []  # an identifier: matched whole
-    assert code_cores("f64::NAN") == ["NAN"]  # a path names its last part
+    assert code_cores("f64::NAN") == ["nan"]  # a path names its last part, any case
     assert code_cores("diagnostic::on_unimplemented") == ["on_unimplemented"]
     assert code_terms("Is 0-dimensional anti-interleukin-2 therapy safe?") == []
 
@@ -582,3 +582,25 @@ def test_a_question_about_a_gene_the_scope_names_in_a_compound_is_grounded(
         result = t.retrieve("Does Rad53-dependent arrest stop replication origins firing?",
                             scope="workspace", workspace_id="papers")  # fmt: skip
     assert result.debug["grounding"]["distinctive_absent"] == []
+
+
+def test_a_keyword_in_capitals_is_held_only_where_the_scope_writes_it_so(tmp_path: Path) -> None:
+    """The full-text index matches any case, so a reference that says "merge" in prose
+    seemed to name the MERGE statement; a keyword in capitals is held where a passage
+    writes it in capitals, and one the reference documents is still found."""
+    reference = TextSource(
+        "The UPSERT clause: an INSERT with ON CONFLICT DO UPDATE. When the new row would"
+        " violate a uniqueness constraint, the conflicting values merge into the existing"
+        " row instead of failing. UPSERT does not apply to the virtual tables.",
+        "upsert",
+    )
+    absent, present = asked(
+        tmp_path,
+        [reference],
+        "What does a MERGE statement with WHEN MATCHED THEN UPDATE look like?",
+        "What does an UPSERT do when the new row violates a uniqueness constraint?",
+    )
+    assert "MERGE" in absent.debug["grounding"]["distinctive_absent"]
+    assert not absent.grounded
+    assert present.debug["grounding"]["distinctive_absent"] == []
+    assert present.grounded, present.debug["grounding"]["why"]

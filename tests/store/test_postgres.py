@@ -94,19 +94,22 @@ def test_bm25_gives_the_scores_fts5_gives(postgres_url: str, tmp_path: Path) -> 
         postgres.close()
 
 
-def test_an_option_is_in_scope_only_where_a_chunk_names_it(
+def test_an_option_or_a_word_in_capitals_is_in_scope_only_where_a_chunk_names_it(
     postgres_url: str, tmp_path: Path
 ) -> None:
     """The index drops dashes, so "--ipv4" is the word "ipv4" there; an option is in
-    scope only where a chunk names it, with any dash typesetting gave it."""
+    scope only where a chunk names it, with any dash typesetting gave it; a keyword in
+    capitals only where a chunk writes it with a capital ("UPSERT", "Src")."""
     texts = [
         "Give the network IPv4 and IPv6 subnets; the -w flag sets workers.",
         "Preview what would be removed with \u2013dry-run first.",  # an en dash, from a PDF
         "Enable IPv6 with --IPv6 on create.",
+        "Rows merge into the table; the UPSERT clause updates them.",
+        "The Src kinase is active in most tumours.",
     ]
     sqlite = SQLiteStore(SQLiteDatabase(tmp_path / "t.db"))
     postgres = PostgresStore.connect(postgres_url)
-    terms = ["--ipv4", "--ipv6", "--dry-run", "-w", "ipv4"]
+    terms = ["--ipv4", "--ipv6", "--dry-run", "-w", "ipv4", "MERGE", "UPSERT", "SRC", "IPV6"]
     try:
         for store in (sqlite, postgres):
             store.ensure_workspace("w")
@@ -123,6 +126,10 @@ def test_an_option_is_in_scope_only_where_a_chunk_names_it(
             "--dry-run": True,
             "-w": True,
             "ipv4": True,
+            "MERGE": False,  # the word is there, the keyword in capitals is not
+            "UPSERT": True,
+            "SRC": True,  # a name written capitalized ("Src") is the same name
+            "IPV6": True,  # a code holding a digit is no word in capitals: any case
         }
         assert postgres.term_statistics(terms, scope) == stats
     finally:

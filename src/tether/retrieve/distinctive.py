@@ -16,7 +16,8 @@ of term count:
   its code parts when the rest are plain words ("Rad53-dependent" by ``Rad53``), or a
   ``::`` path by its last part (``f64::NAN`` by "NaN"). A word
   in capitals is an acronym or a keyword (``CSI``, ``OFFSET``), unless the question is
-  shouted or the word is an everyday one ("does it NOT start?": emphasis). Lower-case
+  shouted or the word is an everyday one ("does it NOT start?": emphasis), and a scope
+  holds it where it writes it with a capital (``MERGE`` or "Merge", not "merge"). Lower-case
   words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
   codes, unless the question writes the compound as a name: quoted (``kind =
   "raw-dylib"``), after an option ("-C inline-threshold") or before a noun that names a
@@ -319,12 +320,13 @@ def code_cores(code: str) -> list[str]:
 
     A path joined by ``::`` (Rust, C++, Ruby, PHP) names its last part in the namespace
     of the others, and documentation names the item by itself as often as by its path
-    ("NaN" for ``f64::NAN``): the last part is what is looked up. Names joined by ``/``
+    ("NaN" for ``f64::NAN``): the last part is what is looked up, in any case (a
+    constant in capitals is no keyword that text writes in capitals). Names joined by ``/``
     stand side by side ("GNU/Linux", "TCP/IP"): each is looked up. A word of the path
     the scope never names is still a word the question names, and counts as any other
     (a rare word absent from the scope is distinctive)."""
     if "::" in code.strip(":"):
-        return [code.rstrip(":").rpartition("::")[2]]
+        return [code.rstrip(":").rpartition("::")[2].lower()]
     if re.fullmatch(r"[A-Za-z]+(?:/[A-Za-z]+)+", code) and not code.islower():
         return code.split("/")  # names side by side: "GNU/Linux", "FO/PDF", "TCP/IP"
     parts = [p for p in re.split(r"[-/]", code) if p]

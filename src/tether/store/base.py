@@ -340,7 +340,8 @@ class ScopedSearch(ABC):
         ``scope`` under ``filters`` and ``exclusions`` holds each term at all (in the
         query, as for every scoped read). A term that starts with a dash is an option
         (``--ipv4``): the scope holds it where a chunk names it with a dash before it
-        (:func:`~tether.store.sql.option_literals`), not wherever its word occurs."""
+        (:func:`~tether.store.sql.option_literals`), not wherever its word occurs; a word
+        in capitals (``MERGE``, ``LATERAL``) where a chunk writes it in capitals."""
 
     @abstractmethod
     def scope_document_ids(

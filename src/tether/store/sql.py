@@ -287,9 +287,23 @@ def option_literals(term: str) -> list[str]:
     return [dash + name for dash in _DASHES]
 
 
+def capitals(term: str) -> bool:
+    """Whether ``term`` is a word in capitals of three letters or more: an acronym, a
+    keyword, a gene (``REPL``, ``MERGE``, ``SRC``), which a text naming it writes with a
+    capital (``SRC`` or ``Src``), not only as an everyday word ("merge")."""
+    return len(term) >= 3 and term.isalpha() and term.isupper()
+
+
 def option_condition(term: str, dialect: Dialect = SQLITE) -> tuple[str, dict[str, Any]]:
-    """A condition on ``c.content`` that holds when the chunk names the option ``term``
-    (:func:`option_literals`), with its parameters; ``("1 = 1", {})`` for other terms."""
+    """A condition on ``c.content`` that holds when the chunk names ``term`` as it is
+    written, with its parameters: the option ``term`` (:func:`option_literals`), or the
+    word in capitals ``term`` (:func:`capitals`) in capitals or capitalized, where the
+    full-text index matches any case ("merge" in a chunk does not name the keyword
+    ``MERGE``); ``("1 = 1", {})`` for other terms."""
+    if capitals(term):
+        params = {"capitals": term, "capitalized": term.capitalize()}
+        found = (f"{dialect.position('c.content', ':' + name)} > 0" for name in params)
+        return f"({' OR '.join(found)})", params
     literals = option_literals(term)
     if not literals:
         return "1 = 1", {}
@@ -309,7 +323,8 @@ def term_in_scope_sql(
     option: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """SQL whose one row says whether any chunk ``scope`` may see holds ``term`` (and, for
-    an ``option`` such as ``--ipv4`` whose indexed form ``term`` is, names the option)."""
+    an ``option`` such as ``--ipv4`` or a word in capitals such as ``MERGE`` whose indexed
+    form ``term`` is, names it as written: :func:`option_condition`)."""
     where, params = scope_sql(scope, filters, exclusions, dialect=dialect)
     named, option_params = option_condition(option or "", dialect)
     sql = f"""
