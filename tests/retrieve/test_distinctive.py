@@ -483,6 +483,8 @@ def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
         ("Is INSERT INTO t1 SELECT * FROM t2 one statement?", {"t1", "t2"}),
         ("After ROLLBACK TO sp1, is the transaction open?", {"sp1"}),
         ("What does a column named price_eur hold?", {"price_eur"}),
+        ("Why does basename keep the .html of a file named Q1.HTML?", {"q1.html"}),
+        ("Is a file called notes.md.bak read?", {"notes"}),  # no extension it knows
         # Names of the documented thing: called, dotted, an option, after another word.
         ("Can I use string_agg(name, ', ') in a GROUP BY?", set()),
         ("What does PRAGMA table_info list?", set()),

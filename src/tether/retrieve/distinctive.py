@@ -236,10 +236,18 @@ def placeholder(term: str) -> bool:
 
 #: SQL words after which a statement names the user's own table, savepoint or alias.
 _SQL_NAMING = "TABLE|INTO|FROM|JOIN|UPDATE|TO|SAVEPOINT|RELEASE|INDEX|VIEW|TRIGGER|AS"
-#: A name the question gives its own things: "a column named qty", "one of my tables
-#: sqlite_users", "ROLLBACK TO sp1", "INSERT INTO t1", "CHECK (qty > 0)".
+#: Extensions of files people name in questions (a dotted name ending otherwise, such as
+#: ``process.exit``, is an API).
+_EXTENSIONS = (
+    "txt|log|csv|tsv|json|jsonl|yaml|yml|toml|xml|html|htm|md|rst|ini|cfg|conf|env|db"
+    "|sqlite|sql|py|js|mjs|cjs|ts|rs|go|java|rb|php|sh|png|jpg|jpeg|gif|svg|pdf|docx"
+    "|xlsx|pptx|zip|tar|gz|bin|dat|pem|crt|key"
+)
+#: A name the question gives its own things: "a column named qty", "a file named
+#: Q1.HTML", "one of my tables sqlite_users", "ROLLBACK TO sp1", "INSERT INTO t1",
+#: "CHECK (qty > 0)".
 _OWN_NAME = re.compile(
-    r"(?i:\b(?:called|named)\s+[`'\"]?)([A-Za-z_]\w*)"
+    rf"(?i:\b(?:called|named)\s+[`'\"]?)([A-Za-z_]\w*(?:\.(?i:{_EXTENSIONS})(?![\w.]))?)"
     r"|(?i:\b(?:my|our)\s+(?:own\s+)?)[a-z]+\s+([a-z_][a-z0-9_]*)(?![\w.:/(-])"
     rf"|\b(?:{_SQL_NAMING})\s+([a-z_][a-z0-9_]*)(?![\w.:/(-])"
     r"|\(\s*([a-z_][a-z0-9_]*)\s*(?:[<>]=?|!?=|<>)"
@@ -250,8 +258,9 @@ def own_names(question: str) -> set[str]:
     """The names a question gives its own tables, columns, branches or files (lower
     case): the user's example, as ``foo`` is, not a name the scope must hold. Only a plain
     identifier counts (a function called with brackets, a dotted or ``::`` path, an
-    option are names of the documented thing), and only where the question says it is
-    its own: after "called" or "named", after "my" or "our" and a noun, as an operand of
+    option are names of the documented thing), or after "called" or "named" a file name
+    (``Q1.HTML``), and only where the question says it is its own: after "called" or
+    "named", after "my" or "our" and a noun, as an operand of
     SQL (``INSERT INTO t1``, ``ROLLBACK TO sp1``) or of a comparison in brackets
     (``CHECK (qty > 0)``)."""
     return {
@@ -259,13 +268,6 @@ def own_names(question: str) -> set[str]:
     }
 
 
-#: Extensions of files people name in questions (a dotted name ending otherwise, such as
-#: ``process.exit``, is an API).
-_EXTENSIONS = (
-    "txt|log|csv|tsv|json|jsonl|yaml|yml|toml|xml|html|htm|md|rst|ini|cfg|conf|env|db"
-    "|sqlite|sql|py|js|mjs|cjs|ts|rs|go|java|rb|php|sh|png|jpg|jpeg|gif|svg|pdf|docx"
-    "|xlsx|pptx|zip|tar|gz|bin|dat|pem|crt|key"
-)
 #: A file name: a word and a file extension (``data.csv``).
 _FILE_NAME = re.compile(rf"(?<![\w./-])([A-Za-z]+)\.(?i:{_EXTENSIONS})(?![\w/-]|\.\w)")
 
