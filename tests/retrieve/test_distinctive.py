@@ -588,21 +588,25 @@ def test_a_question_about_a_gene_the_scope_names_in_a_compound_is_grounded(
 
 def test_a_keyword_in_capitals_is_held_only_where_the_scope_writes_it_so(tmp_path: Path) -> None:
     """The full-text index matches any case, so a reference that says "merge" in prose
-    seemed to name the MERGE statement; a keyword in capitals is held where a passage
-    writes it in capitals, and one the reference documents is still found."""
+    seemed to name the MERGE statement; a keyword in capitals that is also an everyday
+    word is held where a passage writes it with a capital, and one the reference
+    documents is still found. An acronym that is no word (JSON) is held in any case."""
     reference = TextSource(
         "The UPSERT clause: an INSERT with ON CONFLICT DO UPDATE. When the new row would"
         " violate a uniqueness constraint, the conflicting values merge into the existing"
-        " row instead of failing. UPSERT does not apply to the virtual tables.",
+        " row instead of failing. UPSERT does not apply to the virtual tables. The"
+        " changes can be printed with .mode json, one object per row.",
         "upsert",
     )
-    absent, present = asked(
+    absent, present, acronym = asked(
         tmp_path,
         [reference],
         "What does a MERGE statement with WHEN MATCHED THEN UPDATE look like?",
         "What does an UPSERT do when the new row violates a uniqueness constraint?",
+        "Can the changes of an UPSERT be printed as JSON?",
     )
     assert "MERGE" in absent.debug["grounding"]["distinctive_absent"]
     assert not absent.grounded
     assert present.debug["grounding"]["distinctive_absent"] == []
     assert present.grounded, present.debug["grounding"]["why"]
+    assert acronym.debug["grounding"]["distinctive_absent"] == []

@@ -16,8 +16,9 @@ of term count:
   its code parts when the rest are plain words ("Rad53-dependent" by ``Rad53``), or a
   ``::`` path by its last part (``f64::NAN`` by "NaN"). A word
   in capitals is an acronym or a keyword (``CSI``, ``OFFSET``), unless the question is
-  shouted or the word is an everyday one ("does it NOT start?": emphasis), and a scope
-  holds it where it writes it with a capital (``MERGE`` or "Merge", not "merge"). Lower-case
+  shouted or the word is an everyday one ("does it NOT start?": emphasis). A scope holds
+  a keyword that is also a word where it writes it with a capital (``MERGE`` or "Merge",
+  not "merge"), an acronym that is none in any case (``JSON`` by "json"). Lower-case
   words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
   codes, unless the question writes the compound as a name: quoted (``kind =
   "raw-dylib"``), after an option ("-C inline-threshold") or before a noun that names a

@@ -177,7 +177,9 @@ class Grounder:
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
         absence = self.common_words.absence_weight if english else None
         own = own_names(question) | own_files(question, self.common_words)
-        codes = question_codes(question, absence, own)
+        codes = question_codes(
+            question, absence, own, self.common_words.is_common if english else None
+        )
         numbers = number_terms(question)
         lookups = [
             *search_terms(question, language),
@@ -309,16 +311,22 @@ class Grounder:
 
 
 def question_codes(
-    question: str, absence: Callable[[str], float] | None, own: set[str]
+    question: str,
+    absence: Callable[[str], float] | None,
+    own: set[str],
+    is_word: Callable[[str], bool] | None = None,
 ) -> dict[str, list[str]]:
     """The names a question asks about that a scope must hold, each with the parts or
     spellings that hold it too (see :mod:`tether.retrieve.distinctive`): its codes, the
     commands it calls commands, and the hyphenated names it writes as names. Placeholder
     names and the names it gives its own things (``own``, in lower case) are examples,
     and a word in capitals that is an everyday word (``absence`` weight under one half)
-    may be emphasis ("does it NOT start?")."""
+    may be emphasis ("does it NOT start?"). A word in capitals is held where the scope
+    writes it with a capital when it is also a word of the vocabulary (``is_word``:
+    "merge" in prose is no ``MERGE`` statement), in any case when it is not (``JSON`` by
+    "json", ``SSH`` by "ssh"), and in any case without a vocabulary."""
     codes = {
-        code: code_cores(code)
+        code: code_cores(code) or _any_case(code, is_word)
         for code in code_terms(question)
         if not (absence and code.isalpha() and code.isupper() and absence(code) < 0.5)
         and not placeholder(code)
@@ -331,6 +339,13 @@ def question_codes(
         if name not in codes and not placeholder(name)
     }
     return codes
+
+
+def _any_case(code: str, is_word: Callable[[str], bool] | None) -> list[str]:
+    """``[code]`` in lower case for a word in capitals that names nothing else (no word of
+    the vocabulary, or none to ask): the scope holds it in any case; else nothing."""
+    capitals = len(code) >= 3 and code.isalpha() and code.isupper()
+    return [code.lower()] if capitals and not (is_word and is_word(code)) else []
 
 
 def wider_scope(store: Store, scope: Scope) -> Scope | None:
