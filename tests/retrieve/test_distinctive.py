@@ -483,6 +483,8 @@ def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
         ("Is INSERT INTO t1 SELECT * FROM t2 one statement?", {"t1", "t2"}),
         ("After ROLLBACK TO sp1, is the transaction open?", {"sp1"}),
         ("What does a column named price_eur hold?", {"price_eur"}),
+        ("Does -P rename my own macros such as `mk_header` too?", {"mk_header"}),
+        ("Our branches, for example release_2, vanished.", {"release_2"}),
         ("Why does basename keep the .html of a file named Q1.HTML?", {"q1.html"}),
         ("Is a file called notes.md.bak read?", {"notes"}),  # no extension it knows
         # Names of the documented thing: called, dotted, an option, after another word.
@@ -610,3 +612,33 @@ def test_a_keyword_in_capitals_is_held_only_where_the_scope_writes_it_so(tmp_pat
     assert present.debug["grounding"]["distinctive_absent"] == []
     assert present.grounded, present.debug["grounding"]["why"]
     assert acronym.debug["grounding"]["distinctive_absent"] == []
+
+
+def test_the_words_of_a_name_the_user_gave_say_nothing_of_the_scope(tmp_path: Path) -> None:
+    """``mk_header`` in "my own macros such as `mk_header`" is the user's macro: neither it
+    nor its words ("header") count as missing from a manual that never writes them."""
+    from tether.retrieve.distinctive import with_parts
+
+    assert with_parts({"mk_header", "data.log"}) == {
+        "mk_header",
+        "mk",
+        "header",
+        "data.log",
+        "data",
+        "log",
+    }
+    manual = TextSource(
+        "Option -P, --prefix-builtins: internally modify all builtin macro names so they"
+        " all start with the prefix m4_. For example, using this option, one should write"
+        " m4_define instead of define. This option has no effect whatsoever on user"
+        " defined macros.",
+        "Invoking m4",
+    )
+    own, named = asked(
+        tmp_path,
+        [manual],
+        "With -P, do my own macros such as `mk_header` get the m4_ prefix too?",
+        "With -P, does the mk_header macro get the m4_ prefix too?",
+    )
+    assert own.debug["grounding"]["missing"] < named.debug["grounding"]["missing"]
+    assert own.grounded, own.debug["grounding"]["why"]

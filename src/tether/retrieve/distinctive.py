@@ -237,6 +237,14 @@ def placeholder(term: str) -> bool:
 
 #: SQL words after which a statement names the user's own table, savepoint or alias.
 _SQL_NAMING = "TABLE|INTO|FROM|JOIN|UPDATE|TO|SAVEPOINT|RELEASE|INDEX|VIEW|TRIGGER|AS"
+
+
+def with_parts(names: set[str]) -> set[str]:
+    """``names`` and the words they are made of (``mk_header``: "mk", "header"): a name
+    the user gave their own thing says nothing of the scope, nor do its words."""
+    return names | {part for name in names for part in re.split(r"[\W_]+", name) if part}
+
+
 #: Extensions of files people name in questions (a dotted name ending otherwise, such as
 #: ``process.exit``, is an API).
 _EXTENSIONS = (
@@ -245,11 +253,12 @@ _EXTENSIONS = (
     "|xlsx|pptx|zip|tar|gz|bin|dat|pem|crt|key"
 )
 #: A name the question gives its own things: "a column named qty", "a file named
-#: Q1.HTML", "one of my tables sqlite_users", "ROLLBACK TO sp1", "INSERT INTO t1",
-#: "CHECK (qty > 0)".
+#: Q1.HTML", "one of my tables sqlite_users", "my own macros such as `mk_header`",
+#: "ROLLBACK TO sp1", "INSERT INTO t1", "CHECK (qty > 0)".
 _OWN_NAME = re.compile(
     rf"(?i:\b(?:called|named)\s+[`'\"]?)([A-Za-z_]\w*(?:\.(?i:{_EXTENSIONS})(?![\w.]))?)"
-    r"|(?i:\b(?:my|our)\s+(?:own\s+)?)[a-z]+\s+([a-z_][a-z0-9_]*)(?![\w.:/(-])"
+    r"|(?i:\b(?:my|our)\s+(?:own\s+)?)[a-z]+,?\s+(?i:(?:such\s+as|e\.g\.,?|for\s+example,?)\s+)?"
+    r"[`'\"]?([a-z_][a-z0-9_]*)(?![\w.:/(-])"
     rf"|\b(?:{_SQL_NAMING})\s+([a-z_][a-z0-9_]*)(?![\w.:/(-])"
     r"|\(\s*([a-z_][a-z0-9_]*)\s*(?:[<>]=?|!?=|<>)"
 )

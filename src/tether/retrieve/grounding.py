@@ -26,6 +26,7 @@ from tether.retrieve.distinctive import (
     own_files,
     own_names,
     placeholder,
+    with_parts,
     word_forms,
 )
 from tether.retrieve.evidence import (
@@ -189,8 +190,10 @@ class Grounder:
         ]
         stats = self.store.term_statistics(lookups, scope, filters, self.searcher.exclusions())
 
-        def said_by_absence(word: str) -> float:  # the user's own names say nothing
-            return 0.0 if word.lower() in own else absence(word) if absence else 1.0
+        own_words = with_parts(own)  # the user's own names say nothing, nor their words
+
+        def said_by_absence(word: str) -> float:
+            return 0.0 if word.lower() in own_words else absence(word) if absence else 1.0
 
         terms = question_terms(question, stats, language, said_by_absence if own else absence)
         absent = [
@@ -210,7 +213,7 @@ class Grounder:
             for w in rare
             if not (
                 placeholder(w)
-                or w.lower() in own
+                or w.lower() in own_words
                 or misspelt(w, candidate_texts)
                 or clipped(w, candidate_texts)
                 or abbreviated(w, candidate_texts)
