@@ -11,7 +11,9 @@ that never sees one.
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from tether.errors import UnreadableFile, UnsupportedFileType
 from tether.ingest import loaders
+from tether.ingest.chunking import underlined_headings
 from tether.ingest.formats import _mimes
 from tether.ingest.loaders import FileBytes, LoadedDocument, read_file
 
@@ -252,8 +255,11 @@ def by_extension(path: str | Path) -> Format | None:
 def format_of(path: str | Path, data: bytes) -> Format:
     """The format of the file at ``path`` holding ``data``: the one its extension names,
     else the one its content shows (:func:`sniff`); :class:`UnsupportedFileType`
-    otherwise."""
+    otherwise. A text file that is reStructuredText (:func:`reads_as_rst`) is read as
+    reStructuredText when docutils is installed."""
     found = by_extension(path) or sniff(data)
+    if found is _BY_NAME["Plain text"] and reads_as_rst(path, data) and _has("docutils"):
+        found = _BY_NAME["reStructuredText"]
     if found is None and "PowerPoint Document" in _ole_streams(data):
         raise UnsupportedFileType(
             str(path),
@@ -268,6 +274,28 @@ def format_of(path: str | Path, data: bytes) -> Format:
             f" a format it knows); supported: {', '.join(supported_extensions())}",
         )
     return found
+
+
+#: A line of reStructuredText's explicit markup: a directive (``.. note::``), a hyperlink
+#: target (``.. _fixtures:``), a footnote, a substitution or a comment.
+_RST_MARKUP = re.compile(r"^\.\. [^\s.]", re.MULTILINE)
+
+
+def reads_as_rst(path: str | Path, data: bytes) -> bool:
+    """Whether a text file is reStructuredText: Sphinx's copy of a source
+    (``_sources/fixtures.rst.txt``), or text with an underlined heading and two lines of
+    explicit markup (directives, targets, comments), as Django's ``.txt`` documentation
+    has. Plain text has no such lines."""
+    if str(path).lower().endswith(".rst.txt"):
+        return True
+    text = _text_head(data[: 1 << 16])
+    if text is None or len(_RST_MARKUP.findall(text)) < 2:
+        return False
+    return bool(underlined_headings(text))
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def load_path(path: Path) -> LoadedDocument:
