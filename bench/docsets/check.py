@@ -12,7 +12,7 @@ The format is described in ``bench/docsets/README.md``. Checks:
 * ``manifest.json`` is well formed (``fetch.py``'s loader) and ``questions.json`` follows
   the schema: version 2, ``workspace``, ``session`` (id, documents), ``documents`` (name,
   file, title), ``questions`` with the fields of their kind; unique ids; known documents;
-  the documents are exactly the manifest's files, with ``file`` = ``docs/<name>.<html|md>``;
+  the documents are exactly the manifest's files, with ``file`` = ``docs/<name>.<html|md|txt>``;
   the session is a non-empty proper subset of them;
 * counts: at least 34 answerable (24 asked in the session, 6 in the workspace), 16
   unanswerable (with both scopes), 16 cross-scope;
@@ -30,10 +30,10 @@ and, unless ``--schema-only``:
 * an unanswerable question's ``absent_terms`` occur in no document of the workspace.
 
 Text of a document: for HTML, the visible text from the stdlib ``html.parser`` (``<head>``,
-``<script>``, ``<style>`` and the like skipped; block tags give line breaks); for Markdown,
-the file's text. Matching: NFKC, whitespace collapsed, case-folded; as a fallback, all
-whitespace ignored. Absent terms are matched on the whitespace-collapsed text, at word
-boundaries when the term is made of plain words.
+``<script>``, ``<style>`` and the like skipped; block tags give line breaks); for Markdown
+and plain text (reStructuredText sources), the file's text. Matching: NFKC, whitespace
+collapsed, case-folded; as a fallback, all whitespace ignored. Absent terms are matched on the
+whitespace-collapsed text, at word boundaries when the term is made of plain words.
 
 Exit status 0 when everything passes, 1 on any failure, 2 on bad usage or missing inputs.
 Standard library only; Python 3.11+.

@@ -16,9 +16,9 @@ package, each with the SHA-256 of the file as stored. The .deb is fetched with
 is unpacked once with ``dpkg -x`` (or, without dpkg, with the stdlib ``ar`` + ``tar`` reader
 of ``bench/manuals/fetch.py``, whose download and unpacking helpers this script reuses), and
 each listed member (gunzipped when it ends in ``.gz``) is written to
-``SET_DIR/docs/<name>.html`` or ``.md`` (by the manifest's ``format``) and its SHA-256 is
-checked. Files already there with the right SHA-256 are left alone; when all are, nothing is
-downloaded. ``docs/`` is git-ignored: the pages are fetched, not redistributed.
+``SET_DIR/docs/<name>.html``, ``.md`` or ``.txt`` (by the manifest's ``format``) and its
+SHA-256 is checked. Files already there with the right SHA-256 are left alone; when all are,
+nothing is downloaded. ``docs/`` is git-ignored: the pages are fetched, not redistributed.
 
 Exit codes: 0 all files present and verified; 1 ``--check`` found a missing or mismatching
 file; 2 bad command line or manifest; 3 a download or unpacking step failed (for example the
@@ -52,7 +52,7 @@ EXIT_OK: int = _mf.EXIT_OK
 EXIT_CHECK_FAILED: int = _mf.EXIT_CHECK_FAILED
 EXIT_USAGE: int = _mf.EXIT_USAGE
 
-FORMATS = {"html": "html", "markdown": "md"}  # manifest "format" -> file suffix
+FORMATS = {"html": "html", "markdown": "md", "text": "txt"}  # manifest "format" -> file suffix
 NAME_RE = re.compile(r"[a-z0-9._-]+")
 SHA_RE = re.compile(r"[0-9a-f]{64}")
 MANIFEST_KEYS = {
@@ -76,7 +76,7 @@ class DocFile:
 class DocSet:
     root: Path  # the set's folder
     pin: DebPin  # pin.name is the set's name
-    format: str  # "html" or "markdown"
+    format: str  # "html", "markdown" or "text"
     description: str
     licence: str
     files: tuple[DocFile, ...]
