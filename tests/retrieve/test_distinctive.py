@@ -642,3 +642,20 @@ def test_the_words_of_a_name_the_user_gave_say_nothing_of_the_scope(tmp_path: Pa
     )
     assert own.debug["grounding"]["missing"] < named.debug["grounding"]["missing"]
     assert own.grounded, own.debug["grounding"]["why"]
+
+
+def test_an_acronym_is_held_in_any_case_and_a_long_keyword_only_in_capitals() -> None:
+    """Text writes acronyms in lower case as often ("http requests", "json output"), so
+    those are looked up in any case; a keyword that is also a word (MERGE) is not."""
+    from tether.retrieve.distinctive import CommonWords
+    from tether.retrieve.grounding import question_codes
+
+    words = CommonWords.packaged()
+    codes = question_codes(
+        "Can a MERGE statement make HTTP calls or print JSON?",
+        words.absence_weight,
+        set(),
+        words.is_common,
+    )
+    assert codes == {"MERGE": [], "HTTP": ["http"], "JSON": ["json"]}
+    assert question_codes("Can a MERGE run?", None, set()) == {"MERGE": ["merge"]}

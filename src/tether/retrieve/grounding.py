@@ -325,9 +325,10 @@ def question_codes(
     names and the names it gives its own things (``own``, in lower case) are examples,
     and a word in capitals that is an everyday word (``absence`` weight under one half)
     may be emphasis ("does it NOT start?"). A word in capitals is held where the scope
-    writes it with a capital when it is also a word of the vocabulary (``is_word``:
-    "merge" in prose is no ``MERGE`` statement), in any case when it is not (``JSON`` by
-    "json", ``SSH`` by "ssh"), and in any case without a vocabulary."""
+    writes it with a capital when it is a keyword that is also a word of the vocabulary
+    (``is_word``: "merge" in prose is no ``MERGE`` statement), in any case when it is an
+    acronym (``HTTP`` by "http requests", ``JSON`` by "json"), and in any case without a
+    vocabulary."""
     codes = {
         code: code_cores(code) or _any_case(code, is_word)
         for code in code_terms(question)
@@ -344,11 +345,18 @@ def question_codes(
     return codes
 
 
+#: Letters of the shortest keyword in capitals that must be written so: shorter ones are
+#: acronyms, which text writes in lower case as often ("http requests", "json output").
+KEYWORD_LETTERS = 5
+
+
 def _any_case(code: str, is_word: Callable[[str], bool] | None) -> list[str]:
-    """``[code]`` in lower case for a word in capitals that names nothing else (no word of
-    the vocabulary, or none to ask): the scope holds it in any case; else nothing."""
+    """``[code]`` in lower case for a word in capitals that names nothing else: an acronym
+    (under :data:`KEYWORD_LETTERS` letters), no word of the vocabulary, or no vocabulary
+    to ask. The scope holds it in any case; else nothing."""
     capitals = len(code) >= 3 and code.isalpha() and code.isupper()
-    return [code.lower()] if capitals and not (is_word and is_word(code)) else []
+    keyword = len(code) >= KEYWORD_LETTERS and is_word is not None and is_word(code)
+    return [code.lower()] if capitals and not keyword else []
 
 
 def wider_scope(store: Store, scope: Scope) -> Scope | None:
