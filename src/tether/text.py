@@ -220,3 +220,9 @@ def packaged_vocab_file() -> Path | None:
 def packaged_vocabulary() -> frozenset[str]:
     """:func:`read_vocabulary` of :func:`packaged_vocab_file`, read once a process."""
     return read_vocabulary(packaged_vocab_file())
+
+
+def capitals(word: str) -> bool:
+    """Whether ``word`` is a word in capitals of three letters or more: an acronym, a
+    keyword, a gene (``REPL``, ``MERGE``, ``SRC``)."""
+    return len(word) >= 3 and word.isalpha() and word.isupper()

@@ -42,7 +42,7 @@ from tether.retrieve.rerank import Candidate, metadata_priority
 from tether.retrieve.search import Candidates, Ranked, Searcher, SearchResults
 from tether.settings import Settings
 from tether.store import Store
-from tether.text import DEFAULT_LANGUAGE
+from tether.text import DEFAULT_LANGUAGE, capitals
 
 
 @dataclass
@@ -354,9 +354,8 @@ def _any_case(code: str, is_word: Callable[[str], bool] | None) -> list[str]:
     """``[code]`` in lower case for a word in capitals that names nothing else: an acronym
     (under :data:`KEYWORD_LETTERS` letters), no word of the vocabulary, or no vocabulary
     to ask. The scope holds it in any case; else nothing."""
-    capitals = len(code) >= 3 and code.isalpha() and code.isupper()
     keyword = len(code) >= KEYWORD_LETTERS and is_word is not None and is_word(code)
-    return [code.lower()] if capitals and not keyword else []
+    return [code.lower()] if capitals(code) and not keyword else []
 
 
 def wider_scope(store: Store, scope: Scope) -> Scope | None:

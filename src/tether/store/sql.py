@@ -19,7 +19,7 @@ from tether.store._paths import stored_path
 from tether.store._rows import AUDIT_COLUMNS, HIT_COLUMNS, REGISTRY_COLUMNS, document_columns
 from tether.store.dialect import SQLITE, Dialect
 from tether.store.records import RegistryEntry
-from tether.text import DEFAULT_LANGUAGE, stemmed_text
+from tether.text import DEFAULT_LANGUAGE, capitals, stemmed_text
 
 # bm25 column weights for (content, section_title).
 FTS_COLUMN_WEIGHTS = (1.0, 1.0)
@@ -287,17 +287,10 @@ def option_literals(term: str) -> list[str]:
     return [dash + name for dash in _DASHES]
 
 
-def capitals(term: str) -> bool:
-    """Whether ``term`` is a word in capitals of three letters or more: an acronym, a
-    keyword, a gene (``REPL``, ``MERGE``, ``SRC``), which a text naming it writes with a
-    capital (``SRC`` or ``Src``), not only as an everyday word ("merge")."""
-    return len(term) >= 3 and term.isalpha() and term.isupper()
-
-
 def option_condition(term: str, dialect: Dialect = SQLITE) -> tuple[str, dict[str, Any]]:
     """A condition on ``c.content`` that holds when the chunk names ``term`` as it is
     written, with its parameters: the option ``term`` (:func:`option_literals`), or the
-    word in capitals ``term`` (:func:`capitals`) in capitals or capitalized, where the
+    word in capitals ``term`` (:func:`~tether.text.capitals`) in capitals or capitalized, where the
     full-text index matches any case ("merge" in a chunk does not name the keyword
     ``MERGE``); ``("1 = 1", {})`` for other terms."""
     if capitals(term):
