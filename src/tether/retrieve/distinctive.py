@@ -17,8 +17,9 @@ of term count:
   ``::`` path by its last part (``f64::NAN`` by "NaN"). A word
   in capitals is an acronym or a keyword (``CSI``, ``OFFSET``), unless the question is
   shouted or the word is an everyday one ("does it NOT start?": emphasis). A scope holds
-  a keyword that is also a word where it writes it with a capital (``MERGE`` or "Merge",
-  not "merge"), an acronym that is none in any case (``JSON`` by "json"). Lower-case
+  a keyword of five letters or more that is also a word where it writes it with a capital
+  (``MERGE`` or "Merge", not "merge"), and any other word in capitals in any case (an
+  acronym: ``HTTP`` by "http requests", ``JSON`` by "json"). Lower-case
   words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
   codes, unless the question writes the compound as a name: quoted (``kind =
   "raw-dylib"``), after an option ("-C inline-threshold") or before a noun that names a
@@ -268,11 +269,11 @@ def own_names(question: str) -> set[str]:
     """The names a question gives its own tables, columns, branches or files (lower
     case): the user's example, as ``foo`` is, not a name the scope must hold. Only a plain
     identifier counts (a function called with brackets, a dotted or ``::`` path, an
-    option are names of the documented thing), or after "called" or "named" a file name
+    option are names of the documented thing), or a file name after "called" or "named"
     (``Q1.HTML``), and only where the question says it is its own: after "called" or
-    "named", after "my" or "our" and a noun, as an operand of
-    SQL (``INSERT INTO t1``, ``ROLLBACK TO sp1``) or of a comparison in brackets
-    (``CHECK (qty > 0)``)."""
+    "named"; after "my" or "our" and a noun, or such a noun and "such as" or "for
+    example" (``my own macros such as `mk_header```); as an operand of SQL (``INSERT INTO
+    t1``, ``ROLLBACK TO sp1``) or of a comparison in brackets (``CHECK (qty > 0)``)."""
     return {
         name.lower() for match in _OWN_NAME.finditer(question) for name in match.groups() if name
     }

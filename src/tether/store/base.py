@@ -341,7 +341,8 @@ class ScopedSearch(ABC):
         query, as for every scoped read). A term that starts with a dash is an option
         (``--ipv4``): the scope holds it where a chunk names it with a dash before it
         (:func:`~tether.store.sql.option_literals`), not wherever its word occurs; a word
-        in capitals (``MERGE``, ``LATERAL``) where a chunk writes it in capitals."""
+        in capitals (``MERGE``, ``LATERAL``) where a chunk writes it with a capital
+        (``MERGE`` or "Merge"), not wherever the everyday word occurs."""
 
     @abstractmethod
     def scope_document_ids(

@@ -290,9 +290,9 @@ def option_literals(term: str) -> list[str]:
 def option_condition(term: str, dialect: Dialect = SQLITE) -> tuple[str, dict[str, Any]]:
     """A condition on ``c.content`` that holds when the chunk names ``term`` as it is
     written, with its parameters: the option ``term`` (:func:`option_literals`), or the
-    word in capitals ``term`` (:func:`~tether.text.capitals`) in capitals or capitalized, where the
-    full-text index matches any case ("merge" in a chunk does not name the keyword
-    ``MERGE``); ``("1 = 1", {})`` for other terms."""
+    word in capitals ``term`` (:func:`~tether.text.capitals`) in capitals or capitalized,
+    where the full-text index matches any case ("merge" in a chunk does not name the
+    keyword ``MERGE``); ``("1 = 1", {})`` for other terms."""
     if capitals(term):
         params = {"capitals": term, "capitalized": term.capitalize()}
         found = (f"{dialect.position('c.content', ':' + name)} > 0" for name in params)
