@@ -656,3 +656,39 @@ def test_an_acronym_is_held_in_any_case_and_a_long_keyword_only_in_capitals() ->
     )
     assert codes == {"MERGE": [], "HTTP": ["http"], "JSON": ["json"]}
     assert question_codes("Can a MERGE run?", None, set()) == {"MERGE": ["merge"]}
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("Are fixtures reset between the examples Hypothesis generates?", {"hypothesis"}),
+        ("I use Jenkins, and sometimes Travis. Which one?", {"jenkins", "travis"}),
+        ("Is it the same with Flask's test client?", {"flask"}),
+        # A sentence's first word, a word after a colon, a quote or a bracket.
+        ("Where does it go? Then: Does it stay? Run (Ctrl-C) 'Stop' now", set()),
+        # Part of a compound, a code or a dotted name; an acronym; a word in capitals.
+        ("Does Artemisinin-based therapy, Class1 or the Flask.app use the API? NOT ME", set()),
+    ],
+)  # fmt: skip
+def test_proper_names(question: str, names: set[str]) -> None:
+    from tether.retrieve.distinctive import proper_names
+
+    assert proper_names(question) == names
+
+
+def test_an_everyday_word_written_as_a_name_the_scope_never_writes_is_not_grounded(
+    tmp_path: Path,
+) -> None:
+    """"Nest" capitalized in the middle of a question names a product: a guide on the S2's
+    connectivity that never writes the word does not say whether it talks to it. In lower
+    case the word is an everyday one, whose absence says little."""
+    named, everyday = asked(
+        tmp_path,
+        S2_GUIDE,
+        "Can the S2 hub send its readings to Nest?",
+        "Can the S2 hub send its readings to the nest?",
+    )
+    assert named.debug["grounding"]["distinctive_absent"] == ["nest"]
+    assert not named.grounded
+    assert "nowhere in scope" in named.debug["grounding"]["why"]
+    assert everyday.debug["grounding"]["distinctive_absent"] == []

@@ -34,7 +34,9 @@ of term count:
   ("microenviroment") is taken as misspelt, not absent, and one that begins a longer
   word of those passages ("hex" of "hexadecimal", "repo" of "repository") as clipped,
   and one made of the first letters of words that follow each other there ("stdin" of
-  "standard input") as abbreviated.
+  "standard input") as abbreviated. An everyday word the question writes as a name,
+  with a capital in the middle of a sentence ("the examples Hypothesis generates", "send
+  it to Nest"), counts as a rare word: English writes a common noun in lower case there;
 
 - **commands the question calls commands**: "the flask routes command", "the git replay
   command" (a name of two words or more, or one with a hyphen: ``init-db``), looked up as
@@ -277,6 +279,20 @@ def own_names(question: str) -> set[str]:
     return {
         name.lower() for match in _OWN_NAME.finditer(question) for name in match.groups() if name
     }
+
+
+#: A word written with a capital in the middle of a sentence: after a word in lower case
+#: or a comma (not after a sentence's end, a colon or an opening quote or bracket), and
+#: whole (not the head of "Artemisinin-based", "Class1" or "Flask.app").
+_PROPER = re.compile(r"(?<=[a-z0-9,;)]\s)([A-Z][a-z]{2,})(?!\w|[-.]\w)")
+
+
+def proper_names(question: str) -> set[str]:
+    """The everyday words a question writes as names (lower case): capitalized in the
+    middle of a sentence ("the examples Hypothesis generates", "with Jenkins"). English
+    writes a common noun in lower case there, so the capital makes it a name (a library,
+    a product, a company), and a scope that never writes the word cannot be about it."""
+    return {m.group(1).lower() for m in _PROPER.finditer(question)}
 
 
 #: A file name: a word and a file extension (``data.csv``).

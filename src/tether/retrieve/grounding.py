@@ -25,6 +25,7 @@ from tether.retrieve.distinctive import (
     number_terms,
     own_files,
     own_names,
+    proper_names,
     placeholder,
     with_parts,
     word_forms,
@@ -207,7 +208,8 @@ class Grounder:
             for n, spellings in numbers.items()
             if not any(stats.in_scope.get(s, False) for s in spellings)
         ]
-        rare = self.rare_words_absent(terms.absent, scope, filters)
+        names = proper_names(question) if english else set()
+        rare = self.rare_words_absent(terms.absent, scope, filters, names)
         absent += [
             w
             for w in rare
@@ -222,12 +224,18 @@ class Grounder:
         return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
 
     def rare_words_absent(
-        self, absent: Sequence[str], scope: Scope, filters: Filters | None
+        self,
+        absent: Sequence[str],
+        scope: Scope,
+        filters: Filters | None,
+        names: set[str] = frozenset(),  # type: ignore[assignment]
     ) -> list[str]:
-        """The rare words among ``absent`` (question words the scope lacks) that the scope
-        lacks in every inflected form too: the index matches whole words, so "detach"
-        is absent from a scope that says "detached"."""
+        """The rare words among ``absent`` (question words the scope lacks), and the
+        everyday words the question writes as ``names``, that the scope lacks in every
+        inflected form too: the index matches whole words, so "detach" is absent from a
+        scope that says "detached"."""
         rare = self.common_words.rare(absent)
+        rare += [w for w in absent if w.lower() in names and w not in rare]
         if not rare:
             return []
         forms = {word: word_forms(word) for word in rare}
