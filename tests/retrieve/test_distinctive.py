@@ -668,6 +668,8 @@ def test_an_acronym_is_held_in_any_case_and_a_long_keyword_only_in_capitals() ->
         ("Where does it go? Then: Does it stay? Run (Ctrl-C) 'Stop' now", set()),
         # Part of a compound, a code or a dotted name; an acronym; a word in capitals.
         ("Does Artemisinin-based therapy, Class1 or the Flask.app use the API? NOT ME", set()),
+        # A question in title case says nothing by its capitals.
+        ("How Do I Send Readings To The Nest?", set()),
     ],
 )  # fmt: skip
 def test_proper_names(question: str, names: set[str]) -> None:

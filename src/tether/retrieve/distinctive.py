@@ -291,8 +291,14 @@ def proper_names(question: str) -> set[str]:
     """The everyday words a question writes as names (lower case): capitalized in the
     middle of a sentence ("the examples Hypothesis generates", "with Jenkins"). English
     writes a common noun in lower case there, so the capital makes it a name (a library,
-    a product, a company), and a scope that never writes the word cannot be about it."""
-    return {m.group(1).lower() for m in _PROPER.finditer(question)}
+    a product, a company), and a scope that never writes the word cannot be about it.
+    A question in title case ("How Do I Reset The Hub?": most of its words capitalized)
+    says nothing by its capitals, and has none."""
+    names = {m.group(1).lower() for m in _PROPER.finditer(question)}
+    words = re.findall(r"(?<![\w'’-])[^\W\d_]{3,}", question)[1:]
+    if names and sum(1 for w in words if w[0].isupper()) * 2 > len(words):
+        return set()
+    return names
 
 
 #: A file name: a word and a file extension (``data.csv``).
