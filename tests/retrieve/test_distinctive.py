@@ -681,7 +681,7 @@ def test_proper_names(question: str, names: set[str]) -> None:
 def test_an_everyday_word_written_as_a_name_the_scope_never_writes_is_not_grounded(
     tmp_path: Path,
 ) -> None:
-    """"Nest" capitalized in the middle of a question names a product: a guide on the S2's
+    """ "Nest" capitalized in the middle of a question names a product: a guide on the S2's
     connectivity that never writes the word does not say whether it talks to it. In lower
     case the word is an everyday one, whose absence says little."""
     named, everyday = asked(

@@ -25,8 +25,8 @@ from tether.retrieve.distinctive import (
     number_terms,
     own_files,
     own_names,
-    proper_names,
     placeholder,
+    proper_names,
     with_parts,
     word_forms,
 )
