@@ -227,6 +227,16 @@ def test_the_packaged_vocabulary_ranks_everyday_words_first() -> None:
     assert weight("someone") < 0.25 < 0.5 < weight("threads")
 
 
+def test_a_number_written_as_a_word_weighs_nothing_absent() -> None:
+    """"the twelfth argument" gives a value, as "$12" does: a manual that says "$12" and
+    never "twelfth" lacks nothing the question asks about."""
+    common = CommonWords.packaged()
+    assert common.words["twelfth"] > 5_000  # a rare word, were it not a number
+    for word in ("twelfth", "Twelfth", "eleven", "ninetieth", "thousand", "dozen"):
+        assert common.absence_weight(word) == 0.0, word
+    assert common.absence_weight("eleventhly") > 0.0  # not a number word
+
+
 def test_a_question_phrased_in_everyday_words_the_manual_lacks_is_grounded(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:

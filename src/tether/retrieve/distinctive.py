@@ -232,6 +232,23 @@ def number_terms(question: str) -> dict[str, list[str]]:
     return found
 
 
+_UNITS_WORDS = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    " fifteen sixteen seventeen eighteen nineteen"
+).split()
+_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_ORDINALS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"
+    " thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth"
+).split()
+#: Numbers written as words, cardinal and ordinal ("twelve", "twelfth", "forty").
+NUMBER_WORDS = frozenset(
+    [*_UNITS_WORDS, *_TENS_WORDS, *_ORDINALS, "zero", "dozen", "hundred", "thousand"]
+    + ["million", "billion", "hundredth", "thousandth", "millionth"]
+    + [tens[:-1] + "ieth" for tens in _TENS_WORDS]
+)
+
+
 def placeholder(term: str) -> bool:
     """Whether ``term`` (a code or a word) holds a placeholder name (:data:`PLACEHOLDERS`)
     as one of its parts: it is an example of a kind of name, not a name."""
@@ -542,9 +559,13 @@ class CommonWords:
         grows with the logarithm of the word's rank in the vocabulary (or of its form
         without a common suffix, when the vocabulary lacks the word itself): 0 up to
         :data:`COMMON_RANK`, 1 from :data:`RARE_RANK` and for a word the vocabulary lacks
-        (every word weighs 1 without one)."""
+        (every word weighs 1 without one). A number written as a word ("twelve",
+        "twelfth") weighs nothing: it is a value the question gives, as "12" is, which a
+        scope answers in digits or not at all."""
         words = self.words
         word = word.lower()
+        if word in NUMBER_WORDS:
+            return 0.0
         rank = words.get(word)
         if rank is None:  # "honoured" by "honour"; not "seed" by "see", "rename" by "name"
             forms = _stems(word, prefixes=False) | set(_inflected(word))
