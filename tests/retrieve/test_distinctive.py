@@ -228,7 +228,7 @@ def test_the_packaged_vocabulary_ranks_everyday_words_first() -> None:
 
 
 def test_a_number_written_as_a_word_weighs_nothing_absent() -> None:
-    """"the twelfth argument" gives a value, as "$12" does: a manual that says "$12" and
+    """ "the twelfth argument" gives a value, as "$12" does: a manual that says "$12" and
     never "twelfth" lacks nothing the question asks about."""
     common = CommonWords.packaged()
     assert common.words["twelfth"] > 5_000  # a rare word, were it not a number
