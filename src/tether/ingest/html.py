@@ -55,7 +55,11 @@ page's own markup, in the order a screen reader would find the main content:
    whose ``role`` is button, a link that runs a script: ``href="javascript:..."``) is
    never content, nor is a paragraph that credits the program that made the page ("This
    document was generated on ... using texi2any.") or only says when the page last
-   changed ("This page last modified on 2022-01-20 21:38:08 UTC").
+   changed ("This page last modified on 2022-01-20 21:38:08 UTC"), nor a link to a place
+   on the same page that says only "More...". A page Doxygen made is read as Doxygen means
+   it (:mod:`tether.ingest.doxygen`): its code examples as code blocks, its prototypes as
+   one line of code, without the hover cards of the names in its examples and the lines
+   that point into its source listings.
 
 Headings become section titles (``#`` lines), list items ``- `` lines (a paragraph that
 opens an item stays on its line), a table row one line with its cells apart (`` | ``;
@@ -72,6 +76,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
+from tether.ingest import doxygen
 from tether.ingest.chunking import Heading
 from tether.ingest.furniture import (
     CHARS,
@@ -98,38 +103,13 @@ from tether.ingest.furniture import (
     is_section,
     title_named,
 )
+from tether.ingest.preformatted import fenced
 from tether.text import normalize_text
 
-_BLOCK_TAGS = {
-    "address",
-    "article",
-    "aside",
-    "blockquote",
-    "br",
-    "dd",
-    "div",
-    "dl",
-    "dt",
-    "figcaption",
-    "figure",
-    "footer",
-    "form",
-    "header",
-    "hr",
-    "li",
-    "main",
-    "nav",
-    "ol",
-    "p",
-    "pre",
-    "section",
-    "table",
-    "tbody",
-    "tfoot",
-    "thead",
-    "tr",
-    "ul",
-}
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote br dd div dl dt figcaption figure footer form header hr"
+    " li main nav ol p pre section table tbody tfoot thead tr ul".split()
+)
 _SKIP_TAGS = {
     "script",
     "style",
@@ -152,22 +132,7 @@ _CELL_CHARS = 400
 _JUDGED_BLOCKS = {"div", "p", "ul", "ol", "dl", "table", "header"}
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 #: Elements without an end tag: never pushed on a nesting stack.
-_VOID = {
-    "area",
-    "base",
-    "br",
-    "col",
-    "embed",
-    "hr",
-    "img",
-    "input",
-    "link",
-    "meta",
-    "param",
-    "source",
-    "track",
-    "wbr",
-}
+_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 #: What a ``<head>`` may hold: any other element starts the body, as ``<body>`` does.
 _HEAD_TAGS = {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.I)
@@ -187,13 +152,6 @@ _MARKS = (_HEADING_MARK, _PRE_LINE, _PRE_OPEN, _PRE_CLOSE)
 #: What a table cell holding it keeps on lines of its own: headings, code, list items.
 _STRUCTURE = (*_MARKS, "\n- ")
 _PRE_BLOCK = re.compile(f"{_PRE_OPEN}\n(.*?){_PRE_CLOSE}", re.DOTALL)
-_BACKTICKS = re.compile("`{3,}")
-#: A ``<pre>`` block that reads as prose (see :func:`_reads_as_prose`) is not fenced.
-_PROSE_CHARS, _PROSE_SHARE = 200, 0.85
-_SENTENCE_ENDS = re.compile(r"[.!?][\"')\]]*\s")
-_PROMPT = re.compile(r"^[ \t]*(?:\$|>>>|\.\.\.|[A-Za-z]:\\>?|PS>) ", re.MULTILINE)
-_COLUMNS = re.compile(r"^[ \t]*\S.*\S {3,}\S", re.MULTILINE)
-_PLAIN_WORD = re.compile(r"[\"'(]?[^\W\d_][^\W\d_'’-]*(?:['’-][^\W\d_]+)*[\"')]?[.,;:!?]?[\"')]?")
 
 
 class _Nesting:
@@ -215,6 +173,8 @@ class _Nesting:
             del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
 
 
+#: A link to a place on the same page that says only this leads to the details below.
+_MORE = frozenset({"more...", "more…", "more »", "read more...", "read more…", "[more]"})
 #: A generator's credit line, up to this many characters.
 _CREDIT_CHARS = 200
 _CREDIT = re.compile(
@@ -227,9 +187,12 @@ class _HTMLText(HTMLParser):
     """Visible text as Markdown-like lines: headings become ``#`` lines, list items ``- ``;
     with ``main_only``, only the text inside the page's main landmark."""
 
-    def __init__(self, *, main_only: bool = False) -> None:
+    def __init__(self, *, main_only: bool = False, doxygen_page: bool = False) -> None:
         super().__init__(convert_charrefs=True)
         self.out: list[str] = []
+        self._doxygen = doxygen_page  # read its code examples and prototypes as code
+        self._fragment = _Nesting()  # an open Doxygen code example, and what it holds
+        self._prototype = _Nesting()  # an open Doxygen prototype table
         self.title = ""
         self._hidden = _Nesting()  # an element whose text is not content, and its children
         self._main = _Nesting()
@@ -276,10 +239,14 @@ class _HTMLText(HTMLParser):
         # Outside the main landmark nothing is kept, and what holds it is not furniture
         # whatever its class says (Read the Docs' theme: <div class="wy-nav-content">).
         judged = not self._main_only or bool(self._main)
-        if tag in _SKIP_TAGS or (
-            judged and is_not_content(tag, attrs, in_quotation=quoted, in_section=sectioned)
+        if (
+            tag in _SKIP_TAGS
+            or (judged and is_not_content(tag, attrs, in_quotation=quoted, in_section=sectioned))
+            or (self._doxygen and doxygen.hover_card(tag, attrs))
         ):
             self._hidden.start(tag)
+            return
+        if self._doxygen and self._doxygen_start(tag, attrs):
             return
         if self._heading is not None and ("aria-hidden", "true") in attrs:
             self._hidden.start(tag)  # in a title, what a screen reader skips (a "TOC" link)
@@ -299,6 +266,27 @@ class _HTMLText(HTMLParser):
                 self._counts[HEADINGS] += 1  # a page's title (Doxygen's <div class="title">)
             elif tag != "a" and not self._links and code_named(attrs):
                 self._counts[CODE] += 1  # a declaration (Haddock's <p class="src">)
+
+    def _doxygen_start(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        """A Doxygen code example opens as a ``<pre>`` (its lines are ``<div>`` elements)
+        and a prototype table as one line of code: True when ``tag`` was taken so."""
+        if self._fragment or self._prototype:
+            (self._fragment or self._prototype).start(tag)
+            if tag in {"td", "tr"} and self._prototype and self._shown():
+                self.out.append(" ")
+            return tag in {"div", "table", "tbody", "tr", "td", "th"}
+        if self._pre or not self._shown():
+            return False
+        if doxygen.code_fragment(tag, attrs):
+            self._fragment.start(tag)
+            self._open("pre")
+            return True
+        if doxygen.prototype(tag, attrs):
+            self._prototype.start(tag)
+            self._counts[CODE] += 1  # a declaration: the block holding it is content
+            self.out.append("\n\n")
+            return True
+        return False
 
     def _judge_later(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._links or (tag == "a" and any(n == "href" for n, _ in attrs)):
@@ -390,6 +378,15 @@ class _HTMLText(HTMLParser):
         if self._hidden:
             self._hidden.end(tag)
             return
+        if self._fragment or self._prototype:
+            nesting = self._fragment or self._prototype
+            nesting.end(tag)
+            if not nesting:  # the example or the prototype ends
+                self.out.append("\n\n") if nesting is self._prototype else self._close("pre")
+            elif tag == "div" and self._fragment:
+                self.out.append("\n" + _PRE_LINE)  # a line of the example ends
+            if tag in {"div", "table", "tbody", "tr", "td", "th"}:
+                return
         shown = self._shown()
         self._main.end(tag)
         self._articles.end(tag)
@@ -464,8 +461,8 @@ class _HTMLText(HTMLParser):
             # marker ("#", "¶", "§") or a footnote's way back ("↩"), not text (an
             # operator of two, SQLite's "->", stays).
             shown = "".join(self.out[self._anchor_at :]).strip().rstrip("\ufe0e\ufe0f")
-            if len(shown) == 1 and not shown.isalnum():
-                del self.out[self._anchor_at :]
+            if (len(shown) == 1 and not shown.isalnum()) or shown.lower() in _MORE:
+                del self.out[self._anchor_at :]  # (or a jump to the details: "More...")
             self._anchor_at = None
         elif tag == "tr" and self._cells:
             self._end_cell()
@@ -495,6 +492,8 @@ class _HTMLText(HTMLParser):
             return
         if not self._shown():
             return
+        if self._fragment.open == ["div"] and not data.strip():
+            return  # between the lines of a Doxygen example: they end lines themselves
         if self._pre and self._heading is None:
             self.out.append(data.replace("\n", "\n" + _PRE_LINE))
         else:
@@ -519,7 +518,7 @@ class _HTMLText(HTMLParser):
 
 
 def _parse(markup: str, *, main_only: bool) -> _HTMLText:
-    parser = _HTMLText(main_only=main_only)
+    parser = _HTMLText(main_only=main_only, doxygen_page=doxygen.made_by_doxygen(markup))
     parser.feed(markup)
     parser.close()
     return parser
@@ -530,30 +529,7 @@ def _pre_line(line: str) -> str:
 
 
 def _fenced(block: re.Match[str]) -> str:
-    """A ``<pre>`` block's text between fences (longer than any backtick run inside),
-    nothing when it shows no text; prose kept in a ``<pre>`` (a plain-text e-mail, a text
-    file served as a page) stays prose, line breaks and all."""
-    code = block.group(1).strip("\n")
-    if not code.strip():
-        return ""
-    if _reads_as_prose(code):
-        return code
-    fence = "`" * max([3, *(len(run) + 1 for run in _BACKTICKS.findall(code))])
-    return f"{fence}\n{code}\n{fence}"
-
-
-def _reads_as_prose(text: str) -> bool:
-    """Whether a ``<pre>`` block reads as sentences: at least :data:`_PROSE_CHARS`
-    characters, two sentence ends, no prompt (``$ ``, ``>>> ``) or columns, and nearly
-    every word a plain word (code has operators, brackets, paths and options between its
-    words; a diagram, dashes)."""
-    words = text.split()
-    if len(text) < _PROSE_CHARS or len(_SENTENCE_ENDS.findall(text + " ")) < 2:
-        return False
-    if _PROMPT.search(text) or len(_COLUMNS.findall(text)) > 1:
-        return False  # a terminal session, or text laid out in columns
-    plain = sum(1 for word in words if _PLAIN_WORD.fullmatch(word))
-    return plain >= _PROSE_SHARE * len(words)
+    return fenced(block.group(1))
 
 
 def _line(line: str) -> str:
@@ -576,6 +552,8 @@ def html_document(markup: str) -> tuple[str, str, list[Heading]]:
         _pre_line(line) if line.startswith(_PRE_LINE) else _line(line)
         for line in "".join(parser.out).split("\n")
     ]
+    if parser._doxygen:
+        lines = doxygen.source_references_dropped(lines)
     fenced = _PRE_BLOCK.sub(_fenced, "\n".join(lines))
     # A <pre> never closed (a cut-off page, an HTML block cut at a blank line) is no fence.
     marked = normalize_text(fenced.replace(_PRE_OPEN, "").replace(_PRE_CLOSE, ""))
