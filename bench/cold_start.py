@@ -123,30 +123,57 @@ def torch_imported(store: Path, workspace: str) -> dict[str, str]:
     return found
 
 
-def indexing(corpus: Path, docs: int) -> dict[str, float]:
-    """Chunks per second of ``Tether.add`` with embeddings on, per runtime (the model
-    loaded and warmed first: this is throughput, not start-up)."""
+def indexing(corpus: Path, docs: int, rounds: int = 1) -> dict[str, list[float]]:
+    """Chunks per second of ``Tether.add`` with embeddings on, per runtime and round (the
+    model loaded and warmed first: this is throughput, not start-up). The runtimes take
+    turns, round after round, so that a machine busy for a while slows both."""
     from tether import Settings, Tether
 
     rows = corpus_texts(corpus, docs)
-    rates = {}
-    for runtime in RUNTIMES:
-        settings = Settings.load(rag={"embeddings": {"runtime": runtime}})
-        with (
-            tempfile.TemporaryDirectory() as tmp,
-            Tether(db=Path(tmp) / "i.db", settings=settings) as t,
-        ):
-            t.embedder.embed(["warm up"])
-            started = time.perf_counter()
-            results = t.add(sources(rows), workspace_id=WORKSPACE)
-            seconds = time.perf_counter() - started
-            chunks = sum(r.chunk_count or 0 for r in results)
-            rates[runtime] = chunks / seconds
-            log(f"  {runtime}: {chunks} chunks in {seconds:.1f}s")
+    rates: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}
+    for round_ in range(rounds):
+        for runtime in RUNTIMES:
+            settings = Settings.load(rag={"embeddings": {"runtime": runtime}})
+            with (
+                tempfile.TemporaryDirectory() as tmp,
+                Tether(db=Path(tmp) / "i.db", settings=settings) as t,
+            ):
+                t.embedder.embed(["warm up"])
+                started = time.perf_counter()
+                results = t.add(sources(rows), workspace_id=WORKSPACE)
+                seconds = time.perf_counter() - started
+                chunks = sum(r.chunk_count or 0 for r in results)
+                rates[runtime].append(chunks / seconds)
+                log(f"  round {round_ + 1}, {runtime}: {chunks} chunks in {seconds:.1f}s")
     return rates
 
 
-def report(times: dict[str, list[float]], rates: dict[str, float], torch: dict[str, str]) -> str:
+def indexing_lines(rates: dict[str, list[float]]) -> tuple[list[str], list[list[str]]]:
+    """The indexing ratio (of the medians, and per round) and a table row per runtime."""
+    if not rates:
+        return [], []
+    rate = {r: statistics.median(v) for r, v in rates.items()}
+    rounds = ", ".join(
+        f"{ratio(a, b):.2f}x" for a, b in zip(rates["onnx-int8"], rates["torch"], strict=True)
+    )
+    line = (
+        "indexing with embeddings, onnx-int8 / torch (chunks/s, higher is better):"
+        f" {ratio(rate['onnx-int8'], rate['torch']):.2f}x (medians; per round {rounds})"
+    )
+    rows = [
+        [
+            f"`Tether.add`, embeddings on, {r}",
+            f"{rate[r]:.1f} chunks/s",
+            ", ".join(f"{x:.1f}" for x in v),
+        ]
+        for r, v in rates.items()
+    ]
+    return [line], rows
+
+
+def report(
+    times: dict[str, list[float]], rates: dict[str, list[float]], torch: dict[str, str]
+) -> str:
     med = {k: statistics.median(v) for k, v in times.items()}
     int8 = med["onnx-int8"]
     lines = [
@@ -154,11 +181,8 @@ def report(times: dict[str, list[float]], rates: dict[str, float], torch: dict[s
         "cold search, onnx-int8 / sentence-transformers load + one query:"
         f" {ratio(int8, med['peer']):.2f}x",
     ]
-    if rates:
-        lines.append(
-            f"indexing with embeddings, onnx-int8 / torch (chunks/s, higher is better):"
-            f" {ratio(rates['onnx-int8'], rates['torch']):.2f}x"
-        )
+    index_lines, index_rows = indexing_lines(rates)
+    lines += index_lines
     rows = [
         [f"cold `tether search`, {r}", f"{med[r]:.2f} s", ", ".join(f"{x:.2f}" for x in times[r])]
         for r in RUNTIMES
@@ -170,9 +194,7 @@ def report(times: dict[str, list[float]], rates: dict[str, float], torch: dict[s
             ", ".join(f"{x:.2f}" for x in times["peer"]),
         ]
     )
-    rows += [
-        [f"`Tether.add`, embeddings on, {r}", f"{v:.1f} chunks/s", ""] for r, v in rates.items()
-    ]
+    rows += index_rows
     lines += ["", markdown_table(["what", "median", "runs"], rows), ""]
     lines += [f"{r}: embedder and torch imported: {v}" for r, v in torch.items()]
     return "\n".join(lines)
@@ -185,14 +207,22 @@ def main() -> None:
     p.add_argument("--workspace", default=WORKSPACE, help="the store's workspace to search")
     p.add_argument("--runs", type=int, default=5, help="cold searches per runtime")
     p.add_argument("--index-docs", type=int, default=1000, help="0: skip the indexing part")
+    p.add_argument("--index-rounds", type=int, default=3, help="indexing rounds, runtimes in turn")
+    p.add_argument(
+        "--index-only", action="store_true", help="only the indexing part (no store, no search)"
+    )
     p.add_argument("--store-docs", type=int, default=None, help="abstracts in a new store")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = p.parse_args()
     print(f"{cpu_model()}, {usable_cores()} usable cores, load {os.getloadavg()[0]:.1f}")
+    if args.index_only:
+        lines, rows = indexing_lines(indexing(args.corpus, args.index_docs, args.index_rounds))
+        print("\n".join([*lines, "", markdown_table(["what", "median", "rounds"], rows)]))
+        return
     chunks = build_store(args.corpus, args.store, args.workspace, args.store_docs)
     times = cold_searches(args.store, args.workspace, args.runs)
     torch = torch_imported(args.store, args.workspace)
-    rates = indexing(args.corpus, args.index_docs) if args.index_docs else {}
+    rates = indexing(args.corpus, args.index_docs, args.index_rounds) if args.index_docs else {}
     print(report(times, rates, torch))
     if args.json is not None:
         median = {k: statistics.median(v) for k, v in times.items()}
