@@ -197,19 +197,10 @@ class Grounder:
             return 0.0 if word.lower() in own_words else absence(word) if absence else 1.0
 
         terms = question_terms(question, stats, language, said_by_absence if own else absence)
-        absent = [
-            code
-            for code, cores in codes.items()
-            if not stats.in_scope.get(code, False)
-            and not (cores and all(stats.in_scope.get(c, False) for c in cores))
-        ]
-        absent += [
-            n
-            for n, spellings in numbers.items()
-            if not any(stats.in_scope.get(s, False) for s in spellings)
-        ]
-        names = proper_names(question) if english else set()
-        rare = self.rare_words_absent(terms.absent, scope, filters, names)
+        absent = held_nowhere(codes, numbers, stats.in_scope)
+        rare = self.rare_words_absent(
+            terms.absent, scope, filters, proper_names(question) if english else set()
+        )
         absent += [
             w
             for w in rare
@@ -351,6 +342,21 @@ def question_codes(
         if name not in codes and not placeholder(name)
     }
     return codes
+
+
+def held_nowhere(
+    codes: dict[str, list[str]], numbers: dict[str, list[str]], in_scope: dict[str, bool]
+) -> list[str]:
+    """The codes and named numbers of a question that the scope holds in no way: a code
+    neither whole nor by all of its parts, a number in none of its spellings."""
+    absent = [
+        code
+        for code, cores in codes.items()
+        if not in_scope.get(code, False) and not (cores and all(in_scope.get(c) for c in cores))
+    ]
+    return absent + [
+        n for n, spellings in numbers.items() if not any(in_scope.get(s) for s in spellings)
+    ]
 
 
 #: Letters of the shortest keyword in capitals that must be written so: shorter ones are
