@@ -381,8 +381,10 @@ class _HTMLText(HTMLParser):
         if self._fragment or self._prototype:
             nesting = self._fragment or self._prototype
             nesting.end(tag)
-            if not nesting:  # the example or the prototype ends
-                self.out.append("\n\n") if nesting is self._prototype else self._close("pre")
+            if not nesting and nesting is self._prototype:  # the prototype ends
+                self.out.append("\n\n")
+            elif not nesting:  # the example ends
+                self._close("pre")
             elif tag == "div" and self._fragment:
                 self.out.append("\n" + _PRE_LINE)  # a line of the example ends
             if tag in {"div", "table", "tbody", "tr", "td", "th"}:
