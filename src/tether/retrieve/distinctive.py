@@ -232,20 +232,20 @@ def number_terms(question: str) -> dict[str, list[str]]:
     return found
 
 
-_UNITS_WORDS = (
+_CARDINALS = (
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
     " fifteen sixteen seventeen eighteen nineteen"
 ).split()
-_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 _ORDINALS = (
     "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"
     " thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth"
 ).split()
 #: Numbers written as words, cardinal and ordinal ("twelve", "twelfth", "forty").
 NUMBER_WORDS = frozenset(
-    [*_UNITS_WORDS, *_TENS_WORDS, *_ORDINALS, "zero", "dozen", "hundred", "thousand"]
+    [*_CARDINALS, *_TENS, *_ORDINALS, "zero", "dozen", "hundred", "thousand"]
     + ["million", "billion", "hundredth", "thousandth", "millionth"]
-    + [tens[:-1] + "ieth" for tens in _TENS_WORDS]
+    + [tens[:-1] + "ieth" for tens in _TENS]
 )
 
 
