@@ -9,6 +9,7 @@ from pathlib import Path
 from helpers import make_pdf, make_settings
 from tether import Tether, TextSource
 from tether.eval.documents import starts_inside_a_sentence
+from tether.models import Citation
 from tether.retrieve.context import (
     build_context,
     continue_over_pages,
@@ -239,3 +240,23 @@ def test_a_passage_that_starts_inside_a_sentence_is_begun_at_its_start(tmp_path:
             # What the evaluation counts: a passage opening after a sentence's first words.
             cut = replace(citation, text=citation.text[citation.text.index(" ") + 1 :])
             assert starts_inside_a_sentence(t, cut, texts)
+
+
+def test_a_passage_that_starts_inside_long_fenced_code_starts_inside_no_sentence(
+    tmp_path: Path,
+) -> None:
+    """Code longer than a chunk is cut inside its fence; a passage opening there opens
+    inside no sentence (the evaluation counts sentences, not lines of code)."""
+    lines = "\n".join(f"export step_{i}=step_{i - 1}_done" for i in range(1, 60))
+    text = f"Run the pipeline like this:\n\n```sh\n{lines}\n```\n\nThat is all."
+    settings = make_settings(chunk_size=300, chunk_overlap=0, embeddings={"enabled": False})
+    with Tether(db=tmp_path / "t.db", settings=settings) as t:
+        [result] = t.add(TextSource(text, "pipeline"), workspace_id="w")
+        inside = [c for c in t.chunks(result.document_id) if c.content.startswith("export")]
+        assert inside
+        citation = Citation(
+            number=1, document_id=result.document_id, title="pipeline", section_title=None,
+            page=None, pages=(), chunk_ids=(inside[0].id,), source_path=None,
+            workspace_id="w", relevance=1.0, text=inside[0].content,
+        )  # fmt: skip
+        assert not starts_inside_a_sentence(t, citation, {})

@@ -436,15 +436,16 @@ def starts_inside_a_sentence(t: Tether, citation: Citation, texts: dict[str, str
     """Whether a cited passage starts inside a sentence: inside a line, after words that
     do not end a sentence; or at a line's start with a lowercase word that goes on from
     the line before (wrapped prose, as PDF text is), where that line is not a block of
-    its own (``texts``: documents' text, kept between calls)."""
+    its own (``texts``: documents' text, kept between calls). A start inside a fenced code
+    block (one longer than a chunk) is inside no sentence."""
     if not citation.text:
         return False
     if citation.document_id not in texts:
         texts[citation.document_id] = t.document_text(citation.document_id)
     document = texts[citation.document_id]
     at = document.find(citation.text)
-    if at <= 0:
-        return False
+    if at <= 0 or len(_FENCE_LINE.findall(document, 0, at)) % 2:
+        return False  # (a start inside fenced code, longer than a chunk, is no sentence's)
     paragraph = document[:at].rsplit("\n\n", 1)[-1]
     before = paragraph.rstrip()
     if not before or before[-1] in _CLOSES:
@@ -454,6 +455,8 @@ def starts_inside_a_sentence(t: Tether, citation: Citation, texts: dict[str, str
     return not is_block_line(before.rsplit("\n", 1)[-1])
 
 
+#: A fence line of a code block (Markdown's, and every format tether reads code from).
+_FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 #: What a sentence (or a label: "Options:") ends with, closing quotes and brackets included.
 _CLOSES = frozenset(".!?…:;\"')]”’")
 

@@ -1,5 +1,6 @@
-"""A ``<pre>`` block of an HTML page as text: a fenced code block (as in Markdown), or
-prose when it reads as sentences (a plain-text e-mail, a text file served as a page)."""
+"""A ``<pre>`` block of an HTML page (or a reStructuredText literal block) as text: a
+fenced code block (as in Markdown), or prose when it reads as sentences (a plain-text
+e-mail, a text file served as a page)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,18 @@ _COLUMNS = re.compile(r"^[ \t]*\S.*\S {3,}\S", re.MULTILINE)
 _PLAIN_WORD = re.compile(r"[\"'(]?[^\W\d_][^\W\d_'’-]*(?:['’-][^\W\d_]+)*[\"')]?[.,;:!?]?[\"')]?")
 
 
-def fenced(code: str) -> str:
-    """A ``<pre>`` block's text between fences (longer than any backtick run inside),
-    nothing when it shows no text; prose kept in a ``<pre>`` (a plain-text e-mail, a text
-    file served as a page) stays prose, line breaks and all."""
+def fenced(code: str, info: str = "") -> str:
+    """A ``<pre>`` block's text between fences (longer than any backtick run inside; the
+    opening one followed by ``info``, the code's language), nothing when it shows no
+    text; prose kept in a ``<pre>`` (a plain-text e-mail, a text file served as a page)
+    stays prose, line breaks and all."""
     code = code.strip("\n")
     if not code.strip():
         return ""
     if _reads_as_prose(code):
         return code
     fence = "`" * max([3, *(len(run) + 1 for run in _BACKTICKS.findall(code))])
-    return f"{fence}\n{code}\n{fence}"
+    return f"{fence}{info}\n{code}\n{fence}"
 
 
 def _reads_as_prose(text: str) -> bool:

@@ -208,6 +208,13 @@ Light the lamp at dusk::
 - check the oil
 - polish the lens
 
+.. code-block:: console
+
+    $ keeper light --all
+
+>>> lamp.lit
+True
+
 Weather
 -------
 
@@ -220,7 +227,9 @@ calm       paint
 """
 
 
-def test_rst_sections_are_nested_headings_with_code_lists_and_table_rows(tmp_path: Path) -> None:
+def test_rst_sections_are_nested_headings_with_fenced_code_lists_and_table_rows(
+    tmp_path: Path,
+) -> None:
     doc = load_path(write(tmp_path / "guide.rst", GUIDE))
     assert doc.title == "Keeper Guide" and doc.mime == "text/x-rst"
     sections = titled(doc)
@@ -231,7 +240,10 @@ def test_rst_sections_are_nested_headings_with_code_lists_and_table_rows(tmp_pat
     ]
     assert "author: Ana Ribeiro" in sections[0][1]
     lighting = sections[1][1]
-    assert "def light(lamp):\n    lamp.wick.trim()\n        return lamp" in lighting
+    # Code is a fenced block, as in Markdown and HTML: kept whole, never a paragraph.
+    assert "```\ndef light(lamp):\n    lamp.wick.trim()\n        return lamp\n```" in lighting
+    assert "```console\n$ keeper light --all\n```" in lighting
+    assert "```pycon\n>>> lamp.lit\nTrue\n```" in lighting
     assert "- check the oil\n- polish the lens" in lighting
     assert sections[2][1] == "Weather\n\nWind | Action\ngale | stay in\ncalm | paint"
 
@@ -299,6 +311,32 @@ def test_rst_sphinx_directives_and_roles_read_as_sphinx_renders_them(tmp_path: P
     from docutils.parsers.rst import directives, roles
 
     assert "py:function" not in directives._directives and "func" not in roles._roles
+
+
+def test_rst_roles_a_project_defines_and_page_settings_read_as_the_built_page(
+    tmp_path: Path,
+) -> None:
+    """A role only the project's ``conf.py`` defines (``sphinx.ext.extlinks``'
+    ``:pypi:``, an ``:issue:`` link) is its text, not raw markup; the page settings Sphinx
+    reads from the first fields (``:orphan:``, ``:tocdepth:``) are not text of the page,
+    while its other fields are."""
+    source = (
+        ":orphan:\n:tocdepth: 2\n:Author: Ana Ribeiro\n\nPlugins\n=======\n\n"
+        "Install :pypi:`pytest-cov` (see :issue:`the report <1234>`), then :func:`run`.\n\n"
+        "Compare :data:`python:doctest.REPORT_UDIFF`, :func:`~python:os.path.join` and"
+        " :cpp:class:`std::vector`.\n"
+    )
+    doc = load_path(write(tmp_path / "plugins.rst", source))
+    assert doc.text.split("\n\n") == [
+        "author: Ana Ribeiro",
+        "Plugins",
+        "Install pytest-cov (see the report), then run().",
+        # (an intersphinx inventory's name is no part of what the page shows)
+        "Compare doctest.REPORT_UDIFF, join() and std::vector.",
+    ]
+    from docutils.parsers.rst import roles
+
+    assert roles.role.__module__ == "docutils.parsers.rst.roles"  # (the lookup restored)
 
 
 # -- RTF ----------------------------------------------------------------------------------

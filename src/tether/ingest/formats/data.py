@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 from xml.etree.ElementTree import Element
@@ -21,6 +22,7 @@ from xml.etree.ElementTree import Element
 from tether.errors import EmptyDocument, UnreadableFile, UnsupportedFileType
 from tether.ingest.chunking import Heading, Section, heading_sections
 from tether.ingest.loaders import FileBytes, LoadedDocument, decode_text
+from tether.ingest.preformatted import fenced
 from tether.text import normalize_text
 
 logger = logging.getLogger("tether.ingest")
@@ -352,7 +354,8 @@ _RST_SETTINGS = {
 
 def load_rst(file: FileBytes) -> LoadedDocument:
     """A reStructuredText document: section titles as nested headings, paragraphs,
-    literal blocks as written, list items and table rows as lines; Sphinx's directives
+    literal and doctest blocks as fenced code blocks (in the language a ``code-block``
+    names), list items and table rows as lines; Sphinx's directives
     and roles as Sphinx renders them (:mod:`tether.ingest.formats.sphinx`)."""
     source = str(file.path)
     try:
@@ -415,7 +418,10 @@ class _RstWriter:
             name, body = (child.astext() for child in node.children[:2])
             builder.block(f"{name}: {body}", tight=node.parent.index(node) > 0)
         elif isinstance(node, nodes.docinfo):
-            builder.block("\n".join(_rst_field(child) for child in node.children))
+            fields = [child for child in node.children if not _sphinx_metadata(child)]
+            builder.block("\n".join(_rst_field(child) for child in fields))
+        elif isinstance(node, nodes.literal_block | nodes.doctest_block):
+            builder.block(fenced(node.astext(), _rst_language(node)))
         elif isinstance(node, nodes.TextElement | nodes.Text):
             builder.block(node.astext())
         else:
@@ -437,6 +443,19 @@ class _RstWriter:
         return [(child, level) for child in children]
 
 
+def _rst_language(node: Any) -> str:
+    """The language a literal block names (``.. code-block:: python``: docutils keeps it
+    among its classes, after "code"), else ``pycon`` for a doctest block, else none."""
+    if node.tagname == "doctest_block":
+        return "pycon"
+    classes = [c for c in node.get("classes", ()) if c != "code"]
+    language = node.get("language") or (classes[0] if classes else "")
+    return language if _LANGUAGE.fullmatch(language) else ""
+
+
+_LANGUAGE = re.compile(r"[\w+#.-]{1,30}")
+
+
 def _rst_skipped(nodes: Any) -> tuple[type, ...]:
     """Nodes that are no text of the document: messages, comments, link targets."""
     return (
@@ -446,6 +465,18 @@ def _rst_skipped(nodes: Any) -> tuple[type, ...]:
         nodes.target,
         nodes.substitution_definition,
         nodes.image,
+    )
+
+
+#: File-wide fields Sphinx reads as settings of the page, never shows (``:orphan:``).
+_SPHINX_METADATA = {"orphan", "nocomments", "nosearch", "tocdepth"}
+
+
+def _sphinx_metadata(node: Any) -> bool:
+    return (
+        node.tagname == "field"
+        and bool(node.children)
+        and node.children[0].astext().strip().lower() in _SPHINX_METADATA
     )
 
 

@@ -18,7 +18,8 @@ Sphinx does itself, and takes them out again after:
   ``autofunction`` and the other ``auto*``, ``literalinclude``, ``highlight``,
   ``module``) are nothing;
 - a role is its text: the title of ``:ref:`the config <config>```, the last name of
-  ``:func:`~os.path.join``` ("join()"), the name of ``:class:`Widget```.
+  ``:func:`~os.path.join``` ("join()"), the name of ``:class:`Widget```; so is a role
+  only the project's ``conf.py`` defines (``:pypi:`pytest-cov```, ``:issue:`123```).
 
 A name the document's own project registered differently is never replaced.
 """
@@ -26,6 +27,7 @@ A name the document's own project registered differently is never replaced.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +68,9 @@ _STEERING = (
 #: Directives whose argument steers the build, not shown (``.. only:: html``).
 _HIDDEN_ARGUMENTS = {"only"}
 _LOCK = threading.Lock()
+#: An intersphinx inventory's name before an object's (``python:doctest.REPORT_UDIFF``,
+#: shown as ``doctest.REPORT_UDIFF``); never C++'s ``std::vector``.
+_INVENTORY = re.compile(r"^([~!]?)[A-Za-z_][\w-]*:(?=[A-Za-z_][^:]*$)")
 
 
 @contextmanager
@@ -76,16 +81,39 @@ def sphinx_markup() -> Iterator[None]:
 
     with _LOCK:
         saved = dict(directives._directives), dict(roles._roles)
+        lookup = roles.role
         try:
             for name, directive in _directives().items():
                 directives._directives.setdefault(name, directive)
             for name, role in _roles().items():
                 roles._roles.setdefault(name, role)
+            roles.role = _or_text(lookup)
             yield
         finally:
+            roles.role = lookup
             for table, before in zip((directives._directives, roles._roles), saved, strict=True):
                 table.clear()
                 table.update(before)
+
+
+def _or_text(lookup: Any) -> Any:
+    """docutils' role lookup, where a role neither docutils nor Sphinx knows (one a
+    project defines in its ``conf.py``: ``:pypi:`pytest-cov``` from ``sphinx.ext.extlinks``,
+    ``:issue:`123```) is its text, as the built page shows it, not the raw markup."""
+
+    def role(name: str, *args: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
+        found, messages = lookup(name, *args, **kwargs)
+        if found is not None:
+            return found, messages
+        return _text_role, []
+
+    return role
+
+
+def _text_role(name: str, rawtext: str, text: str, *_: Any, **__: Any) -> Any:
+    from docutils import nodes
+
+    return [nodes.inline(rawtext, role_text(text, called=False))], []
 
 
 class _AnyOption(dict):  # type: ignore[type-arg]
@@ -109,6 +137,8 @@ def _roles() -> dict[str, Any]:
 
     def role(name: str, rawtext: str, text: str, *_: Any, **__: Any) -> Any:
         kind = name.rpartition(":")[2]
+        if kind in _CODE_ROLES:
+            text = _INVENTORY.sub(r"\1", text.strip(), count=1)
         shown = role_text(text, called=kind in _CALLED)
         node = nodes.literal if kind in _CODE_ROLES else nodes.inline
         return [node(rawtext, shown)], []
