@@ -282,17 +282,42 @@ def format_of(path: str | Path, data: bytes) -> Format:
 _RST_MARKUP = re.compile(r"^\.\. [^\s.]", re.MULTILINE)
 
 
+#: reStructuredText's inline markup, which plain text does not write: a role
+#: (``:ref:`fixtures```), an inline literal (````pytest.mark````) and a hyperlink reference
+#: (```Tidelift`_``, ```the tracker <https://...>`_``).
+_RST_INLINE = re.compile(r":[a-z][\w:+.-]*:`[^`\s]|``[^`\s][^`]*``|`[^`]{1,200}`__?(?![\w`])")
+#: A section title's underline, as reStructuredText reads one: a run of one punctuation
+#: character at least as long as the title above it (any longer), after a blank line.
+_RST_TITLE = re.compile(
+    r"(?:\A|\n[ \t]*\n)"  # a blank line before
+    r"(?:([!-/:-@\[-`{-~])\1{2,}\n)?"  # an overline
+    r"([^\s].*?)[ \t]*\n([!-/:-@\[-`{-~])\3{2,}[ \t]*$",  # the title, its underline
+    re.MULTILINE,
+)
+
+
 def reads_as_rst(path: str | Path, data: bytes) -> bool:
     """Whether a text file is reStructuredText: Sphinx's copy of a source
-    (``_sources/fixtures.rst.txt``), or text with an underlined heading and two lines of
-    explicit markup (directives, targets, comments), as Django's ``.txt`` documentation
-    has. Plain text has no such lines."""
+    (``_sources/fixtures.rst.txt``), or text with a section title and two marks of
+    reStructuredText (lines of explicit markup: directives, targets, comments; roles,
+    inline literals, hyperlink references), as Django's ``.txt`` documentation and
+    pytest's sources have. Plain text has no such marks."""
     if str(path).lower().endswith(".rst.txt"):
         return True
     text = _text_head(data[: 1 << 16])
-    if text is None or len(_RST_MARKUP.findall(text)) < 2:
+    if text is None:
         return False
-    return bool(underlined_headings(text))
+    marks = len(_RST_MARKUP.findall(text)) + len(_RST_INLINE.findall(text, 0, 1 << 14))
+    return marks >= 2 and (bool(underlined_headings(text)) or _rst_titled(text))
+
+
+def _rst_titled(text: str) -> bool:
+    """Whether ``text`` has a section title underlined as reStructuredText underlines one
+    (at least as long as the title: plain text's headings are within a third of it)."""
+    return any(
+        len(m.group(0).rstrip().rsplit("\n", 1)[1]) >= len(m.group(2))
+        for m in _RST_TITLE.finditer(text)
+    )
 
 
 @functools.cache

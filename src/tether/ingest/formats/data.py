@@ -408,6 +408,8 @@ class _RstWriter:
             builder.heading(node.astext(), max(level, 1))
         elif isinstance(node, nodes.list_item):
             return self._list_item(node, level)
+        elif isinstance(node, nodes.Admonition) and not isinstance(node, nodes.admonition):
+            return self._admonition(node, level)
         elif isinstance(node, nodes.table):
             rows = [
                 " | ".join(one_line(e.astext()) for e in r.children)
@@ -427,6 +429,17 @@ class _RstWriter:
         else:
             return [(child, level) for child in node.children]
         return []
+
+    def _admonition(self, node: Any, level: int) -> list[tuple[Any, int]]:
+        """A note, a warning, a tip... as rendered: its kind first ("Note: ..."), on its
+        first paragraph's line (a titled ``.. admonition::`` shows its title instead)."""
+        children = list(node.children)
+        label = f"{node.tagname.capitalize()}:"
+        if children and isinstance(children[0], self.nodes.paragraph):
+            self.builder.block(f"{label} {children.pop(0).astext()}")
+        else:
+            self.builder.block(label)
+        return [(child, level) for child in children]
 
     def _list_item(self, node: Any, level: int) -> list[tuple[Any, int]]:
         """A list item as a ``- text`` line (``3. text`` in an enumerated list)."""
