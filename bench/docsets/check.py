@@ -12,7 +12,8 @@ The format is described in ``bench/docsets/README.md``. Checks:
 * ``manifest.json`` is well formed (``fetch.py``'s loader) and ``questions.json`` follows
   the schema: version 2, ``workspace``, ``session`` (id, documents), ``documents`` (name,
   file, title), ``questions`` with the fields of their kind; unique ids; known documents;
-  the documents are exactly the manifest's files, with ``file`` = ``docs/<name>.<html|md|txt>``;
+  the documents are exactly the manifest's files, with ``file`` = ``docs/<name>.<html|md|txt>``
+  (for man pages ``docs/<name>.<section>``);
   the session is a non-empty proper subset of them;
 * counts: at least 34 answerable (24 asked in the session, 6 in the workspace), 16
   unanswerable (with both scopes), 16 cross-scope;
@@ -31,7 +32,9 @@ and, unless ``--schema-only``:
 
 Text of a document: for HTML, the visible text from the stdlib ``html.parser`` (``<head>``,
 ``<script>``, ``<style>`` and the like skipped; block tags give line breaks); for Markdown
-and plain text (reStructuredText sources), the file's text. Matching: NFKC, whitespace
+and plain text (reStructuredText sources), the file's text; for man pages (format ``man``),
+the text of a small roff-to-text conversion (``man_text``: request lines dropped but their text
+arguments kept, font escapes removed, special characters written out). Matching: NFKC, whitespace
 collapsed, case-folded; as a fallback, all whitespace ignored. Absent terms are matched on the
 whitespace-collapsed text, at word boundaries when the term is made of plain words.
 
@@ -210,10 +213,178 @@ def html_text(markup: str) -> Text:
     return Text(norm(full), norm(main_raw.replace(BLOCK_SEP, "\n")), blocks)
 
 
+# --- man page (roff, man(7)) text --------------------------------------------------------
+
+# Special characters, \(xx and \[xx], as a man viewer writes them (others are dropped).
+ROFF_CHARS = {
+    "em": "\u2014", "en": "\u2013", "hy": "-", "bu": "\u2022", "aq": "'", "dq": '"',
+    "lq": "\u201c", "rq": "\u201d", "oq": "\u2018", "cq": "\u2019", "co": "\u00a9",
+    "rg": "\u00ae", "tm": "\u2122", "mu": "\u00d7", "di": "\u00f7", "+-": "\u00b1",
+    "<=": "\u2264", ">=": "\u2265", "!=": "\u2260", "->": "\u2192", "<-": "\u2190",
+    "de": "\u00b0", "ti": "~", "ha": "^", "rs": "\\", "sl": "/", "ba": "|", "or": "|",
+    "lB": "[", "rB": "]", "lC": "{", "rC": "}", "la": "\u27e8", "ra": "\u27e9",
+}  # fmt: skip
+ROFF_ESCAPE = re.compile(
+    r"""\\(?:
+        f(?:\(..|\[[^\]]*\]|.)        # font: \fB \fI \fR \fP \f(CW \f[B]
+      | \((?P<c2>..)                # special character \(em
+      | \[(?P<cn>[^\]]*)\]          # special character \[em]
+      | \*(?:\(..|\[[^\]]*\]|.)      # string (none defined in man(7) pages we read)
+      | s[-+]?\d                    # point size
+      | [nk](?:\(..|\[[^\]]*\]|.)     # register, mark
+      | [hvwoLlDbxXzZ]'[^']*'       # motions and the like, with a quoted argument
+      | (?P<one>.)                  # one character: \- \e \& \% \~ ...
+    )""",
+    re.X | re.S,
+)
+ROFF_ONE = {
+    "-": "-", "e": "\\", "\\": "\\", "&": "", "%": "", "|": "", "^": "", ")": "", "c": "",
+    "~": " ", " ": " ", "0": " ", "t": "\t", "'": "\u00b4", "`": "`", ".": ".", "/": "", ",": "",
+    "{": "", "}": "", ":": "", "!": "", "a": "",
+}  # fmt: skip
+# man(7) macros whose arguments are words shown as they are, space-separated ...
+ROFF_WORDS = {"TH", "SH", "SS", "B", "I", "SM", "SB"}
+# ... and whose arguments alternate two fonts, so they are shown joined (.BR ip (8) -> ip(8))
+ROFF_ALTERNATING = {"BR", "BI", "IR", "IB", "RB", "RI"}
+# Requests and macros that start a new block (paragraph, heading, list item, display)
+ROFF_BREAKS = {
+    "TH", "SH", "SS", "PP", "P", "LP", "TP", "TQ", "IP", "HP", "sp", "RS", "RE", "TS", "TE",
+    "EX", "EE", "nf", "fi", "UR", "UE", "MT", "ME",
+}  # fmt: skip
+
+
+def roff_inline(text: str) -> str:
+    """A roff text line without its escapes: fonts removed, special characters written out."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group("one") is not None:
+            one = m.group("one")
+            return ROFF_ONE.get(one, one)  # an unknown escape shows its character
+        name = m.group("c2") or m.group("cn")
+        return ROFF_CHARS.get(name, "") if name is not None else ""
+
+    return ROFF_ESCAPE.sub(sub, text)
+
+
+def roff_args(rest: str) -> list[str]:
+    """The arguments of a request line: space-separated, "quoted" (with "" for a quote)."""
+    args: list[str] = []
+    i, n = 0, len(rest)
+    while i < n:
+        while i < n and rest[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        if rest[i] == '"':
+            i += 1
+            arg = []
+            while i < n:
+                if rest.startswith('""', i):
+                    arg.append('"')
+                    i += 2
+                elif rest[i] == '"':
+                    i += 1
+                    break
+                else:
+                    arg.append(rest[i])
+                    i += 1
+            args.append("".join(arg))
+        else:
+            j = i
+            while j < n and rest[j] not in " \t":
+                j += 2 if rest[j] == "\\" else 1  # "\ " is a space inside the argument
+            args.append(rest[i:j])
+            i = j
+    return args
+
+
+def man_text(source: str) -> tuple[str, list[str]]:
+    """The text of a man page (roff with the man(7) macros) and its blocks.
+
+    Comments (``.\\"``, ``\\"`` to the end of a line) are dropped. A request line is dropped
+    but a text macro keeps its arguments (``.B ip route`` shows "ip route", ``.BR foo (8)``
+    "foo(8)", ``.SH``, ``.SS``, ``.TH`` their words, ``.IP`` its tag); layout requests (``.TP
+    .PP .RS .RE .nf .fi .sp .br .in .ti``...) show nothing. ``tbl`` tables (``.TS``/``.TE``)
+    lose their format lines. Escapes: fonts (``\\fB \\fI \\fR \\fP \\f(CW``) removed,
+    ``\\-`` is "-", ``\\(em`` an em dash, ``\\e`` a backslash, ``\\&`` and ``\\%`` nothing.
+    A block ends at a blank line, a heading, a paragraph or list macro (and the tag of a
+    ``.TP`` item), or a display or table boundary."""
+    lines: list[str] = []
+    blocks: list[list[str]] = [[]]
+
+    def brk() -> None:
+        if blocks[-1]:
+            blocks.append([])
+
+    def emit(text: str) -> None:
+        lines.append(text)
+        if text.strip():
+            blocks[-1].append(text)
+
+    table = ""  # "" outside a table; "spec" while reading its format lines; "data" after
+    tag_pending = False  # the next text line is a .TP tag, a block of its own
+    # a line ending in an unescaped backslash goes on on the next line
+    source = re.sub(r"(?<!\\)((?:\\\\)*)\\\n", r"\1", source)
+    for raw in source.splitlines():
+        if raw.startswith(('.\\"', "'\\\"")):  # a comment line
+            continue
+        line = re.sub(r'(?<!\\)((?:\\\\)*)\\".*', r"\1", raw)  # a comment to the end of the line
+        if table == "spec":  # options ("...;") and format lines, the last ending in "."
+            if line.rstrip().endswith("."):
+                table = "data"
+            continue
+        if line[:1] in (".", "'"):
+            name, _, rest = line[1:].strip().partition(" ")
+            name = name.strip()
+            if name in ROFF_BREAKS:
+                brk()
+            if name == "TS":
+                table = "spec"
+                continue
+            if name == "TE":
+                table = ""
+                continue
+            if name in ("TP", "TQ"):
+                tag_pending = True
+                continue
+            args = roff_args(rest)
+            if name in ROFF_WORDS:
+                text = " ".join(roff_inline(a) for a in args)
+            elif name in ROFF_ALTERNATING:
+                text = "".join(roff_inline(a) for a in args)
+            elif name == "IP" and args:
+                text = roff_inline(args[0])
+                emit(text)
+                brk()
+                continue
+            else:  # layout (.PP .RS .RE .nf .fi .sp .br .in .ti .ad .PD ...) or unknown
+                continue
+            if not text.strip():
+                continue  # ".B" alone sets the font of the next line, which shows it
+            emit(text)
+            if name in ("TH", "SH", "SS"):
+                brk()
+        elif not line.strip():
+            emit("")
+            brk()
+            continue
+        else:
+            emit(roff_inline(line.replace("\t", " ") if table else line))
+        if tag_pending:
+            tag_pending = False
+            brk()
+    text = "\n".join(lines)
+    return text, ["\n".join(b) for b in blocks if b]
+
+
 def document_text(path: Path, fmt: str) -> Text:
     raw = path.read_text(encoding="utf-8", errors="replace")
     if fmt == "html":
         return html_text(raw)
+    if fmt == "man":
+        text, blocks = man_text(raw)
+        t = norm(text)
+        return Text(t, t, [norm(b) for b in blocks])
     t = norm(raw)
     return Text(t, t, [t])
 
@@ -269,7 +440,7 @@ def check_top(data: object, ds: DocSet, rep: Report) -> QuestionSet:
 def check_documents(docs: object, ds: DocSet, qs: QuestionSet, rep: Report) -> None:
     """``documents``: exactly the manifest's files, each at ``docs/<name>.<suffix>``;
     the well-formed ones go into ``qs.documents``."""
-    suffix = ds.suffix
+    stored = {f.name: ds.path(f).relative_to(ds.root).as_posix() for f in ds.files}
     manifest_names = [f.name for f in ds.files]
     if not isinstance(docs, list) or not docs:
         rep.err("questions.json: 'documents' must be a non-empty list")
@@ -283,8 +454,9 @@ def check_documents(docs: object, ds: DocSet, qs: QuestionSet, rep: Report) -> N
             rep.err(f"documents[{i}]: duplicate name {name!r}")
         if name not in manifest_names:
             rep.err(f"documents[{i}]: {name!r} is not a file of manifest.json")
-        if d["file"] != f"docs/{name}.{suffix}":
-            rep.err(f"documents[{i}]: file must be 'docs/{name}.{suffix}' (got {d['file']!r})")
+        want = stored.get(name, f"docs/{name}.{ds.suffix}")
+        if d["file"] != want:
+            rep.err(f"documents[{i}]: file must be {want!r} (got {d['file']!r})")
         if not _is_text(d["title"]):
             rep.err(f"documents[{i}]: 'title' must be a non-empty string")
         qs.documents[str(name)] = d

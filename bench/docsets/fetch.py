@@ -16,7 +16,9 @@ package, each with the SHA-256 of the file as stored. The .deb is fetched with
 is unpacked once with ``dpkg -x`` (or, without dpkg, with the stdlib ``ar`` + ``tar`` reader
 of ``bench/manuals/fetch.py``, whose download and unpacking helpers this script reuses), and
 each listed member (gunzipped when it ends in ``.gz``) is written to
-``SET_DIR/docs/<name>.html``, ``.md`` or ``.txt`` (by the manifest's ``format``) and its
+``SET_DIR/docs/<name>.html``, ``.md`` or ``.txt`` (by the manifest's ``format``), or, for
+format ``man`` (roff man pages), to ``SET_DIR/docs/<name>.<section>`` with the section taken
+from the member's own file name (``usr/share/man/man8/ip-route.8.gz`` gives ``.8``), and its
 SHA-256 is checked. Files already there with the right SHA-256 are left alone; when all are,
 nothing is downloaded. ``docs/`` is git-ignored: the pages are fetched, not redistributed.
 
@@ -52,7 +54,10 @@ EXIT_OK: int = _mf.EXIT_OK
 EXIT_CHECK_FAILED: int = _mf.EXIT_CHECK_FAILED
 EXIT_USAGE: int = _mf.EXIT_USAGE
 
-FORMATS = {"html": "html", "markdown": "md", "text": "txt"}  # manifest "format" -> file suffix
+# manifest "format" -> file suffix; "man" files take their man section as suffix (below)
+FORMATS = {"html": "html", "markdown": "md", "text": "txt", "man": "<section>"}
+# the man section at the end of a man page's file name: "ip-route.8.gz" -> "8", "x.3pm" -> "3pm"
+MAN_SECTION_RE = re.compile(r"\.([0-9][a-z0-9]*)(?:\.gz)?$")
 NAME_RE = re.compile(r"[a-z0-9._-]+")
 SHA_RE = re.compile(r"[0-9a-f]{64}")
 MANIFEST_KEYS = {
@@ -63,6 +68,13 @@ MANIFEST_KEYS = {
 
 class ManifestError(Exception):
     """manifest.json is missing or malformed."""
+
+
+def man_section(member: str) -> str | None:
+    """The man section in a man page member's file name (``.../ip-route.8.gz`` -> ``"8"``,
+    ``.../tc-hfsc.7`` -> ``"7"``); None when the name ends in no section."""
+    m = MAN_SECTION_RE.search(member.rsplit("/", 1)[-1])
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class DocFile:
 class DocSet:
     root: Path  # the set's folder
     pin: DebPin  # pin.name is the set's name
-    format: str  # "html", "markdown" or "text"
+    format: str  # "html", "markdown", "text" or "man"
     description: str
     licence: str
     files: tuple[DocFile, ...]
@@ -87,6 +99,15 @@ class DocSet:
 
     @property
     def suffix(self) -> str:
+        """The file suffix of the format; for "man", where each page has its own, "<section>"."""
+        return FORMATS[self.format]
+
+    def suffix_of(self, f: DocFile) -> str:
+        """The suffix of ``f`` as stored: the format's, or for "man" the page's man section."""
+        if self.format == "man":
+            section = man_section(f.member)
+            assert section is not None, f.member  # load_manifest checked it
+            return section
         return FORMATS[self.format]
 
     @property
@@ -94,7 +115,7 @@ class DocSet:
         return self.root / "docs"
 
     def path(self, f: DocFile) -> Path:
-        return self.docs_dir / f"{f.name}.{self.suffix}"
+        return self.docs_dir / f"{f.name}.{self.suffix_of(f)}"
 
 
 def load_manifest(root: Path) -> DocSet:
@@ -134,6 +155,11 @@ def load_manifest(root: Path) -> DocSet:
             problems.append(f"files[{i}]: duplicate name {name!r}")
         if not isinstance(member, str) or not member or member.startswith("/") or ".." in member:
             problems.append(f"files[{i}]: member {member!r} must be a relative path in the .deb")
+        elif data.get("format") == "man" and man_section(member) is None:
+            problems.append(
+                f"files[{i}]: member {member!r} of a man set must end in its man section "
+                "(name.8 or name.8.gz)"
+            )
         if not isinstance(sha, str) or not SHA_RE.fullmatch(sha):
             problems.append(f"files[{i}]: sha256 must be 64 lower-case hex digits")
         seen.add(str(name))
@@ -196,7 +222,7 @@ def list_set(ds: DocSet) -> None:
         f"\tdeb sha256 {pin.deb_sha256}\n\tlicence {ds.licence}"
     )
     for f in ds.files:
-        print(f"\t{f.name}.{ds.suffix}\t{f.member}\t{f.sha256}")
+        print(f"\t{ds.path(f).name}\t{f.member}\t{f.sha256}")
 
 
 def all_set_dirs() -> list[Path]:

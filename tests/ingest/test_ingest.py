@@ -1246,7 +1246,7 @@ def test_unsupported_file_type(tmp_path: Path, name: str) -> None:
     """Binary data of no format tether reads, whatever its name says (a name that says
     nothing, or names no format, is read by its content)."""
     path = tmp_path / name
-    path.write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
     with pytest.raises(UnsupportedFileType) as excinfo:
         load_path(path)
     error = excinfo.value

@@ -169,6 +169,38 @@ def _asciidoc(file: FileBytes) -> LoadedDocument:
     return load_asciidoc(file)
 
 
+def _manpage(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.manpage import load_manpage
+
+    return load_manpage(file)
+
+
+#: The most a gzip-compressed file may hold once decompressed (a file that grows past it,
+#: a decompression bomb, is refused having cost that much memory, no more).
+MAX_GUNZIPPED_BYTES = 256 << 20
+
+
+def _gunzipped(file: FileBytes) -> LoadedDocument:
+    """The file a ``.gz`` file holds, read as its own format (by its name less ``.gz``,
+    else its content): a man page ``ls.1.gz``, a ``changelog.gz``, a ``README.md.gz``."""
+    import gzip
+    import zlib
+
+    inner = file.path.with_suffix("") if file.path.suffix.lower() == ".gz" else file.path
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(file.data)) as stream:
+            data = stream.read(MAX_GUNZIPPED_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UnreadableFile(str(file.path), f"is a damaged gzip file ({exc})") from exc
+    if len(data) > MAX_GUNZIPPED_BYTES:
+        raise UnreadableFile(
+            str(file.path), f"decompresses to more than {MAX_GUNZIPPED_BYTES >> 20} MiB"
+        )
+    if data.startswith(b"\x1f\x8b"):
+        raise UnsupportedFileType(str(file.path), "is compressed twice: decompress it first")
+    return format_of(inner, data).load(FileBytes(inner, data))
+
+
 def _image(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.ocr import load_image
 
@@ -182,6 +214,11 @@ CODE_EXTENSIONS = (
     ".sql", ".r", ".lua", ".pl", ".css", ".scss", ".yaml", ".yml", ".toml", ".ini", ".cfg",
     ".conf", ".tex", ".log",
 )  # fmt: skip
+
+#: A man page's source: its section's number (``ls.1``, ``ip-route.8``), or ``.man``.
+MAN_EXTENSIONS = (*(f".{n}" for n in range(1, 10)), ".man", ".mdoc")
+#: A man page's name whose section has letters after its number (``openssl.1ssl``).
+_MAN_SUFFIX = re.compile(r"\.[1-9][a-z]{1,4}")
 
 FORMATS: tuple[Format, ...] = (
     Format("PDF", (".pdf",), "application/pdf", loaders.load_pdf,
@@ -237,6 +274,10 @@ FORMATS: tuple[Format, ...] = (
            "tether", inline=True),
     Format("Image (scanned page)", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "image/*",
            _image, "page (OCR)", "Tesseract or RapidOCR", extra="ocr"),
+    Format("Man page", MAN_EXTENSIONS, "text/troff", _manpage,
+           "section (heading path)", "tether", inline=True),
+    Format("Gzip-compressed file", (".gz",), "application/gzip", _gunzipped,
+           "as the file it holds", "Python's gzip"),
 )  # fmt: skip
 
 _BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}
@@ -249,8 +290,21 @@ def supported_extensions() -> list[str]:
 
 
 def by_extension(path: str | Path) -> Format | None:
-    """The format ``path``'s extension names, or None."""
-    return _BY_EXTENSION.get(Path(path).suffix.lower())
+    """The format ``path``'s extension names, or None. A ``.gz`` file is one when the
+    name inside says a format tether reads, or says none (``changelog.gz``): a
+    ``.tar.gz`` is no document."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".gz":
+        inner = Path(path).with_suffix("")
+        known = not inner.suffix or by_extension(inner) not in (None, _BY_NAME[_GZIP])
+        return _BY_NAME[_GZIP] if known else None
+    found = _BY_EXTENSION.get(suffix)
+    if found is None and _MAN_SUFFIX.fullmatch(suffix):
+        return _BY_NAME["Man page"]
+    return found
+
+
+_GZIP = "Gzip-compressed file"
 
 
 def format_of(path: str | Path, data: bytes) -> Format:
@@ -359,6 +413,7 @@ def sniff(data: bytes) -> Format | None:
 
 _MAGIC = (
     (b"%PDF-", "PDF"),
+    (b"\x1f\x8b", "Gzip-compressed file"),
     (b"\x89PNG\r\n\x1a\n", "Image (scanned page)"),
     (b"\xff\xd8\xff", "Image (scanned page)"),
     (b"II*\x00", "Image (scanned page)"),
@@ -465,7 +520,7 @@ _MAIL_HEADERS = (
 
 def _markup(text: str) -> str:
     """Which text format ``text`` (a file's first 4 kB) is: HTML, XML, e-mail, a
-    mailbox, JSON, Markdown-free plain text."""
+    mailbox, JSON, a man page, Markdown-free plain text."""
     start = text.lstrip("\ufeff \t\r\n")[:512].lower()
     if start.startswith(("<!doctype html", "<html")) or "<html" in start[:256]:
         return "HTML"
@@ -478,7 +533,13 @@ def _markup(text: str) -> str:
         return "E-mail"
     if start.startswith(("{", "[")):
         return "JSON"
+    if _ROFF.match(text):
+        return "Man page"
     return "Plain text"
+
+
+#: A man page's source: comments, then a title request (``.TH``, mdoc's ``.Dd``).
+_ROFF = re.compile(r"(?:[.']\\\".*\n|[ \t]*\n)*[.'][ \t]*(?:TH|Dd|Dt)\b")
 
 
 def markdown_table() -> str:
