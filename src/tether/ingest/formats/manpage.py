@@ -215,19 +215,16 @@ def table_rows(lines: list[str]) -> list[str]:
     """A ``tbl`` table's data rows as ``cell | cell`` lines: the options line (ending in
     ``;``) and the format lines (up to one ending in ``.``) are left out, and so are
     horizontal rules (``_``, ``=``)."""
-    at = 0
-    if lines and lines[0].rstrip().endswith(";"):
-        at = 1
+    options = 1 if lines and lines[0].rstrip().endswith(";") else 0
+    at = options
     while at < len(lines):
         at += 1
         if lines[at - 1].rstrip().endswith("."):
             break
     else:
-        at = 0  # no format lines: every line is data
-    tab = "\t"
-    if lines and lines[0].rstrip().endswith(";"):
-        found = re.search(r"tab\s*\((.)\)", lines[0])
-        tab = found.group(1) if found else tab
+        at = options  # no format lines: every line after the options is data
+    found = re.search(r"tab\s*\((.)\)", lines[0]) if options else None
+    tab = found.group(1) if found else "\t"
     rows = []
     for line in lines[at:]:
         cells = [c.strip() for c in line.split(tab)]

@@ -125,7 +125,7 @@ def source_lines(text: str) -> Iterator[tuple[str, str, list[str]]]:
             name, _, tail = name.partition("\t")
             rest = f"{tail} {rest}"
         if name in _DEFINITIONS:
-            _skip_definition(lines, name, macro_args(rest))
+            _skip_definition(lines, name, macro_args(_uncommented(rest)))
         elif name in _CONDITIONALS:
             _skip_block(lines, rest)
         else:
