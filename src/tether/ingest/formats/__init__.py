@@ -169,6 +169,12 @@ def _asciidoc(file: FileBytes) -> LoadedDocument:
     return load_asciidoc(file)
 
 
+def _info(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.info import load_info
+
+    return load_info(file)
+
+
 def _manpage(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.manpage import load_manpage
 
@@ -217,6 +223,8 @@ CODE_EXTENSIONS = (
 
 #: A man page's source: its section's number (``ls.1``, ``ip-route.8``), or ``.man``.
 MAN_EXTENSIONS = (*(f".{n}" for n in range(1, 10)), ".man", ".mdoc")
+#: One file of an Info manual split into several (``find.info-2``).
+_INFO_PART = re.compile(r"\.info-\d{1,3}")
 #: A man page's name whose section has letters after its number (``openssl.1ssl``).
 _MAN_SUFFIX = re.compile(r"\.[1-9][a-z]{1,4}")
 
@@ -276,6 +284,8 @@ FORMATS: tuple[Format, ...] = (
            _image, "page (OCR)", "Tesseract or RapidOCR", extra="ocr"),
     Format("Man page", MAN_EXTENSIONS, "text/troff", _manpage,
            "section (heading path)", "tether", inline=True),
+    Format("Info (Texinfo)", (".info",), "text/x-info", _info,
+           "section (heading path)", "tether", inline=True),
     Format("Gzip-compressed file", (".gz",), "application/gzip", _gunzipped,
            "as the file it holds", "Python's gzip"),
 )  # fmt: skip
@@ -301,6 +311,8 @@ def by_extension(path: str | Path) -> Format | None:
     found = _BY_EXTENSION.get(suffix)
     if found is None and _MAN_SUFFIX.fullmatch(suffix):
         return _BY_NAME["Man page"]
+    if found is None and _INFO_PART.fullmatch(suffix):
+        return _BY_NAME["Info (Texinfo)"]
     return found
 
 
@@ -535,6 +547,8 @@ def _markup(text: str) -> str:
         return "JSON"
     if _ROFF.match(text):
         return "Man page"
+    if text.startswith("This is ") and "produced by makeinfo" in text[:300]:
+        return "Info (Texinfo)"
     return "Plain text"
 
 
