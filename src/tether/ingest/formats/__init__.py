@@ -169,6 +169,12 @@ def _asciidoc(file: FileBytes) -> LoadedDocument:
     return load_asciidoc(file)
 
 
+def _transcript(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.transcript import load_transcript
+
+    return load_transcript(file)
+
+
 def _info(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.info import load_info
 
@@ -284,6 +290,8 @@ FORMATS: tuple[Format, ...] = (
            _image, "page (OCR)", "Tesseract or RapidOCR", extra="ocr"),
     Format("Man page", MAN_EXTENSIONS, "text/troff", _manpage,
            "section (heading path)", "tether", inline=True),
+    Format("Subtitles", (".vtt", ".srt"), "text/vtt", _transcript,
+           "time (5-minute section)", "tether", inline=True),
     Format("Info (Texinfo)", (".info",), "text/x-info", _info,
            "section (heading path)", "tether", inline=True),
     Format("Gzip-compressed file", (".gz",), "application/gzip", _gunzipped,
@@ -549,9 +557,13 @@ def _markup(text: str) -> str:
         return "Man page"
     if text.startswith("This is ") and "produced by makeinfo" in text[:300]:
         return "Info (Texinfo)"
+    if text.lstrip("\ufeff").startswith("WEBVTT") or _SUBRIP.match(text.lstrip("\ufeff")):
+        return "Subtitles"
     return "Plain text"
 
 
+#: A SubRip file's first cue: its number, then its timing.
+_SUBRIP = re.compile(r"\s*\d+\s*\n\d{1,2}:\d{2}:\d{2},\d{3} --> ")
 #: A man page's source: comments, then a title request (``.TH``, mdoc's ``.Dd``).
 _ROFF = re.compile(r"(?:[.']\\\".*\n|[ \t]*\n)*[.'][ \t]*(?:TH|Dd|Dt)\b")
 
