@@ -27,7 +27,7 @@ from tether.ingest import (
     normalize_text,
     split_span,
 )
-from tether.ingest.chunking import context_header, section_under_title
+from tether.ingest.chunking import _TOKEN_MARGIN, context_header, section_under_title
 from tether.store import NewChunk
 from tether.testing import HashEmbedder
 
@@ -311,7 +311,14 @@ def test_tokenizer_sized_chunks_fit_their_window(text: str, window: int) -> None
         assert chunks == []
         return
     check_chunks(text, chunks, "Pump manual")
-    assert max(embedded_tokens(counter, "Pump manual", chunks)) + SPECIAL_TOKENS <= window
+    for c, n in zip(chunks, embedded_tokens(counter, "Pump manual", chunks), strict=True):
+        header = counter(context_header("Pump manual", c.section_title)) or 0
+        if header + _TOKEN_MARGIN + window // 4 > window:
+            # A header that takes over three quarters of the window leaves the content a
+            # quarter (a 60-character heading of "xx" pieces, a 40-token window).
+            assert c.token_count is not None and c.token_count <= window // 4
+        else:
+            assert n + SPECIAL_TOKENS <= window
 
 
 # -- settings and the indexer ---------------------------------------------------------------

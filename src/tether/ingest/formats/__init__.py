@@ -169,6 +169,12 @@ def _asciidoc(file: FileBytes) -> LoadedDocument:
     return load_asciidoc(file)
 
 
+def _latex(file: FileBytes) -> LoadedDocument:
+    from tether.ingest.formats.latex import load_latex
+
+    return load_latex(file)
+
+
 def _transcript(file: FileBytes) -> LoadedDocument:
     from tether.ingest.formats.transcript import load_transcript
 
@@ -224,7 +230,7 @@ CODE_EXTENSIONS = (
     ".py", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".c", ".h", ".cc", ".cpp",
     ".hpp", ".cs", ".go", ".rs", ".rb", ".php", ".swift", ".scala", ".sh", ".bash", ".ps1",
     ".sql", ".r", ".lua", ".pl", ".css", ".scss", ".yaml", ".yml", ".toml", ".ini", ".cfg",
-    ".conf", ".tex", ".log",
+    ".conf", ".log",
 )  # fmt: skip
 
 #: A man page's source: its section's number (``ls.1``, ``ip-route.8``), or ``.man``.
@@ -289,6 +295,8 @@ FORMATS: tuple[Format, ...] = (
     Format("Image (scanned page)", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "image/*",
            _image, "page (OCR)", "Tesseract or RapidOCR", extra="ocr"),
     Format("Man page", MAN_EXTENSIONS, "text/troff", _manpage,
+           "section (heading path)", "tether", inline=True),
+    Format("LaTeX", (".tex", ".latex", ".ltx"), "application/x-latex", _latex,
            "section (heading path)", "tether", inline=True),
     Format("Subtitles", (".vtt", ".srt"), "text/vtt", _transcript,
            "time (5-minute section)", "tether", inline=True),
@@ -557,11 +565,15 @@ def _markup(text: str) -> str:
         return "Man page"
     if text.startswith("This is ") and "produced by makeinfo" in text[:300]:
         return "Info (Texinfo)"
+    if _LATEX.search(text):
+        return "LaTeX"
     if text.lstrip("\ufeff").startswith("WEBVTT") or _SUBRIP.match(text.lstrip("\ufeff")):
         return "Subtitles"
     return "Plain text"
 
 
+#: A LaTeX document's class or body, at a line's start.
+_LATEX = re.compile(r"^\\(?:documentclass|begin\{document\})", re.MULTILINE)
 #: A SubRip file's first cue: its number, then its timing.
 _SUBRIP = re.compile(r"\s*\d+\s*\n\d{1,2}:\d{2}:\d{2},\d{3} --> ")
 #: A man page's source: comments, then a title request (``.TH``, mdoc's ``.Dd``).
