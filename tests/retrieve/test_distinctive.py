@@ -483,6 +483,30 @@ def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
     assert absent.debug["grounding"]["distinctive_absent"] == ["zigbee"]
 
 
+def test_an_acronym_that_names_a_documented_setting_is_not_absent(tmp_path: Path) -> None:
+    """A reference that documents ``crlfDelay`` speaks of CRLF, though it never writes the
+    acronym alone; a compound that merely starts with its letters does not."""
+    from tether.retrieve.distinctive import leads_a_name
+
+    assert leads_a_name("CRLF", ["If `crlfDelay` is exceeded, \\r and \\n are separate."])
+    assert leads_a_name("CRLF", ["#define CRLF_MODE 1"]) and leads_a_name("API", ["APIVersion"])
+    assert not leads_a_name("CRLF", ["crlfdelay", "Crlfs", "xcrlfDelay"])
+    assert not leads_a_name("RAM", ["a RAMdisk"])  # no new part starts after it
+    assert not leads_a_name("Ram", ["RamDisk"])  # only words in capitals are acronyms
+    guide = [TextSource("The crlfDelay option: if the delay between \\r and \\n exceeds"
+                        " crlfDelay milliseconds, both are treated as separate end-of-line"
+                        " input. Set crlfDelay to Infinity to read every \\r followed by \\n"
+                        " as a single line break.", "Line reading")]  # fmt: skip
+    crlf, absent = asked(
+        tmp_path,
+        guide,
+        "My file has CRLF line endings. How do I read each \\r\\n as one line break?",
+        "My file has NEL line endings. How do I read each one as a line break?",
+    )
+    assert crlf.debug["grounding"]["distinctive_absent"] == []
+    assert "NEL" in absent.debug["grounding"]["distinctive_absent"]
+
+
 @pytest.mark.parametrize(
     ("question", "names"),
     [

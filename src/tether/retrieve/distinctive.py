@@ -19,7 +19,8 @@ of term count:
   shouted or the word is an everyday one ("does it NOT start?": emphasis). A scope holds
   a keyword of five letters or more that is also a word where it writes it with a capital
   (``MERGE`` or "Merge", not "merge"), and any other word in capitals in any case (an
-  acronym: ``HTTP`` by "http requests", ``JSON`` by "json"). Lower-case
+  acronym: ``HTTP`` by "http requests", ``JSON`` by "json"), also where a passage found
+  for the question names something after it (``CRLF`` by ``crlfDelay``). Lower-case
   words and numbers joined by hyphens ("auto-reload", "0-dimensional") are prose, not
   codes, unless the question writes the compound as a name: quoted (``kind =
   "raw-dylib"``), after an option ("-C inline-threshold") or before a noun that names a
@@ -421,6 +422,17 @@ def clipped(word: str, texts: Iterable[str]) -> bool:
     shortest = len(word) + _CLIP_ADDED
     pattern = re.compile(rf"\b{re.escape(word)}[^\W\d_]+")
     return any(len(found) >= shortest for text in texts for found in pattern.findall(text.lower()))
+
+
+def leads_a_name(acronym: str, texts: Iterable[str]) -> bool:
+    """Whether ``acronym`` (a word in capitals) begins a compound name of ``texts``, in any
+    case, where a capital or an underscore starts the name's next part: ``crlfDelay`` and
+    ``CRLF_MODE`` are named after CRLF, and a scope that documents them speaks of it;
+    "crlfdelay" or "Crlfs" say nothing of it."""
+    if not (acronym.isalpha() and acronym.isupper() and len(acronym) >= 2):
+        return False
+    pattern = re.compile(rf"(?<![^\W_])(?i:{re.escape(acronym)})(?=[A-Z_][A-Za-z0-9])")
+    return any(pattern.search(text) for text in texts)
 
 
 #: Letters each word of a phrase gives its abbreviation at least ("std" + "in").

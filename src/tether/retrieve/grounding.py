@@ -21,6 +21,7 @@ from tether.retrieve.distinctive import (
     code_terms,
     command_terms,
     compound_names,
+    leads_a_name,
     misspelt,
     number_terms,
     own_files,
@@ -173,7 +174,8 @@ class Grounder:
         rare words) that the scope lacks. A rare word one typing slip away from a word
         of ``candidate_texts`` (the passages found for it) is taken as misspelt, not
         absent, one that begins a longer word of them as clipped, one that shortens words
-        that follow each other there as abbreviated; a placeholder name
+        that follow each other there as abbreviated, an acronym that begins a compound
+        name there (``CRLF`` of ``crlfDelay``) as named; a placeholder name
         (``tool::something``) as an example, not a name."""
         language = self.settings.rag.language
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
@@ -197,7 +199,11 @@ class Grounder:
             return 0.0 if word.lower() in own_words else absence(word) if absence else 1.0
 
         terms = question_terms(question, stats, language, said_by_absence if own else absence)
-        absent = held_nowhere(codes, numbers, stats.in_scope)
+        absent = [
+            code
+            for code in held_nowhere(codes, numbers, stats.in_scope)
+            if not leads_a_name(code, candidate_texts)
+        ]
         rare = self.rare_words_absent(
             terms.absent, scope, filters, proper_names(question) if english else set()
         )
