@@ -483,6 +483,29 @@ def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
     assert absent.debug["grounding"]["distinctive_absent"] == ["zigbee"]
 
 
+def test_names_only_the_premise_gives_are_the_askers_situation(tmp_path: Path) -> None:
+    """A question that opens with statements names the asker's own files and values
+    there; only what its question sentence names must be in scope."""
+    from tether.retrieve.evidence import asked_sentence
+
+    assert asked_sentence("I ran it on app.conf. Why?") == "Why?"
+    assert asked_sentence("Why does it fail on app.conf?") is None  # one sentence
+    assert asked_sentence("Why? It fails on app.conf.") is None  # ends in a statement
+    guide = [TextSource("The -n option disables automatic printing, and -i edits files in"
+                        " place without a backup: together, -ni writes nothing back, and"
+                        " the file ends up empty.", "Options")]  # fmt: skip
+    premise, single, both = asked(
+        tmp_path,
+        guide,
+        "I ran sed -ni 's/DEBUG/INFO/' on webhooks.conf and it ended up empty. Why?",
+        "Why does sed -ni leave webhooks.conf empty?",
+        "I use webhooks.conf with sed -ni. Why is webhooks.conf empty afterwards?",
+    )
+    assert premise.debug["grounding"]["distinctive_absent"] == []
+    assert "webhooks.conf" in single.debug["grounding"]["distinctive_absent"]
+    assert "webhooks.conf" in both.debug["grounding"]["distinctive_absent"]
+
+
 def test_an_acronym_that_names_a_documented_setting_is_not_absent(tmp_path: Path) -> None:
     """A reference that documents ``crlfDelay`` speaks of CRLF, though it never writes the
     acronym alone; a compound that merely starts with its letters does not."""
@@ -500,8 +523,8 @@ def test_an_acronym_that_names_a_documented_setting_is_not_absent(tmp_path: Path
     crlf, absent = asked(
         tmp_path,
         guide,
-        "My file has CRLF line endings. How do I read each \\r\\n as one line break?",
-        "My file has NEL line endings. How do I read each one as a line break?",
+        "How do I read the CRLF line endings of my file, each \\r\\n as one line break?",
+        "How do I read the NEL line endings of my file, each as one line break?",
     )
     assert crlf.debug["grounding"]["distinctive_absent"] == []
     assert "NEL" in absent.debug["grounding"]["distinctive_absent"]

@@ -53,6 +53,11 @@ of term count:
   its thousands ("5000" by "5,000", "2,000" by "2000") and a release with a "v" before
   it ("1.10" by "v1.10").
 
+A question that opens with statements ("I ran ``sed -ni 's/DEBUG/INFO/' app.conf`` and
+app.conf ended up empty. What did I do wrong?") tells its situation first: the asker's
+files, values, commands and machine. What it asks is its last sentence, so only a term
+that sentence names is distinctive; one only the premise names is not, however rare.
+
 A code or word made of placeholders (``tool::something``, ``foo.rs``, ``"abc"xyz``: the
 names examples are written with) stands for any name: the question asks about the kind
 of thing, not about that name, so its absence says nothing.
@@ -422,6 +427,12 @@ def clipped(word: str, texts: Iterable[str]) -> bool:
     shortest = len(word) + _CLIP_ADDED
     pattern = re.compile(rf"\b{re.escape(word)}[^\W\d_]+")
     return any(len(found) >= shortest for text in texts for found in pattern.findall(text.lower()))
+
+
+def writes(text: str, term: str) -> bool:
+    """Whether ``text`` writes ``term`` (in any case) as a word or code of its own, not
+    inside a longer one ("RAM" is not in "program")."""
+    return re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text, re.IGNORECASE) is not None
 
 
 def leads_a_name(acronym: str, texts: Iterable[str]) -> bool:

@@ -250,12 +250,28 @@ def premise_stems(question: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
     """The stems of the statements a question opens with (its premise: what the asker
     has, not what they ask), less those the question sentence itself names; none when
     the question is one sentence or ends in a statement."""
+    parts = _premise_and_question(question)
+    if parts is None:
+        return set()
+    premise, question_sentence = parts
+    asked = {_stem(key, language) for key, _ in _terms(question_sentence, language)}
+    said = {_stem(key, language) for part in premise for key, _ in _terms(part, language)}
+    return said - asked
+
+
+def asked_sentence(question: str) -> str | None:
+    """The question sentence of a question that opens with statements ("I ran sed -ni
+    on app.conf and it ended up empty. What did I do wrong?": "What did I do wrong?");
+    None when the question is one sentence or ends in a statement."""
+    parts = _premise_and_question(question)
+    return None if parts is None else parts[1]
+
+
+def _premise_and_question(question: str) -> tuple[list[str], str] | None:
     parts = _sentences(question.strip())
     if len(parts) < 2 or not parts[-1].rstrip().endswith("?"):
-        return set()
-    asked = {_stem(key, language) for key, _ in _terms(parts[-1], language)}
-    said = {_stem(key, language) for part in parts[:-1] for key, _ in _terms(part, language)}
-    return said - asked
+        return None
+    return parts[:-1], parts[-1]
 
 
 def _sentences(text: str) -> list[str]:

@@ -30,11 +30,13 @@ from tether.retrieve.distinctive import (
     proper_names,
     with_parts,
     word_forms,
+    writes,
 )
 from tether.retrieve.evidence import (
     Evidence,
     QuestionTerms,
     agreement,
+    asked_sentence,
     evidence,
     question_terms,
     search_terms,
@@ -218,6 +220,9 @@ class Grounder:
                 or abbreviated(w, candidate_texts)
             )
         ]
+        asked = asked_sentence(question)
+        if asked is not None:  # names only the premise gives are the asker's situation
+            absent = [w for w in absent if writes(asked, w)]
         return replace(terms, distinctive_absent=tuple(dict.fromkeys(absent)))
 
     def rare_words_absent(
