@@ -13,7 +13,8 @@ The format is described in ``bench/docsets/README.md``. Checks:
   the schema: version 2, ``workspace``, ``session`` (id, documents), ``documents`` (name,
   file, title), ``questions`` with the fields of their kind; unique ids; known documents;
   the documents are exactly the manifest's files, with ``file`` = ``docs/<name>.<html|md|txt>``
-  (for man pages ``docs/<name>.<section>``);
+  (for man pages ``docs/<name>.<section>``, for Info files ``docs/<name>.info`` or, for part N
+  of a split manual, ``docs/<name>.info-N``); the manifest may pin one package or several;
   the session is a non-empty proper subset of them;
 * counts: at least 34 answerable (24 asked in the session, 6 in the workspace), 16
   unanswerable (with both scopes), 16 cross-scope;
@@ -25,8 +26,9 @@ and, unless ``--schema-only``:
 
 * every document has the SHA-256 of the manifest;
 * every snippet occurs in its document's text, and in the page's main content: not only in
-  navigation, sidebars, breadcrumbs, headers or footers (HTML), nor only across a block
-  boundary such as a heading and the paragraph under it;
+  navigation, sidebars, breadcrumbs, headers or footers (HTML), nor only in an Info menu or
+  index (format ``info``), nor only across a block boundary such as a heading and the
+  paragraph under it;
 * a cross-scope snippet occurs in no session document;
 * an unanswerable question's ``absent_terms`` occur in no document of the workspace.
 
@@ -34,7 +36,12 @@ Text of a document: for HTML, the visible text from the stdlib ``html.parser`` (
 ``<script>``, ``<style>`` and the like skipped; block tags give line breaks); for Markdown
 and plain text (reStructuredText sources), the file's text; for man pages (format ``man``),
 the text of a small roff-to-text conversion (``man_text``: request lines dropped but their text
-arguments kept, font escapes removed, special characters written out). Matching: NFKC, whitespace
+arguments kept, font escapes removed, special characters written out); for GNU Info files
+(format ``info``), the text a reader sees in ``info`` (``info_text``: the 0x1F separators, the
+``File: ..., Node: ...`` header lines, the ``Indirect:`` and tag tables and the trailing
+``Local Variables:`` block dropped, the invisible ``^@^H[index^@^H]`` markers removed, menus
+kept; the main content leaves out the menu entries, and so the indexes, and the ``dir``
+entries of the preamble; its blocks are the paragraphs). Matching: NFKC, whitespace
 collapsed, case-folded; as a fallback, all whitespace ignored. Absent terms are matched on the
 whitespace-collapsed text, at word boundaries when the term is made of plain words.
 
@@ -188,6 +195,7 @@ class Text:
     full: str  # everything visible
     main: str  # without the page chrome
     blocks: list[str] = field(default_factory=list)  # main content, one entry per block
+    outside: str = "navigation/sidebar/footer text"  # what the main content leaves out
 
 
 def norm(text: str) -> str:
@@ -377,6 +385,79 @@ def man_text(source: str) -> tuple[str, list[str]]:
     return text, ["\n".join(b) for b in blocks if b]
 
 
+# --- GNU Info (makeinfo output) text ----------------------------------------------------
+
+INFO_SEPARATOR = "\x1f"  # starts each node and each table of an Info file
+# the first line of a node: "File: sed.info,  Node: Top,  Next: Introduction,  Up: (dir)"
+INFO_NODE_HEADER = re.compile(r"File: [^,\n]*,\s+Node: ")
+# what follows a separator but is no node, and which info does not show
+INFO_TABLES = ("Tag Table:", "End Tag Table", "Indirect:", "Local Variables:")
+# makeinfo's invisible markers, "\0\b[index\0\b]" before an index's menu (and the like)
+INFO_MARKER = re.compile(r"\x00\x08\[[^\x00]*\x00\x08\]")
+INFO_MENU = "* Menu:"  # the line that starts a node's menu (an index is a menu too)
+
+
+def info_without_menu(body: str) -> str:
+    """A node's text without its menu entries: after the node's ``* Menu:`` line, each line
+    that starts with ``* `` is an entry (``* Name::  comment``, ``* Name: Node.``, an index's
+    ``* term:  Node.  (line 12)``) and the indented lines right under it go on with it; both
+    go, as does the ``* Menu:`` line. Menu comments and any text after the menu stay (a menu
+    is usually, but not always, at the end of its node). The entries for the system's
+    ``dir`` menu, between ``START-INFO-DIR-ENTRY`` and ``END-INFO-DIR-ENTRY`` in the
+    preamble, go too."""
+    out: list[str] = []
+    in_menu = in_entry = in_dir = False
+    for line in body.split("\n"):
+        if line.rstrip() in ("START-INFO-DIR-ENTRY", "END-INFO-DIR-ENTRY"):
+            in_dir = line.startswith("START")
+            continue
+        if in_dir:  # an entry for the system's dir menu, in the preamble
+            continue
+        if not in_menu and line.rstrip() == INFO_MENU:
+            in_menu = True
+            out.append("")
+            continue
+        if in_menu:
+            if line.startswith("* "):
+                in_entry = True
+                continue
+            if in_entry and line[:1] in (" ", "\t") and line.strip():
+                continue
+            in_entry = False
+        out.append(line)
+    return "\n".join(out)
+
+
+def info_text(source: str) -> tuple[str, str, list[str]]:
+    """The text of a GNU Info file as ``info`` shows it: (all of it, its main content, the
+    main content's blocks).
+
+    The file is split at the 0x1F separators. A part that starts with a ``File: ...,  Node:
+    ...`` header line is a node: the header line is dropped, the rest kept. The parts that
+    hold the ``Indirect:`` table of a split manual, the ``Tag Table:``, ``End Tag Table`` and
+    the trailing Emacs ``Local Variables:`` block are dropped, as are makeinfo's invisible
+    ``\0\b[index\0\b]`` markers; the rest (the preamble before the first node, with its
+    copyright and dir entries; headings and their underlines; menus and indexes;
+    ``*Note ...::`` cross references) is kept as it is. The main content leaves out the menu
+    entries of each node and the preamble's ``dir`` entries (``info_without_menu``), and so
+    the indexes, whose entries are menu entries. A block is a paragraph: the lines between
+    two blank lines of one node."""
+    full: list[str] = []
+    main: list[str] = []
+    blocks: list[str] = []
+    for i, part in enumerate(INFO_MARKER.sub("", source).split(INFO_SEPARATOR)):
+        body = part.lstrip("\n")
+        if i > 0 and body.startswith(INFO_TABLES):
+            continue
+        if i > 0 and INFO_NODE_HEADER.match(body):
+            body = body.partition("\n")[2]
+        full.append(body)
+        content = info_without_menu(body)
+        main.append(content)
+        blocks += [b for b in re.split(r"\n[ \t]*\n", content) if b.strip()]
+    return "\n".join(full), "\n".join(main), blocks
+
+
 def document_text(path: Path, fmt: str) -> Text:
     raw = path.read_text(encoding="utf-8", errors="replace")
     if fmt == "html":
@@ -385,6 +466,9 @@ def document_text(path: Path, fmt: str) -> Text:
         text, blocks = man_text(raw)
         t = norm(text)
         return Text(t, t, [norm(b) for b in blocks])
+    if fmt == "info":
+        full, main, blocks = info_text(raw)
+        return Text(norm(full), norm(main), [norm(b) for b in blocks], "a menu, index or dir entry")
     t = norm(raw)
     return Text(t, t, [t])
 
@@ -608,7 +692,7 @@ def check_snippet(q: dict, texts: dict[str, Text], rep: Report) -> None:
         if not contains(text.main, snippet, spaced=True):
             rep.stats["  of which only when ignoring whitespace"] += 1
     elif contains(text.full, snippet):
-        rep.err(f"{qid}: snippet occurs in {doc} only in navigation/sidebar/footer text")
+        rep.err(f"{qid}: snippet occurs in {doc} only in {text.outside}")
         return
     else:
         elsewhere = [n for n, t in texts.items() if contains(t.main, snippet)]
@@ -712,7 +796,7 @@ def print_summary(
 ) -> None:
     """The set, its questions by kind and scope, and what the text checks counted."""
     print(
-        f"{qpath}: set {ds.name} ({ds.format}, {ds.pin.apt_spec}), {len(qs.documents)} documents, "
+        f"{qpath}: set {ds.name} ({ds.format}, {ds.apt_specs}), {len(qs.documents)} documents, "
         f"session {qs.session_id!r} with {len(qs.session)}, workspace {qs.workspace!r}"
     )
     print(f"  {'kind':14s} {'session':>8s} {'workspace':>10s} {'total':>6s}")
