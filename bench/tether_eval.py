@@ -9,10 +9,11 @@ Runs, with the defaults (the local all-MiniLM-L6-v2 model, no LLM):
 - ``tether eval DATASET --db STORE --json``: hybrid retrieval, nDCG@10 and Recall@100;
 - the same with ``--lexical-only`` (FTS5 alone) and with ``--pipeline`` (``retrieve`` on
   every query: its nDCG@10, context recall, grounded share and threshold table);
-- ``tether eval bench/manuals bench/docsets/flask bench/docsets/docker bench/docsets/git
-  bench/docsets/rust-reference --grounding --json``: grounding on the real-document
-  question sets, over the sets whose documents are fetched (``bench/manuals/fetch.py``,
-  ``bench/docsets/fetch.py``); a set without them is left out, and the output says so.
+- ``tether eval bench/manuals bench/docsets/flask ... bench/docsets/gnu-info --grounding
+  --json``: grounding on the real-document question sets (the PDF manuals and the eleven
+  documentation sets of ``bench/docsets``), over the sets whose documents are fetched
+  (``bench/manuals/fetch.py``, ``bench/docsets/fetch.py --all``); a set without them is
+  left out, and the output says so.
 
 ``--store`` is a tether store holding DATASET indexed with the local model (``tether eval
 DATASET --db S`` or ``bench/backends.py --keep S`` makes one). It is only read: the
@@ -40,13 +41,9 @@ from _harness import REPO, Table, log, shown_command, shown_path  # noqa: E402
 
 DEFAULT_DATASET = REPO.parent / "shared/datasets/scifact"
 #: The real-document question sets of ``tether eval --grounding``, in column order.
-GROUNDING_SETS = (
-    BENCH / "manuals",
-    BENCH / "docsets/flask",
-    BENCH / "docsets/docker",
-    BENCH / "docsets/git",
-    BENCH / "docsets/rust-reference",
-)
+DOCSETS = ("flask", "docker", "git", "rust-reference", "sqlite", "nodejs", "m4", "pytest",
+           "sdl", "iproute2", "gnu-info")  # fmt: skip
+GROUNDING_SETS = (BENCH / "manuals", *(BENCH / "docsets" / name for name in DOCSETS))
 #: The SciFact runs: the flags each adds to ``tether eval DATASET --db STORE --json``.
 RETRIEVAL_RUNS = {"hybrid": [], "lexical": ["--lexical-only"], "pipeline": ["--pipeline"]}
 RUN_LABELS = {"hybrid": "hybrid (the default)", "lexical": "lexical-only (FTS5 bm25)",
