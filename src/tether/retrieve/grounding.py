@@ -15,14 +15,10 @@ from tether.models import Filters, Scope, ScopeKind
 from tether.retrieve.crossencoder import CrossEncoderScorer, PassageScorer
 from tether.retrieve.distinctive import (
     CommonWords,
-    abbreviated,
-    clipped,
     code_cores,
     code_terms,
     command_terms,
     compound_names,
-    leads_a_name,
-    misspelt,
     number_terms,
     own_files,
     own_names,
@@ -30,7 +26,6 @@ from tether.retrieve.distinctive import (
     proper_names,
     with_parts,
     word_forms,
-    writes,
 )
 from tether.retrieve.evidence import (
     Evidence,
@@ -44,6 +39,7 @@ from tether.retrieve.evidence import (
 from tether.retrieve.guidance import guidance
 from tether.retrieve.rerank import Candidate, metadata_priority
 from tether.retrieve.search import Candidates, Ranked, Searcher, SearchResults
+from tether.retrieve.shortforms import abbreviated, clipped, leads_a_name, misspelt, writes
 from tether.settings import Settings
 from tether.store import Store
 from tether.text import DEFAULT_LANGUAGE, capitals
