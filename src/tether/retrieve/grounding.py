@@ -206,17 +206,7 @@ class Grounder:
         rare = self.rare_words_absent(
             terms.absent, scope, filters, proper_names(question) if english else set()
         )
-        absent += [
-            w
-            for w in rare
-            if not (
-                placeholder(w)
-                or w.lower() in own_words
-                or misspelt(w, candidate_texts)
-                or clipped(w, candidate_texts)
-                or abbreviated(w, candidate_texts)
-            )
-        ]
+        absent += [w for w in rare if not _named_otherwise(w, own_words, candidate_texts)]
         asked = asked_sentence(question)
         if asked is not None:  # names only the premise gives are the asker's situation
             absent = [w for w in absent if writes(asked, w)]
@@ -318,6 +308,19 @@ class Grounder:
             closer=closer.kind if closer else None,
             wider_holds_more=more,
         )
+
+
+def _named_otherwise(word: str, own_words: set[str], texts: Sequence[str]) -> bool:
+    """Whether a rare word the scope lacks says nothing of it: a placeholder, a word of
+    the asker's own names, or a short form of a word of ``texts`` (misspelt, clipped,
+    abbreviated)."""
+    return (
+        placeholder(word)
+        or word.lower() in own_words
+        or misspelt(word, texts)
+        or clipped(word, texts)
+        or abbreviated(word, texts)
+    )
 
 
 def question_codes(
