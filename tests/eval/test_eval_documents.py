@@ -19,6 +19,7 @@ from tether.eval.documents import (
     _joined,
     _shape,
     grounding_on_documents,
+    holds_answer,
     prose_lines,
 )
 
@@ -286,3 +287,13 @@ def test_a_passage_that_ends_its_paragraph_or_section_is_not_open(tmp_path: Path
         assert cut.content.rstrip()[-1] != "."
         assert stops_inside_a_sentence(t, cited(cut))
         assert not stops_inside_a_sentence(t, replace(cited(cut), text="The tool reads it."))
+
+
+def test_an_answer_is_held_whatever_inline_markup_either_side_keeps() -> None:
+    # A snippet copied from a reStructuredText or Markdown source against the text the
+    # page was indexed as (emphasis and code marks dropped, a table's cells barred).
+    chunk = "It also ensures that a stack trace is printed on\nKeyboardInterrupt (Ctrl+C)."
+    assert holds_answer(chunk, "printed on **KeyboardInterrupt** (Ctrl+C)")
+    assert holds_answer("pytest version | min. Python version\n6.2 - 7.0 | 3.6+", "6.2 - 7.0 3.6+")
+    assert holds_answer("will raise the error during `call`", "during ``call``")
+    assert not holds_answer(chunk, "printed on SystemExit (Ctrl+C)")

@@ -490,7 +490,8 @@ def test_names_only_the_premise_gives_are_the_askers_situation(tmp_path: Path) -
 
     assert asked_sentence("I ran it on app.conf. Why?") == "Why?"
     assert asked_sentence("Why does it fail on app.conf?") is None  # one sentence
-    assert asked_sentence("Why? It fails on app.conf.") is None  # ends in a statement
+    assert asked_sentence("Why? It fails on app.conf.") == "Why?"  # a closing statement
+    assert asked_sentence("Why? And how?") is None  # only questions
     guide = [TextSource("The -n option disables automatic printing, and -i edits files in"
                         " place without a backup: together, -ni writes nothing back, and"
                         " the file ends up empty.", "Options")]  # fmt: skip
@@ -626,6 +627,31 @@ def test_a_placeholder_name_is_an_example_not_a_name(tmp_path: Path) -> None:
     assert example.grounded
     assert "miri::skip" in real.debug["grounding"]["distinctive_absent"]
     assert not real.grounded
+
+
+def test_an_expression_of_single_letters_is_an_example(tmp_path: Path) -> None:
+    """``s/x/y/3g`` writes a substitution with example letters: the manual that explains
+    the flags never writes it. Two letters are often a name (``I/O``, ``r2q``)."""
+    from tether.retrieve.distinctive import placeholder
+
+    assert placeholder("s/x/y/3g") and placeholder("a.b.c") and placeholder("s/a/b/2g")
+    assert not placeholder("I/O") and not placeholder("r2q") and not placeholder("-x")
+    assert not placeholder("s/DEBUG/INFO/g")
+    manual = TextSource(
+        "The s command's flags: g replaces all matches, not just the first. A NUMBER"
+        " replaces only the NUMBERth match. When both g and NUMBER are given, matches"
+        " before the NUMBERth are ignored, and all matches from the NUMBERth on are replaced.",
+        "The s Command",
+    )
+    example, real = asked(
+        tmp_path,
+        [manual],
+        "What does the flag combination in s/x/y/3g do: replace only the third x, or more?",
+        "What does the flag combination in s/x/y/3g --zflag do: replace the third x, or more?",
+    )
+    assert example.debug["grounding"]["distinctive_absent"] == []
+    assert "--zflag" in real.debug["grounding"]["distinctive_absent"]
+    assert not any("3g" in t for t in real.debug["grounding"]["distinctive_absent"])
 
 
 def test_a_question_about_a_gene_the_scope_names_in_a_compound_is_grounded(

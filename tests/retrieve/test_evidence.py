@@ -216,10 +216,19 @@ def test_a_question_sentence_that_names_little_keeps_its_premise_whole() -> None
     assert premise_stems(question) == {"stay", "tableofcontent", "empty", "doc", "build"}
 
 
-def test_one_sentence_or_a_closing_statement_has_no_premise() -> None:
+def test_one_sentence_or_only_questions_have_no_premise() -> None:
     assert premise_stems("Which converter lets a URL variable hold slashes?") == set()
-    assert premise_stems("How do I run it? I tried flask run.") == set()
     assert premise_stems("What does e.g. the route say?") == set()
+    assert premise_stems("Is it a route? Or a view?") == set()  # all questions
+    assert premise_stems("It is a route. It has a view.") == set()  # all statements
+
+
+def test_a_statement_after_the_question_is_premise_too() -> None:
+    # What the asker tried, said after what they ask, is their situation as well.
+    tried = premise_stems("How do I run it? I tried waitress locally.")
+    assert tried == {"tri", "waitress", "locally"}
+    question = "Which converter holds slashes? My route uses <int:id>. Is there another?"
+    assert premise_stems(question) == {"route", "use", "int", "id"}
 
 
 def test_an_abbreviation_does_not_end_a_premise() -> None:

@@ -307,10 +307,17 @@ def index_documents(t: Tether, qset: QuestionSet) -> dict[str, str]:
     return ids
 
 
+#: Inline markup a snippet copied from a document's source may keep and its indexed text
+#: may not (reStructuredText's ``code`` and **bold**, a Markdown table's cell bars), or
+#: the other way round: dropped on both sides before comparing.
+_MARKUP = str.maketrans("", "", "*`|")
+
+
 def normalized(text: str) -> str:
     """Text as answers are compared: NFKC, case-folded, without any whitespace (text
-    extractors differ in the spaces they put around markup and font changes)."""
-    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
+    extractors differ in the spaces they put around markup and font changes) or inline
+    markup characters (:data:`_MARKUP`)."""
+    return "".join(unicodedata.normalize("NFKC", text).casefold().translate(_MARKUP).split())
 
 
 def holds_answer(text: str, answer: str) -> bool:

@@ -53,10 +53,11 @@ of term count:
   its thousands ("5000" by "5,000", "2,000" by "2000") and a release with a "v" before
   it ("1.10" by "v1.10").
 
-A question that opens with statements ("I ran ``sed -ni 's/DEBUG/INFO/' app.conf`` and
-app.conf ended up empty. What did I do wrong?") tells its situation first: the asker's
-files, values, commands and machine. What it asks is its last sentence, so only a term
-that sentence names is distinctive; one only the premise names is not, however rare.
+A question that also makes statements ("I ran ``sed -ni 's/DEBUG/INFO/' app.conf`` and
+app.conf ended up empty. What did I do wrong?", "How does diff tell a binary file? It says
+so of my UTF-16 exports.") tells its situation there: the asker's files, values, commands
+and machine. What it asks is its question sentences, so only a term they name is
+distinctive; one only the premise names is not, however rare.
 
 A code or word made of placeholders (``tool::something``, ``foo.rs``, ``"abc"xyz``: the
 names examples are written with) stands for any name: the question asks about the kind
@@ -257,8 +258,13 @@ NUMBER_WORDS = frozenset(
 
 def placeholder(term: str) -> bool:
     """Whether ``term`` (a code or a word) holds a placeholder name (:data:`PLACEHOLDERS`)
-    as one of its parts: it is an example of a kind of name, not a name."""
-    return any(part in PLACEHOLDERS for part in re.findall(r"[a-z]+", term.lower()))
+    as one of its parts, or is an expression written with single letters (``s/x/y/3g``,
+    ``a.b.c``: three or more, none longer): it is an example of a kind of name, not a
+    name. (Two single letters are often a name: ``I/O``, ``r2q``.)"""
+    parts = re.findall(r"[a-z]+", term.lower())
+    if len(parts) >= 3 and all(len(part) == 1 for part in parts):
+        return True
+    return any(part in PLACEHOLDERS for part in parts)
 
 
 #: SQL words after which a statement names the user's own table, savepoint or alias.

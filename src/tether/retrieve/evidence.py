@@ -94,10 +94,10 @@ PHRASING = frozenset(
 )
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n\s*\n")
-#: What a term counts, of its weight, when only a statement before the question holds it
+#: What a term counts, of its weight, when only a statement around the question holds it
 #: (its premise: "The update route uses <int:id>. Which converter allows slashes?").
 PREMISE_SHARE = 0.5
-_QUESTION_SENTENCES = re.compile(r"(?<=[.!])\s+(?=[A-Z\"'“‘(<`])")
+_QUESTION_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'“‘(<`])")
 #: Words a full stop follows without ending a sentence ("e.g. Path", "vs. Django").
 _DOTTED = re.compile(r"(?:[A-Za-z]{1,3}\.)+[A-Za-z]{1,3}")
 _ABBREVIATIONS = frozenset("vs etc dr mr mrs ms prof cf fig no nr st jr sr approx".split())
@@ -247,9 +247,9 @@ def question_terms(
 
 
 def premise_stems(question: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
-    """The stems of the statements a question opens with (its premise: what the asker
-    has, not what they ask), less those the question sentence itself names; none when
-    the question is one sentence or ends in a statement."""
+    """The stems of the statements around a question's question sentences (its premise:
+    what the asker has, not what they ask), less those the question sentences name; none
+    when the question is one sentence, or all questions, or all statements."""
     parts = _premise_and_question(question)
     if parts is None:
         return set()
@@ -260,22 +260,25 @@ def premise_stems(question: str, language: str = DEFAULT_LANGUAGE) -> set[str]:
 
 
 def asked_sentence(question: str) -> str | None:
-    """The question sentence of a question that opens with statements ("I ran sed -ni
-    on app.conf and it ended up empty. What did I do wrong?": "What did I do wrong?");
-    None when the question is one sentence or ends in a statement."""
+    """What a question that also makes statements asks: its question sentences ("I ran
+    sed -ni on app.conf and it ended up empty. What did I do wrong?": "What did I do
+    wrong?"; "How does diff tell a binary file? It says so of my UTF-16 exports.": "How
+    does diff tell a binary file?"); None when the question is one sentence, or all
+    questions, or all statements."""
     parts = _premise_and_question(question)
     return None if parts is None else parts[1]
 
 
 def _premise_and_question(question: str) -> tuple[list[str], str] | None:
     parts = _sentences(question.strip())
-    if len(parts) < 2 or not parts[-1].rstrip().endswith("?"):
+    asked = [part for part in parts if part.rstrip().endswith("?")]
+    if len(parts) < 2 or not asked or len(asked) == len(parts):
         return None
-    return parts[:-1], parts[-1]
+    return [part for part in parts if part not in asked], " ".join(asked)
 
 
 def _sentences(text: str) -> list[str]:
-    """``text`` cut after each full stop or "!" that ends a sentence: not one after an
+    """``text`` cut after each full stop, "!" or "?" that ends a sentence: not one after an
     abbreviation (:data:`_ABBREVIATIONS`, a single letter, short letters between full
     stops: "e.g.", "U.S.")."""
     parts, start = [], 0

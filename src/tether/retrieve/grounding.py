@@ -175,7 +175,7 @@ class Grounder:
         that follow each other there as abbreviated, an acronym that begins a compound
         name there (``CRLF`` of ``crlfDelay``) as named; a placeholder name
         (``tool::something``) as an example, not a name; and a term only the statements
-        before the question sentence name (its premise) as the asker's situation."""
+        around the question sentences name (its premise) as the asker's situation."""
         language = self.settings.rag.language
         english = language == DEFAULT_LANGUAGE and bool(self.common_words)
         absence = self.common_words.absence_weight if english else None
