@@ -283,7 +283,7 @@ def _sentences(text: str) -> list[str]:
     stops: "e.g.", "U.S.")."""
     parts, start = [], 0
     for m in _QUESTION_SENTENCES.finditer(text):
-        word = text[: m.start()].rsplit(None, 1)[-1].rstrip(".!")
+        word = text[: m.start()].rsplit(None, 1)[-1].rstrip(".!?")
         if _DOTTED.fullmatch(word) or len(word) < 2 or word.lower() in _ABBREVIATIONS:
             continue
         parts.append(text[start : m.start()])
