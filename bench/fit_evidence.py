@@ -10,12 +10,12 @@ grounded when its best candidate's evidence reaches ``rag.min_relevance``. This 
 1. asks every question of every source with today's settings and records, per question,
    those signals for each reranked candidate (from ``debug["grounding"]``), whether a
    distinctive term was absent, and whether a clearly closer match lay in the wider
-   scope. The sources: the PDF manuals (``bench/manuals``), the Flask, Git and Rust
-   Reference HTML and the Docker Markdown documentation (``bench/docsets``) and the
-   SciFact-derived set (claims among their nearest uncited abstracts, as ``tether eval
-   --grounding`` builds it). The
-   signals are kept in ``--features`` (default ``../bench-results/evidence-features.json``)
-   and collected again only with ``--collect`` or when the file is missing;
+   scope. The sources: the PDF manuals (``bench/manuals``), the eleven documentation
+   sets of ``bench/docsets`` (HTML of six generators, Markdown, GNU Info, man pages,
+   reStructuredText sources) and the SciFact-derived set (claims among their nearest
+   uncited abstracts, as ``tether eval --grounding`` builds it). The signals are kept
+   in ``--features`` (default ``../bench-results/evidence-features.json``) and
+   collected again only with ``--collect`` or when the file is missing;
 2. fits the weights by logistic regression with balanced classes, as today's were fitted:
    each source weighs the same and, inside a source, the answerable questions half, the
    unanswerable and the cross-scope ones a quarter each (weighing the three kinds the
@@ -49,12 +49,26 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 DEFAULT_FEATURES = HERE.parent.parent / "bench-results" / "evidence-features.json"
 SCIFACT = HERE.parent.parent / "shared" / "datasets" / "scifact"
+#: The PDF manuals, then every documentation set of ``bench/docsets`` (each folder with
+#: its ``questions.json``), in the order ``tether eval`` reports them.
 DOCUMENT_SOURCES = {
     "manuals": HERE / "manuals" / "questions.json",
-    "flask": HERE / "docsets" / "flask" / "questions.json",
-    "docker": HERE / "docsets" / "docker" / "questions.json",
-    "git": HERE / "docsets" / "git" / "questions.json",
-    "rust-reference": HERE / "docsets" / "rust-reference" / "questions.json",
+    **{
+        name: HERE / "docsets" / name / "questions.json"
+        for name in (
+            "flask",
+            "docker",
+            "git",
+            "rust-reference",
+            "sqlite",
+            "nodejs",
+            "m4",
+            "pytest",
+            "sdl",
+            "iproute2",
+            "gnu-info",
+        )
+    },
 }
 KINDS = ("answerable", "unanswerable", "cross_scope")
 #: Each kind's share of a source's weight in the fit: the classes balanced.
