@@ -28,6 +28,7 @@ import argparse
 import itertools
 import math
 import pickle
+import re
 import statistics
 import sys
 import tempfile
@@ -68,7 +69,8 @@ def collect(path: Path) -> list[dict[str, Any]]:
             }
             for c in found
         ]
-        calls.append({"terms": judged.terms, "agreed": kw.get("agreed"), "rows": rows})
+        calls.append({"question": question, "terms": judged.terms, "agreed": kw.get("agreed")})
+        calls[-1]["rows"] = rows
         calls[-1]["found"] = found
         return found, judged
 
@@ -126,7 +128,7 @@ Signals = tuple[float | None, float, str, float]
 
 def signals(
     questions: list[dict[str, Any]],
-    coverage: Callable[[Any, dict[str, Any]], float],
+    coverage: Callable[[Any, dict[str, Any], str], float],
     extra: Callable[[dict[str, Any]], float] = lambda row: 0.0,
 ) -> list[list[dict[str, Any]]]:
     """Per question and call (in scope, then the wider scope): the question's missing
@@ -139,7 +141,7 @@ def signals(
         for call in q["calls"]:
             terms = call["terms"]
             rows = [
-                (row["cosine"], coverage(terms, row), row["document"], extra(row))
+                (row["cosine"], coverage(terms, row, call["question"]), row["document"], extra(row))
                 for row in call["rows"]
             ]
             factor = DISTINCTIVE_ABSENT_FACTOR if terms.distinctive_absent else 1.0
@@ -214,11 +216,11 @@ def scores(questions: list[dict[str, Any]], grounded: list[bool]) -> dict[str, A
 # -- the variants -------------------------------------------------------------------------
 
 
-def _window(**constants: Any) -> Callable[[Any, dict[str, Any]], float]:
+def _window(**constants: Any) -> Callable[[Any, dict[str, Any], str], float]:
     """The best window's coverage with some of evidence.py's constants changed."""
     import tether.retrieve.evidence as evidence
 
-    def coverage(terms: Any, row: dict[str, Any]) -> float:
+    def coverage(terms: Any, row: dict[str, Any], question: str) -> float:
         saved = {name: getattr(evidence, name) for name in constants}
         for name, value in constants.items():
             setattr(evidence, name, value)
@@ -231,12 +233,12 @@ def _window(**constants: Any) -> Callable[[Any, dict[str, Any]], float]:
     return coverage
 
 
-def _top_word_required(share: float) -> Callable[[Any, dict[str, Any]], float]:
+def _top_word_required(share: float) -> Callable[[Any, dict[str, Any], str], float]:
     """Coverage times ``share`` when the question's highest-weighted word is neither in
     the best window nor in the header."""
     from tether.retrieve.evidence import _stems, best_window
 
-    def coverage(terms: Any, row: dict[str, Any]) -> float:
+    def coverage(terms: Any, row: dict[str, Any], question: str) -> float:
         value, window = best_window(terms, row["text"], row["header"])
         if not terms.weights:
             return value
@@ -247,14 +249,14 @@ def _top_word_required(share: float) -> Callable[[Any, dict[str, Any]], float]:
     return coverage
 
 
-def _adjacent(bonus: float) -> Callable[[Any, dict[str, Any]], float]:
+def _adjacent(bonus: float) -> Callable[[Any, dict[str, Any], str], float]:
     """Coverage plus ``bonus`` times the share of the question's consecutive terms that
     stand next to each other in the best window."""
     from tether.retrieve.evidence import best_window
     from tether.retrieve.fts import _TERM, _stem
     from tether.text import normalize_text
 
-    def coverage(terms: Any, row: dict[str, Any]) -> float:
+    def coverage(terms: Any, row: dict[str, Any], question: str) -> float:
         value, window = best_window(terms, row["text"], row["header"])
         stems = [stem for stem, _ in terms.weights]
         pairs = list(itertools.pairwise(stems))
@@ -263,6 +265,29 @@ def _adjacent(bonus: float) -> Callable[[Any, dict[str, Any]], float]:
         words = [_stem(w.casefold(), terms.language) for w in _TERM.findall(normalize_text(window))]
         beside = set(itertools.pairwise(words))
         return value + bonus * sum(pair in beside for pair in pairs) / len(pairs)
+
+    return coverage
+
+
+#: A question asking for a quantity, a size, a version or a default value.
+_QUANTITY = re.compile(
+    r"\bhow (many|much|long|big|large|old|often|far)\b"
+    r"|\bwhat (is|are) the (default|maximum|minimum|limit|size|port|value|number)\b"
+    r"|\b(which|what) (version|release|year|port|size)\b",
+    re.IGNORECASE,
+)
+
+
+def _quantity(share: float) -> Callable[[Any, dict[str, Any], str], float]:
+    """Coverage times ``share`` when the asked sentence wants a quantity (how many, how
+    long, which version, what is the default...) and the best window holds no digit: the
+    answer-type check, in its simplest form."""
+    from tether.retrieve.evidence import asked_sentence, best_window
+
+    def coverage(terms: Any, row: dict[str, Any], question: str) -> float:
+        value, window = best_window(terms, row["text"], row["header"])
+        wants = _QUANTITY.search(asked_sentence(question) or question)
+        return value * share if wants and not re.search(r"\d", window) else value
 
     return coverage
 
@@ -282,6 +307,7 @@ def variants() -> list[tuple[str, Callable[..., float], Callable[..., float], fl
         ("60-word pieces", _window(WINDOW_WORDS=60), none, 0.0),
         ("top word required (x0.75)", _top_word_required(0.75), none, 0.0),
         ("adjacent terms (+0.1)", _adjacent(0.1), none, 0.0),
+        ("a quantity needs a digit (x0.5)", _quantity(0.5), none, 0.0),
         ("fused score (+0.5 x RRF/max)", today, lambda row: row["fused"] * 61 / 2, 0.5),
     ]
 
@@ -322,13 +348,13 @@ def main(argv: list[str] | None = None) -> int:
             floor = result["kinds"]["answerable"]
         print(_row(label, result))
         best = None
-        for step in range(-30, 31):
-            shifted = Weights(**{**vars(CALIBRATED), "bias": CALIBRATED.bias + step / 20})
+        for step in range(-50, 51):
+            shifted = Weights(**{**vars(CALIBRATED), "bias": CALIBRATED.bias + step / 100})
             moved = scores(questions, verdicts(questions, found, shifted, beta))
             if moved["kinds"]["answerable"] >= floor - 1e-9:
                 mean = statistics.fmean(moved["sets"].values())
                 if best is None or mean > best[0]:
-                    best = (mean, step / 20, moved)
+                    best = (mean, step / 100, moved)
         if best is not None and label != "today's":
             print(_row(f"  at today's answerable (bias {best[1]:+.2f})", best[2]))
     return 0
