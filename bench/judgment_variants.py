@@ -34,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fit_evidence import DOCUMENT_SOURCES
 
@@ -130,10 +130,14 @@ def signals(
     questions: list[dict[str, Any]],
     coverage: Callable[[Any, dict[str, Any], str], float],
     extra: Callable[[dict[str, Any]], float] = lambda row: 0.0,
+    absent_factor: float | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Per question and call (in scope, then the wider scope): the question's missing
-    share, agreement and distinctive factor, and each candidate's :data:`Signals`."""
+    share, agreement and distinctive factor (``absent_factor``, else evidence.py's), and
+    each candidate's :data:`Signals`."""
     from tether.retrieve.evidence import DISTINCTIVE_ABSENT_FACTOR
+
+    absent = DISTINCTIVE_ABSENT_FACTOR if absent_factor is None else absent_factor
 
     out = []
     for q in questions:
@@ -144,7 +148,7 @@ def signals(
                 (row["cosine"], coverage(terms, row, call["question"]), row["document"], extra(row))
                 for row in call["rows"]
             ]
-            factor = DISTINCTIVE_ABSENT_FACTOR if terms.distinctive_absent else 1.0
+            factor = absent if terms.distinctive_absent else 1.0
             calls.append(
                 {"missing": terms.missing, "agreed": call["agreed"] or 0.0, "factor": factor}
                 | {"rows": rows}
@@ -154,11 +158,15 @@ def signals(
 
 
 def verdicts(
-    questions: list[dict[str, Any]], signals: list[list[dict[str, Any]]], weights: Any, beta: float
+    questions: list[dict[str, Any]],
+    signals: list[list[dict[str, Any]]],
+    weights: Any,
+    beta: float,
+    margin: float = MARGIN,
 ) -> list[bool]:
     """Whether each question is grounded: its best candidate at :data:`THRESHOLD`, and no
     candidate of the wider scope (outside the scope and the candidates' documents)
-    :data:`MARGIN` better."""
+    :data:`MARGIN` (``margin``) better."""
     from tether.retrieve.evidence import LEXICAL
 
     def value(call: dict[str, Any], s: Signals) -> float:
@@ -183,7 +191,7 @@ def verdicts(
         if grounded and len(calls) > 1:
             seen = q["inside"] | {s[2] for s in calls[0]["rows"]}
             there = [value(calls[1], s) for s in calls[1]["rows"] if s[2] not in seen]
-            grounded = max(there, default=0.0) < here + MARGIN
+            grounded = max(there, default=0.0) < here + margin
         out.append(grounded)
     return out
 
@@ -292,23 +300,35 @@ def _quantity(share: float) -> Callable[[Any, dict[str, Any], str], float]:
     return coverage
 
 
-def variants() -> list[tuple[str, Callable[..., float], Callable[..., float], float]]:
-    """(label, coverage, extra signal, its weight) of each variant, today's first."""
-    none: Callable[..., float] = lambda row: 0.0  # noqa: E731
+class Variant(NamedTuple):
+    label: str
+    coverage: Callable[..., float]
+    extra: Callable[..., float] = lambda row: 0.0
+    beta: float = 0.0  # the extra signal's weight in the logit
+    absent_factor: float | None = None  # None: evidence.py's DISTINCTIVE_ABSENT_FACTOR
+    margin: float = MARGIN
+
+
+def variants() -> list[Variant]:
+    """Each variant, today's first."""
     today = _window()
     return [
-        ("today's", today, none, 0.0),
-        ("header counts 1/4 of a word", _window(HEADER_SHARE=0.25), none, 0.0),
-        ("header counts 3/4 of a word", _window(HEADER_SHARE=0.75), none, 0.0),
-        ("header counts a whole word", _window(HEADER_SHARE=1.0), none, 0.0),
-        ("one-sentence windows", _window(WINDOW_SENTENCES=1), none, 0.0),
-        ("three-sentence windows", _window(WINDOW_SENTENCES=3), none, 0.0),
-        ("25-word pieces", _window(WINDOW_WORDS=25), none, 0.0),
-        ("60-word pieces", _window(WINDOW_WORDS=60), none, 0.0),
-        ("top word required (x0.75)", _top_word_required(0.75), none, 0.0),
-        ("adjacent terms (+0.1)", _adjacent(0.1), none, 0.0),
-        ("a quantity needs a digit (x0.5)", _quantity(0.5), none, 0.0),
-        ("fused score (+0.5 x RRF/max)", today, lambda row: row["fused"] * 61 / 2, 0.5),
+        Variant("today's", today),
+        Variant("header counts 1/4 of a word", _window(HEADER_SHARE=0.25)),
+        Variant("header counts 3/4 of a word", _window(HEADER_SHARE=0.75)),
+        Variant("header counts a whole word", _window(HEADER_SHARE=1.0)),
+        Variant("one-sentence windows", _window(WINDOW_SENTENCES=1)),
+        Variant("three-sentence windows", _window(WINDOW_SENTENCES=3)),
+        Variant("25-word pieces", _window(WINDOW_WORDS=25)),
+        Variant("60-word pieces", _window(WINDOW_WORDS=60)),
+        Variant("top word required (x0.75)", _top_word_required(0.75)),
+        Variant("adjacent terms (+0.1)", _adjacent(0.1)),
+        Variant("a quantity needs a digit (x0.5)", _quantity(0.5)),
+        Variant("fused score (+0.5 x RRF/max)", today, lambda row: row["fused"] * 61 / 2, 0.5),
+        Variant("distinctive absent: x0.1", today, absent_factor=0.1),
+        Variant("distinctive absent: x0.6", today, absent_factor=0.6),
+        Variant("wider scope margin 0", today, margin=0.0),
+        Variant("wider scope margin 0.1", today, margin=0.1),
     ]
 
 
@@ -336,26 +356,26 @@ def main(argv: list[str] | None = None) -> int:
     names = list(dict.fromkeys(q["set"] for q in questions))
     print(f"{'variant':<36}" + "".join(f"{n[:6]:>7}" for n in names)
           + f"{'mean':>7}{'min':>7}{'answ':>7}{'unans':>7}{'cross':>7}")  # fmt: skip
-    for label, coverage, extra, beta in variants():
-        found = signals(questions, coverage, extra)
-        result = scores(questions, verdicts(questions, found, CALIBRATED, beta))
-        if label == "today's":
+    for v in variants():
+        found = signals(questions, v.coverage, v.extra, v.absent_factor)
+        result = scores(questions, verdicts(questions, found, CALIBRATED, v.beta, v.margin))
+        if v.label == "today's":
             same = sum(
                 g == q["grounded"]
                 for q, g in zip(questions, verdicts(questions, found, CALIBRATED, 0.0), strict=True)
             )
             print(f"(today's replay gives the recorded verdict for {same} of {len(questions)})")
             floor = result["kinds"]["answerable"]
-        print(_row(label, result))
+        print(_row(v.label, result))
         best = None
         for step in range(-50, 51):
             shifted = Weights(**{**vars(CALIBRATED), "bias": CALIBRATED.bias + step / 100})
-            moved = scores(questions, verdicts(questions, found, shifted, beta))
+            moved = scores(questions, verdicts(questions, found, shifted, v.beta, v.margin))
             if moved["kinds"]["answerable"] >= floor - 1e-9:
                 mean = statistics.fmean(moved["sets"].values())
                 if best is None or mean > best[0]:
                     best = (mean, step / 100, moved)
-        if best is not None and label != "today's":
+        if best is not None and v.label != "today's":
             print(_row(f"  at today's answerable (bias {best[1]:+.2f})", best[2]))
     return 0
 
