@@ -52,6 +52,15 @@ def _chunk(texts: list[tuple[str, str | None]]) -> bytes:
     return pickle.dumps(chunks, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def stored(t: Any) -> list[str]:
+    """Every stored chunk as "document#ordinal: text", in that order."""
+    with t.store.db.read() as conn:
+        rows = conn.execute(
+            "SELECT document_id, ordinal, content FROM rag_chunks ORDER BY document_id, ordinal"
+        )
+        return [f"{document}#{ordinal}: {content}" for document, ordinal, content in rows]
+
+
 def plain_add(sources: list[Any], tmp: Path) -> tuple[float, list[str]]:
     from tether import Settings, Tether
 
@@ -60,15 +69,7 @@ def plain_add(sources: list[Any], tmp: Path) -> tuple[float, list[str]]:
         started = time.perf_counter()
         t.add(sources)
         seconds = time.perf_counter() - started
-        with t.store.db.read() as conn:
-            texts = [
-                f"{r[0]}#{r[1]}: {r[2]}"
-                for r in conn.execute(
-                    "SELECT document_id, ordinal, content FROM rag_chunks"
-                    " ORDER BY document_id, ordinal"
-                )
-            ]
-    return seconds, texts
+        return seconds, stored(t)
 
 
 def pooled_add(sources: list[Any], tmp: Path, workers: int, batch: int) -> tuple[float, list[str]]:
@@ -105,15 +106,7 @@ def pooled_add(sources: list[Any], tmp: Path, workers: int, batch: int) -> tuple
             Indexer._chunks = original  # type: ignore[method-assign]
             pool.shutdown()
         seconds = time.perf_counter() - started
-        with t.store.db.read() as conn:
-            texts = [
-                f"{r[0]}#{r[1]}: {r[2]}"
-                for r in conn.execute(
-                    "SELECT document_id, ordinal, content FROM rag_chunks"
-                    " ORDER BY document_id, ordinal"
-                )
-            ]
-    return seconds, texts
+        return seconds, stored(t)
 
 
 def main(argv: list[str] | None = None) -> int:
