@@ -163,6 +163,7 @@ def verdicts(
     weights: Any,
     beta: float,
     margin: float = MARGIN,
+    threshold: float = THRESHOLD,
 ) -> list[bool]:
     """Whether each question is grounded: its best candidate at :data:`THRESHOLD`, and no
     candidate of the wider scope (outside the scope and the candidates' documents)
@@ -187,7 +188,7 @@ def verdicts(
             out.append(False)
             continue
         here = max((value(calls[0], s) for s in calls[0]["rows"]), default=0.0)
-        grounded = here >= THRESHOLD
+        grounded = here >= threshold
         if grounded and len(calls) > 1:
             seen = q["inside"] | {s[2] for s in calls[0]["rows"]}
             there = [value(calls[1], s) for s in calls[1]["rows"] if s[2] not in seen]
@@ -307,6 +308,7 @@ class Variant(NamedTuple):
     beta: float = 0.0  # the extra signal's weight in the logit
     absent_factor: float | None = None  # None: evidence.py's DISTINCTIVE_ABSENT_FACTOR
     margin: float = MARGIN
+    threshold: float = THRESHOLD  # rag.min_relevance
 
 
 def variants() -> list[Variant]:
@@ -329,6 +331,8 @@ def variants() -> list[Variant]:
         Variant("distinctive absent: x0.6", today, absent_factor=0.6),
         Variant("wider scope margin 0", today, margin=0.0),
         Variant("wider scope margin 0.1", today, margin=0.1),
+        Variant("min_relevance 0.43", today, threshold=0.43),
+        Variant("min_relevance 0.45", today, threshold=0.45),
     ]
 
 
@@ -358,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
           + f"{'mean':>7}{'min':>7}{'answ':>7}{'unans':>7}{'cross':>7}")  # fmt: skip
     for v in variants():
         found = signals(questions, v.coverage, v.extra, v.absent_factor)
-        result = scores(questions, verdicts(questions, found, CALIBRATED, v.beta, v.margin))
+        result = scores(
+            questions, verdicts(questions, found, CALIBRATED, v.beta, v.margin, v.threshold)
+        )
         if v.label == "today's":
             same = sum(
                 g == q["grounded"]
@@ -370,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         best = None
         for step in range(-50, 51):
             shifted = Weights(**{**vars(CALIBRATED), "bias": CALIBRATED.bias + step / 100})
-            moved = scores(questions, verdicts(questions, found, shifted, v.beta, v.margin))
+            moved = scores(
+                questions, verdicts(questions, found, shifted, v.beta, v.margin, v.threshold)
+            )
             if moved["kinds"]["answerable"] >= floor - 1e-9:
                 mean = statistics.fmean(moved["sets"].values())
                 if best is None or mean > best[0]:
