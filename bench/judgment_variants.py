@@ -69,25 +69,26 @@ def collect(path: Path) -> list[dict[str, Any]]:
             }
             for c in found
         ]
-        calls.append({"question": question, "terms": judged.terms, "agreed": kw.get("agreed")})
-        calls[-1]["rows"] = rows
-        calls[-1]["found"] = found
+        call = {"question": question, "terms": judged.terms, "agreed": kw.get("agreed")}
+        calls.append(call | {"rows": rows, "found": found})
         return found, judged
 
     grounding.Grounder.candidates = recorded  # type: ignore[method-assign]
     questions = []
-    for name, questions_path in DOCUMENT_SOURCES.items():
-        qset = load_question_set(questions_path)
-        with (
-            tempfile.TemporaryDirectory(prefix="tether-variants-") as tmp,
-            Tether(Path(tmp) / "t.db") as t,
-        ):
-            index_documents(t, qset)
-            for q in qset.questions:
-                calls.clear()
-                questions.append(_asked(t, name, q, calls))
-        print(f"  {name}: {len(qset.questions)} questions", file=sys.stderr)
-    grounding.Grounder.candidates = original  # type: ignore[method-assign]
+    try:
+        for name, questions_path in DOCUMENT_SOURCES.items():
+            qset = load_question_set(questions_path)
+            with (
+                tempfile.TemporaryDirectory(prefix="tether-variants-") as tmp,
+                Tether(Path(tmp) / "t.db") as t,
+            ):
+                index_documents(t, qset)
+                for q in qset.questions:
+                    calls.clear()
+                    questions.append(_asked(t, name, q, calls))
+            print(f"  {name}: {len(qset.questions)} questions", file=sys.stderr)
+    finally:
+        grounding.Grounder.candidates = original  # type: ignore[method-assign]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(questions))
     return questions
